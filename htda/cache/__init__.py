@@ -1,0 +1,5 @@
+"""The cache component."""
+
+from .component import CacheComponent
+
+__all__ = ["CacheComponent"]

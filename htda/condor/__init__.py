@@ -1,0 +1,1 @@
+"""Everything HTCondor-specific: ClassAd handling, job-router hooks, startd cron."""

@@ -1,0 +1,5 @@
+"""The coordinator component."""
+
+from .component import CoordinatorComponent
+
+__all__ = ["CoordinatorComponent"]

@@ -1,0 +1,5 @@
+"""The locator component."""
+
+from .component import LocatorComponent
+
+__all__ = ["LocatorComponent"]

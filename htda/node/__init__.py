@@ -1,0 +1,1 @@
+"""The node runtime shared by every component: config, plugins, REST, pool, trust."""

@@ -1,0 +1,142 @@
+"""Configuration: TOML files checked against declarative schemas at start-up.
+
+Every component declares the schema of its own section; the node runtime
+declares ``[node]``, ``[pool]`` and ``[tls]``.  Validation stops at the first
+problem with a one-line message naming the file and the dotted key, e.g.::
+
+    config/node.toml: unknown key 'pool.heartbeat_intervall' (did you mean 'heartbeat_interval'?)
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+__all__ = ["ConfigError", "Field", "ListOf", "Section", "REQUIRED", "load_toml", "validate"]
+
+
+class ConfigError(Exception):
+    """A configuration problem; ``str()`` is a complete one-line message."""
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key: its type, default (or ``REQUIRED``), help text and an optional check.
+
+    ``type`` is ``str``, ``int``, ``float``, ``bool``, ``list`` (of ``item``),
+    a nested :class:`Section`, or a :class:`ListOf` sections.  ``check`` gets
+    the converted value and returns an error text, or ``None`` when fine.
+    """
+
+    type: Any
+    default: Any = REQUIRED
+    help: str = ""
+    item: Any = str
+    check: Callable[[Any], str | None] | None = None
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A TOML array of tables, each checked against ``section``."""
+
+    section: "Section"
+
+
+@dataclass(frozen=True)
+class Section:
+    """A table of fields.  Keys not declared here are errors."""
+
+    fields: Mapping[str, Field] = field(default_factory=dict)
+    help: str = ""
+
+
+def load_toml(path: str | os.PathLike) -> dict:
+    """Read a TOML file, turning syntax errors into a :class:`ConfigError`."""
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def validate(raw: Mapping[str, Any], schema: Section, source: str, prefix: str = "") -> dict:
+    """Return ``raw`` with defaults filled in, or raise :class:`ConfigError`."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: '{prefix.rstrip('.') or '<top>'}' must be a table")
+    for key in raw:
+        if key not in schema.fields:
+            hint = difflib.get_close_matches(key, list(schema.fields), n=1)
+            extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+            raise ConfigError(f"{source}: unknown key '{prefix}{key}'{extra}")
+    out: dict[str, Any] = {}
+    for key, spec in schema.fields.items():
+        dotted = prefix + key
+        if key in raw:
+            out[key] = _convert(raw[key], spec, source, dotted)
+        elif isinstance(spec.type, Section):
+            out[key] = validate({}, spec.type, source, dotted + ".")
+        elif spec.default is REQUIRED:
+            raise ConfigError(f"{source}: missing required key '{dotted}'")
+        else:
+            out[key] = spec.default() if callable(spec.default) else spec.default
+    return out
+
+
+def _convert(value: Any, spec: Field, source: str, dotted: str) -> Any:
+    kind = spec.type
+    if isinstance(kind, Section):
+        return validate(value, kind, source, dotted + ".")
+    if isinstance(kind, ListOf):
+        if not isinstance(value, list):
+            raise ConfigError(f"{source}: '{dotted}' must be a list of tables")
+        return [validate(v, kind.section, source, f"{dotted}[{i}].") for i, v in enumerate(value)]
+    if kind is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{source}: '{dotted}' must be a list")
+        value = [_scalar(v, spec.item, source, f"{dotted}[{i}]") for i, v in enumerate(value)]
+    else:
+        value = _scalar(value, kind, source, dotted)
+    if spec.check is not None:
+        problem = spec.check(value)
+        if problem:
+            raise ConfigError(f"{source}: '{dotted}' {problem}")
+    return value
+
+
+def _scalar(value: Any, kind: type, source: str, dotted: str) -> Any:
+    # bool is a subclass of int in Python; a TOML `true` must not pass as a number.
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool)):
+        return value
+    got = type(value).__name__
+    raise ConfigError(f"{source}: '{dotted}' must be {_TYPE_NAMES.get(kind, kind.__name__)}, not {got} {value!r}")
+
+
+def positive(value: float) -> str | None:
+    """Check helper: the value must be > 0."""
+    return None if value > 0 else "must be greater than 0"
+
+
+def one_of(*choices: str) -> Callable[[Any], str | None]:
+    """Check helper: the value must be one of ``choices``."""
+
+    def check(value: Any) -> str | None:
+        return None if value in choices else f"must be one of {', '.join(choices)}"
+
+    return check

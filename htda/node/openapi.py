@@ -1,0 +1,74 @@
+"""The OpenAPI 3 document, generated from the node's route table."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {"status": {"type": "integer"}, "message": {"type": "string"}},
+            "required": ["status", "message"],
+        }
+    },
+    "required": ["error"],
+}
+
+
+def document(routes: Iterable, title: str, version: str) -> dict:
+    """Build the document; paths use OpenAPI's ``{name}`` templates."""
+    paths: dict[str, dict] = {}
+    for route in routes:
+        template = re.sub(r"\{([^}:]+)(:[^}]*)?\}", r"{\1}", route.path)
+        paths.setdefault(template, {})[route.method.lower()] = _operation(route)
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": title, "version": version,
+                 "description": "HTDA node REST API. State-changing requests need an HTDA-HMAC signature."},
+        "paths": dict(sorted(paths.items())),
+        "components": {
+            "schemas": {"Error": ERROR_SCHEMA},
+            "securitySchemes": {
+                "htdaHmac": {"type": "apiKey", "in": "header", "name": "Authorization",
+                             "description": "HTDA-HMAC ts=<unix>,nonce=<hex>,sig=<hmac-sha256>"}
+            },
+        },
+    }
+
+
+def _operation(route) -> dict:
+    op: dict = {
+        "summary": route.summary,
+        "operationId": _operation_id(route),
+        "tags": [route.tag],
+        "responses": {
+            "200": {"description": "success", "content": {route.content_type: {"schema": route.response or {}}}},
+            "400": _error_response("bad request"),
+            "404": _error_response("not found"),
+        },
+    }
+    parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                  for name in route.params]
+    parameters += [{"name": name, "in": "query", "required": False, "description": text,
+                    "schema": {"type": "string"}} for name, text in route.query.items()]
+    if parameters:
+        op["parameters"] = parameters
+    if route.body is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": route.body}}}
+        op["responses"]["413"] = _error_response("request body too large")
+    if route.access != "public":
+        op["security"] = [{"htdaHmac": []}]
+        op["responses"]["401"] = _error_response("missing or bad signature")
+    return op
+
+
+def _error_response(text: str) -> dict:
+    return {"description": text, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+
+def _operation_id(route) -> str:
+    words = re.findall(r"[A-Za-z0-9]+", route.path.replace("/api/v1", ""))
+    return route.method.lower() + "_" + "_".join(words)

@@ -1,0 +1,186 @@
+"""Pool membership through heartbeats to seed nodes.
+
+Every node heartbeats to each seed address (skipping itself) every
+``heartbeat_interval`` seconds.  A heartbeat carries the sender's identity
+and the small facts its components publish; the answer carries the seed's
+member list with each member's *age* (seconds since the seed last heard
+from it).  A node merges that list into its own, so every node learns the
+whole pool through the seeds, and a member is dropped everywhere once its
+age passes ``expiry``.  There is no other state: a node that restarts is a
+full member again after its first heartbeat, and a new incarnation (a
+different ``started``) is reported to components as a join.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .client import Client, ClientError
+
+__all__ = ["Member", "Pool"]
+
+log = logging.getLogger("htda.pool")
+
+
+@dataclass
+class Member:
+    """What a node knows of one pool member."""
+
+    name: str
+    url: str
+    roles: list[str]
+    version: str
+    started: float
+    info: dict[str, Any] = field(default_factory=dict)
+    last_seen: float = 0.0  # time.monotonic() on this node
+
+    def age(self, now: float) -> float:
+        return max(0.0, now - self.last_seen)
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        return {"name": self.name, "url": self.url, "roles": self.roles, "version": self.version,
+                "started": self.started, "age": round(self.age(now), 3), "info": self.info}
+
+
+class Pool:
+    """This node's view of the pool, kept fresh by heartbeats.
+
+    ``on_join`` / ``on_leave`` are called (outside the lock) with a
+    :class:`Member` when a node joins or restarts, and when it expires.
+    """
+
+    def __init__(self, me: Member, seeds: list[str], client: Client, interval: float, expiry: float,
+                 info: Callable[[], dict[str, Any]] = dict,
+                 on_join: Callable[[Member], None] | None = None,
+                 on_leave: Callable[[Member], None] | None = None):
+        self.me = me
+        self.seeds = [s.rstrip("/") for s in seeds]
+        self.client, self.interval, self.expiry = client, interval, expiry
+        self._info = info
+        self._on_join, self._on_leave = on_join, on_leave
+        self._members: dict[str, Member] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.heartbeats_sent = 0
+        self.heartbeat_failures = 0
+
+    # -- queries -----------------------------------------------------------
+    def members(self, role: str | None = None) -> list[Member]:
+        """Live members (this node included), optionally only those with ``role``."""
+        self.expire()
+        with self._lock:
+            everyone = [self._refresh_me(), *self._members.values()]
+        return [m for m in everyone if role is None or role in m.roles]
+
+    def member(self, name: str) -> Member | None:
+        return next((m for m in self.members() if m.name == name), None)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        return sorted((m.to_json(now) for m in self.members()), key=lambda m: m["name"])
+
+    def _refresh_me(self) -> Member:
+        self.me.last_seen = time.monotonic()
+        return self.me
+
+    # -- the heartbeat protocol ---------------------------------------------
+    def payload(self) -> dict[str, Any]:
+        """What this node sends in a heartbeat."""
+        self.me.info = self._info()
+        return {k: v for k, v in self._refresh_me().to_json(time.monotonic()).items() if k != "age"}
+
+    def receive(self, beat: dict[str, Any]) -> dict[str, Any]:
+        """Handle a heartbeat from another node; answer with the member list."""
+        if beat["name"] != self.me.name:
+            self._upsert(beat, time.monotonic())
+        return {"members": self.snapshot(), "interval": self.interval, "expiry": self.expiry}
+
+    def merge(self, members: list[dict[str, Any]]) -> None:
+        """Fold a seed's member list into this node's view."""
+        now = time.monotonic()
+        for entry in members:
+            if entry.get("name") == self.me.name:
+                continue
+            age = float(entry.get("age", 0.0))
+            if age < self.expiry:
+                self._upsert(entry, now - age)
+
+    def _upsert(self, entry: dict[str, Any], seen: float) -> None:
+        joined: Member | None = None
+        left: Member | None = None
+        with self._lock:
+            known = self._members.get(entry["name"])
+            if known is not None and seen <= known.last_seen:
+                return
+            member = Member(entry["name"], entry["url"], list(entry.get("roles", [])), entry.get("version", ""),
+                            float(entry.get("started", 0.0)), dict(entry.get("info") or {}), seen)
+            self._members[member.name] = member
+            if known is None or known.started != member.started:
+                joined, left = member, known
+        if left is not None:
+            log.info("member %s restarted", member.name)
+            self._emit(self._on_leave, left)
+        if joined is not None:
+            if left is None:
+                log.info("member %s joined (%s, roles %s)", member.name, member.url, ",".join(member.roles))
+            self._emit(self._on_join, joined)
+
+    def expire(self) -> list[Member]:
+        """Drop members silent for longer than the expiry; return them."""
+        now = time.monotonic()
+        with self._lock:
+            gone = [m for m in self._members.values() if now - m.last_seen > self.expiry]
+            for member in gone:
+                del self._members[member.name]
+        for member in gone:
+            log.warning("member %s left the pool (silent for %.1fs)", member.name, now - member.last_seen)
+            self._emit(self._on_leave, member)
+        return gone
+
+    def _emit(self, callback: Callable[[Member], None] | None, member: Member) -> None:
+        if callback is None:
+            return
+        try:
+            callback(member)
+        except Exception:  # noqa: BLE001 - a component's bug must not stop membership
+            log.exception("pool event handler failed for %s", member.name)
+
+    # -- background loop ----------------------------------------------------
+    def beat_once(self) -> None:
+        """Send one heartbeat to every seed and merge the answers."""
+        payload = self.payload()
+        for seed in self.seeds:
+            if seed == self.me.url.rstrip("/"):
+                continue
+            try:
+                answer = self.client.post(f"{seed}/api/v1/pool/heartbeat", payload,
+                                          timeout=max(0.5, self.interval), idempotent=True, retries=0)
+                self.heartbeats_sent += 1
+                self.merge(answer.get("members", []) if isinstance(answer, dict) else [])
+            except ClientError as exc:
+                self.heartbeat_failures += 1
+                log.debug("heartbeat to %s failed: %s", seed, exc)
+        self.expire()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="htda-pool", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.beat_once()
+            except Exception:  # noqa: BLE001 - keep heartbeating whatever happens
+                log.exception("heartbeat round failed")
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))

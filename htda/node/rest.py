@@ -1,0 +1,322 @@
+"""The node's REST layer: a route table served as JSON over HTTP(S).
+
+Components contribute :class:`Route` objects; one :class:`RestApp` per node
+matches them, enforces access rules, checks request bodies against their
+schemas, maps errors to JSON answers and counts requests for ``/metrics``.
+The same table produces the OpenAPI document, so the two cannot disagree.
+
+The server is cheroot, CherryPy's HTTP/WSGI server, used directly so that
+several nodes can live in one process (tests, benchmarks) without CherryPy's
+process-global engine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import re
+import ssl
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+from urllib.parse import parse_qsl
+
+from cheroot import wsgi
+from cheroot.ssl.builtin import BuiltinSSLAdapter
+
+from . import schema as jsonschema
+from .auth import AuthError, Verifier
+from .metrics import Registry
+
+__all__ = ["HTTPError", "Request", "Response", "Route", "RestApp", "RestServer", "API"]
+
+log = logging.getLogger("htda.rest")
+
+API = "/api/v1"
+
+_REASONS = {
+    200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Bad Request",
+    401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+    409: "Conflict", 411: "Length Required", 413: "Payload Too Large", 415: "Unsupported Media Type",
+    422: "Unprocessable Entity", 429: "Too Many Requests", 500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+class HTTPError(Exception):
+    """Raise from a handler to answer with ``status`` and a JSON error body."""
+
+    def __init__(self, status: int, message: str, **details: Any):
+        super().__init__(message)
+        self.status, self.message, self.details = status, message, details
+
+
+@dataclass
+class Response:
+    """A non-JSON (or non-200) answer."""
+
+    body: bytes | str
+    status: int = 200
+    content_type: str = "application/json"
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Route:
+    """One endpoint.
+
+    ``access`` is ``"public"`` (anyone), ``"read"`` (signed, or from a
+    configured read-only network) or ``"auth"`` (signed by a pool member).
+    It defaults to ``"read"`` for GET and ``"auth"`` for everything else, so
+    every state-changing request is authenticated unless a route says
+    otherwise on purpose.  ``body`` is the JSON schema of the request body.
+    """
+
+    method: str
+    path: str
+    handler: Callable[["Request"], Any]
+    summary: str
+    body: dict | None = None
+    response: dict | None = None
+    query: dict[str, str] = field(default_factory=dict)  # name -> description
+    access: str | None = None
+    tag: str = "node"
+    max_body: int | None = None
+    content_type: str = "application/json"
+
+    def __post_init__(self) -> None:
+        self.method = self.method.upper()
+        if self.access is None:
+            self.access = "read" if self.method == "GET" else "auth"
+        if self.access not in ("public", "read", "auth"):
+            raise ValueError(f"{self.path}: access must be public, read or auth")
+        pattern, self.params = _compile(self.path)
+        self.regex = re.compile(pattern)
+
+
+def _compile(path: str) -> tuple[str, list[str]]:
+    params: list[str] = []
+    out = []
+    for part in re.split(r"(\{[^}]+\})", path):
+        if part.startswith("{"):
+            name, _, kind = part[1:-1].partition(":")
+            params.append(name)
+            out.append(f"(?P<{name}>.+)" if kind == "path" else f"(?P<{name}>[^/]+)")
+        else:
+            out.append(re.escape(part))
+    return "^" + "".join(out) + "$", params
+
+
+class Request:
+    """What a handler sees of a request."""
+
+    __slots__ = ("method", "path", "target", "query", "params", "body", "remote", "headers", "route", "_json",
+                 "client_cert")
+
+    def __init__(self, method: str, path: str, target: str, query: dict[str, str], params: dict[str, str],
+                 body: bytes, remote: str, headers: dict[str, str], route: Route, client_cert: bool):
+        self.method, self.path, self.target, self.query, self.params = method, path, target, query, params
+        self.body, self.remote, self.headers, self.route = body, remote, headers, route
+        self.client_cert = client_cert
+        self._json: Any = _UNSET
+
+    @property
+    def json(self) -> Any:
+        """The body parsed as JSON and checked against the route's schema (400 if not)."""
+        if self._json is _UNSET:
+            if not self.body:
+                raise HTTPError(400, "request body must be JSON")
+            try:
+                value = json.loads(self.body)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise HTTPError(400, f"request body is not valid JSON: {exc}") from None
+            if self.route.body is not None:
+                try:
+                    jsonschema.check(value, self.route.body)
+                except jsonschema.SchemaError as exc:
+                    raise HTTPError(400, str(exc)) from None
+            self._json = value
+        return self._json
+
+    def query_int(self, name: str, default: int, lo: int = 0, hi: int = 1_000_000) -> int:
+        """An integer query parameter within [lo, hi] (400 otherwise)."""
+        raw = self.query.get(name)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise HTTPError(400, f"query parameter '{name}' must be an integer") from None
+        if not lo <= value <= hi:
+            raise HTTPError(400, f"query parameter '{name}' must be between {lo} and {hi}")
+        return value
+
+
+_UNSET = object()
+
+
+class RestApp:
+    """The WSGI application: routing, access control, errors, metrics."""
+
+    def __init__(self, verifier: Verifier | None, read_networks: Iterable[str] = (),
+                 max_body: int = 16 * 1024 * 1024, metrics: Registry | None = None,
+                 trust_client_certs: bool = False):
+        self.routes: list[Route] = []
+        self.verifier = verifier
+        self.read_networks = [ipaddress.ip_network(n, strict=False) for n in read_networks]
+        self.max_body = max_body
+        self.trust_client_certs = trust_client_certs
+        self.metrics = metrics or Registry()
+        self._requests = self.metrics.counter(
+            "htda_http_requests_total", "HTTP requests served, by route and status", ("method", "route", "status"))
+        self._seconds = self.metrics.counter(
+            "htda_http_request_seconds_total", "Time spent serving HTTP requests, by route", ("method", "route"))
+
+    def add(self, routes: Iterable[Route]) -> None:
+        for route in routes:
+            for other in self.routes:
+                if other.method == route.method and other.path == route.path:
+                    raise ValueError(f"route {route.method} {route.path} registered twice")
+            self.routes.append(route)
+
+    # -- WSGI ------------------------------------------------------------
+    def __call__(self, environ: dict, start_response: Callable) -> list[bytes]:
+        started = time.perf_counter()
+        route: Route | None = None
+        try:
+            route, params = self._match(environ["REQUEST_METHOD"], environ.get("PATH_INFO", "/"))
+            request = self._request(environ, route, params)
+            self._authorize(request)
+            result = route.handler(request)
+            response = result if isinstance(result, Response) else Response(_dumps(result))
+        except HTTPError as exc:
+            response = _error(exc.status, exc.message, exc.details)
+        except Exception as exc:  # noqa: BLE001 - any bug becomes a logged 500, never a dead server
+            log.error("unhandled error in %s %s: %s\n%s", environ.get("REQUEST_METHOD"),
+                      environ.get("PATH_INFO"), exc, traceback.format_exc())
+            response = _error(500, "internal error (see the node's log)")
+        label = route.path if route else "unmatched"
+        method = environ.get("REQUEST_METHOD", "")
+        self._requests.inc(method=method, route=label, status=str(response.status))
+        self._seconds.inc(time.perf_counter() - started, method=method, route=label)
+        body = response.body.encode() if isinstance(response.body, str) else response.body
+        headers = [("Content-Type", response.content_type), ("Content-Length", str(len(body))), *response.headers]
+        start_response(f"{response.status} {_REASONS.get(response.status, 'Status')}", headers)
+        return [body]
+
+    def _match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
+        allowed = []
+        for route in self.routes:
+            m = route.regex.match(path)
+            if m:
+                if route.method == method or (method == "HEAD" and route.method == "GET"):
+                    return route, m.groupdict()
+                allowed.append(route.method)
+        if allowed:
+            raise HTTPError(405, f"method {method} not allowed on {path}", allow=sorted(set(allowed)))
+        raise HTTPError(404, f"no such endpoint: {path}")
+
+    def _request(self, environ: dict, route: Route, params: dict[str, str]) -> Request:
+        body = self._read_body(environ, route)
+        qs = environ.get("QUERY_STRING", "")
+        query = dict(parse_qsl(qs, keep_blank_values=True)) if qs else {}
+        headers = {"authorization": environ.get("HTTP_AUTHORIZATION", "")}
+        client_cert = environ.get("SSL_CLIENT_VERIFY") == "SUCCESS"
+        path = environ.get("PATH_INFO", "/")
+        # The signature covers the request target exactly as the client sent it.
+        target = environ.get("REQUEST_URI") or (path + ("?" + qs if qs else ""))
+        return Request(environ["REQUEST_METHOD"], path, target, query, params, body,
+                       environ.get("REMOTE_ADDR", ""), headers, route, client_cert)
+
+    def _read_body(self, environ: dict, route: Route) -> bytes:
+        limit = route.max_body or self.max_body
+        length = environ.get("CONTENT_LENGTH") or "0"
+        try:
+            size = int(length)
+        except ValueError:
+            raise HTTPError(400, "bad Content-Length") from None
+        if size > limit:
+            raise HTTPError(413, f"request body of {size} bytes exceeds the limit of {limit}")
+        if size <= 0:
+            return b""
+        data = environ["wsgi.input"].read(size)
+        if len(data) != size:
+            raise HTTPError(400, "request body shorter than its Content-Length")
+        return data
+
+    def _authorize(self, request: Request) -> None:
+        access = request.route.access
+        if access == "public":
+            return
+        if access == "read" and self._from_read_network(request.remote):
+            return
+        if self.trust_client_certs and request.client_cert:
+            return
+        if self.verifier is None:
+            raise HTTPError(403, "this node has no pool secret configured; signed requests are impossible")
+        try:
+            self.verifier.verify(request.method, request.target, request.headers["authorization"], request.body)
+        except AuthError as exc:
+            raise HTTPError(401, f"authentication failed: {exc}") from None
+
+    def _from_read_network(self, remote: str) -> bool:
+        if not self.read_networks or not remote:
+            return False
+        try:
+            addr = ipaddress.ip_address(remote)
+        except ValueError:
+            return False
+        return any(addr in net for net in self.read_networks)
+
+    # -- OpenAPI -----------------------------------------------------------
+    def openapi(self, title: str, version: str) -> dict:
+        from .openapi import document
+
+        return document(self.routes, title, version)
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _error(status: int, message: str, details: dict | None = None) -> Response:
+    payload = {"error": {"status": status, "message": message, **(details or {})}}
+    return Response(_dumps(payload), status=status)
+
+
+class RestServer:
+    """cheroot serving a :class:`RestApp` on one address, optionally with TLS."""
+
+    def __init__(self, app: RestApp, host: str, port: int, threads: int = 16, tls: dict | None = None):
+        self.app = app
+        self._server = wsgi.Server((host, port), app, numthreads=threads, request_queue_size=128,
+                                   timeout=30, shutdown_timeout=2, server_name="htda")
+        if tls and tls.get("enabled"):
+            self._server.ssl_adapter = _ssl_adapter(tls)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self._server.bind_addr[1]
+
+    def start(self) -> None:
+        self._server.prepare()  # binds now, so a busy port fails start-up loudly
+        self._thread = threading.Thread(target=self._server.serve, name="htda-rest", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.stop()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+
+def _ssl_adapter(tls: dict) -> BuiltinSSLAdapter:
+    adapter = BuiltinSSLAdapter(tls["certificate"], tls["private_key"], tls.get("ca_file") or None)
+    adapter.context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if tls.get("verify_clients"):
+        adapter.context.load_verify_locations(cafile=tls["ca_file"])
+        adapter.context.verify_mode = ssl.CERT_REQUIRED
+    return adapter

@@ -1,0 +1,289 @@
+"""The node: config, REST server, pool membership and the components it runs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from . import plugins
+from .auth import Verifier, load_secret
+from .client import Client
+from .component import Component
+from .config import REQUIRED, ConfigError, Field, Section, load_toml, positive, validate
+from .metrics import Registry
+from .pool import Member, Pool
+from .rest import API, HTTPError, Request, Response, RestApp, RestServer, Route
+
+__all__ = ["Node", "load_config", "NODE_SCHEMA", "COMPONENT_GROUP"]
+
+log = logging.getLogger("htda.node")
+
+COMPONENT_GROUP = "htda.components"
+
+
+def _listen_check(value: str) -> str | None:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        return "must be HOST:PORT, e.g. 127.0.0.1:8740"
+    return None
+
+
+def _url_list_check(values: list[str]) -> str | None:
+    bad = [v for v in values if not v.startswith(("http://", "https://"))]
+    return f"must hold http:// or https:// URLs, not {bad[0]!r}" if bad else None
+
+
+NODE_SCHEMA = Section({
+    "node": Field(Section({
+        "name": Field(str, "", "node name, unique in the pool (default: the host name)"),
+        "listen": Field(str, "127.0.0.1:8740", "address and port the REST server binds", check=_listen_check),
+        "advertise_url": Field(str, "", "URL other members use to reach this node (default: from listen)"),
+        "components": Field(list, REQUIRED, "components to run: coordinator, locator, cache"),
+        "data_dir": Field(str, "var/htda", "state directory (relative paths: to the config file)"),
+        "log_level": Field(str, "info", "debug, info, warning or error"),
+        "threads": Field(int, 16, "REST worker threads", check=positive),
+        "max_body": Field(int, 16 * 1024 * 1024, "largest accepted request body in bytes", check=positive),
+    })),
+    "pool": Field(Section({
+        "seeds": Field(list, list, "URLs of seed nodes to heartbeat to", check=_url_list_check),
+        "secret_file": Field(str, "", "file holding the pool secret (mode 600); created if missing and "
+                                      "create_secret is true"),
+        "create_secret": Field(bool, False, "create secret_file with a random secret when it is missing"),
+        "heartbeat_interval": Field(float, 5.0, "seconds between heartbeats", check=positive),
+        "expiry": Field(float, 30.0, "seconds of silence after which a member is dropped", check=positive),
+        "replay_window": Field(float, 30.0, "accepted clock skew / replay window of signed requests",
+                               check=positive),
+        "read_networks": Field(list, lambda: ["127.0.0.0/8", "::1/128"],
+                               "networks that may use read-only queries without a signature"),
+        "request_timeout": Field(float, 10.0, "total timeout of calls to other members", check=positive),
+        "connect_timeout": Field(float, 2.0, "connect timeout of calls to other members", check=positive),
+    })),
+    "tls": Field(Section({
+        "enabled": Field(bool, False, "serve and call over HTTPS"),
+        "certificate": Field(str, "", "PEM certificate of this node"),
+        "private_key": Field(str, "", "PEM private key of this node"),
+        "ca_file": Field(str, "", "PEM CA bundle that signed the pool's certificates"),
+        "verify_clients": Field(bool, False, "require client certificates signed by ca_file; a verified "
+                                             "certificate then authenticates like the pool secret"),
+    })),
+})
+
+
+def load_config(path: str | os.PathLike) -> dict[str, Any]:
+    """Load and validate a node config; every problem names the file and key."""
+    source = str(path)
+    raw = load_toml(path)
+    known = set(NODE_SCHEMA.fields) | set(plugins.available(COMPONENT_GROUP))
+    fields = dict(NODE_SCHEMA.fields)
+    for name in sorted(set(raw) - set(NODE_SCHEMA.fields)):
+        if name not in known:
+            raise ConfigError(f"{source}: unknown section '[{name}]' (known: {', '.join(sorted(known))})")
+        fields[name] = Field(_component_class(name, source).config_schema, {})
+    config = validate(raw, Section(fields), source)
+    for name in config["node"]["components"]:
+        if name not in known - set(NODE_SCHEMA.fields):
+            raise ConfigError(f"{source}: 'node.components' names unknown component '{name}' "
+                              f"(available: {', '.join(plugins.available(COMPONENT_GROUP))})")
+        if name not in config:
+            config[name] = validate({}, _component_class(name, source).config_schema, source, f"{name}.")
+    _check_tls(config["tls"], source)
+    if config["node"]["log_level"] not in ("debug", "info", "warning", "error"):
+        raise ConfigError(f"{source}: 'node.log_level' must be one of debug, info, warning, error")
+    config["_source"] = source
+    return config
+
+
+def _component_class(name: str, source: str) -> type[Component]:
+    try:
+        return plugins.load(COMPONENT_GROUP, name)
+    except plugins.PluginError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def _check_tls(tls: dict[str, Any], source: str) -> None:
+    if tls["enabled"]:
+        for key in ("certificate", "private_key"):
+            if not tls[key]:
+                raise ConfigError(f"{source}: 'tls.{key}' is required when tls.enabled is true")
+    if tls["verify_clients"] and not tls["ca_file"]:
+        raise ConfigError(f"{source}: 'tls.ca_file' is required when tls.verify_clients is true")
+
+
+class Node:
+    """One ``htda-node`` process: REST server, pool membership, components."""
+
+    def __init__(self, config: dict[str, Any]):
+        self.config = config
+        self.source = config.get("_source", "<config>")
+        self.base_dir = Path(self.source).resolve().parent if self.source != "<config>" else Path.cwd()
+        node, pool, tls = config["node"], config["pool"], self._resolve_tls(config["tls"])
+        self.name = node["name"] or socket.gethostname()
+        self.started = time.time()
+        self.version = __version__
+        self.data_dir = self.path(node["data_dir"])
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.metrics = Registry()
+        secret = self._secret(pool)
+        self.client = Client(secret, connect_timeout=pool["connect_timeout"], timeout=pool["request_timeout"],
+                             ca_file=tls["ca_file"] or None,
+                             client_cert=tls["certificate"] if tls["enabled"] else None,
+                             client_key=tls["private_key"] if tls["enabled"] else None)
+        verifier = Verifier(secret, window=pool["replay_window"]) if secret else None
+        self.app = RestApp(verifier, pool["read_networks"], node["max_body"], self.metrics,
+                           trust_client_certs=tls["verify_clients"])
+        host, _, port = node["listen"].rpartition(":")
+        self.server = RestServer(self.app, host.strip("[]"), int(port), threads=node["threads"], tls=tls)
+        self.scheme = "https" if tls["enabled"] else "http"
+        me = Member(self.name, node["advertise_url"], list(node["components"]), self.version, self.started)
+        self.pool = Pool(me, pool["seeds"], self.client, pool["heartbeat_interval"], pool["expiry"],
+                         info=self._heartbeat_info, on_join=self._joined, on_leave=self._left)
+        self.components: dict[str, Component] = {}
+        for name in node["components"]:
+            cls = plugins.load(COMPONENT_GROUP, name)
+            self.components[name] = cls(self, config[name])
+        self.app.add(self._routes())
+        for component in self.components.values():
+            self.app.add(component.routes())
+        self._register_metrics()
+
+    # -- helpers for components ----------------------------------------------
+    def path(self, value: str) -> Path:
+        """A config path: absolute as given, relative to the config file's folder otherwise."""
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p)
+
+    @property
+    def url(self) -> str:
+        return self.pool.me.url
+
+    def members(self, role: str | None = None) -> list[Member]:
+        return self.pool.members(role)
+
+    # -- life cycle ------------------------------------------------------------
+    def start(self) -> None:
+        self.server.start()
+        if not self.pool.me.url:
+            host = self.config["node"]["listen"].rpartition(":")[0]
+            if host in ("0.0.0.0", "::", "[::]"):
+                host = socket.getfqdn()
+            self.pool.me.url = f"{self.scheme}://{host}:{self.server.port}"
+        for component in self.components.values():
+            component.start()
+        self.pool.start()
+        log.info("node %s up at %s running %s (HTDA %s)", self.name, self.url,
+                 ", ".join(self.components) or "no components", self.version)
+
+    def stop(self) -> None:
+        log.info("node %s stopping", self.name)
+        self.pool.stop()
+        for component in reversed(list(self.components.values())):
+            try:
+                component.stop()
+            except Exception:  # noqa: BLE001 - stop the others regardless
+                log.exception("component %s failed to stop cleanly", component.name)
+        self.server.stop()
+
+    # -- internals ---------------------------------------------------------------
+    def _resolve_tls(self, tls: dict[str, Any]) -> dict[str, Any]:
+        out = dict(tls)
+        for key in ("certificate", "private_key", "ca_file"):
+            if out[key]:
+                out[key] = str(self.path(out[key]))
+        return out
+
+    def _secret(self, pool: dict[str, Any]) -> bytes | None:
+        if not pool["secret_file"]:
+            log.warning("no pool secret configured: every state-changing request will be refused")
+            return None
+        path = self.path(pool["secret_file"])
+        if not path.exists() and pool["create_secret"]:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_hex(32) + "\n")
+            log.info("created a new pool secret in %s", path)
+        try:
+            return load_secret(str(path))
+        except FileNotFoundError:
+            raise ConfigError(f"{self.source}: 'pool.secret_file' {path} does not exist") from None
+        except Exception as exc:
+            raise ConfigError(f"{self.source}: 'pool.secret_file': {exc}") from None
+
+    def _heartbeat_info(self) -> dict[str, Any]:
+        info = {}
+        for name, component in self.components.items():
+            try:
+                facts = component.heartbeat_info()
+            except Exception:  # noqa: BLE001 - a component's bug must not stop heartbeats
+                log.exception("component %s failed to give heartbeat info", name)
+                continue
+            if facts:
+                info[name] = facts
+        return info
+
+    def _joined(self, member: Member) -> None:
+        for component in self.components.values():
+            component.on_member_joined(member)
+
+    def _left(self, member: Member) -> None:
+        for component in self.components.values():
+            component.on_member_left(member)
+
+    def _register_metrics(self) -> None:
+        m = self.metrics
+        m.gauge("htda_up", "1 while the node runs", callback=lambda: 1)
+        m.gauge("htda_uptime_seconds", "seconds since the node started", callback=lambda: time.time() - self.started)
+        m.gauge("htda_pool_members", "live pool members seen by this node", callback=lambda: len(self.pool.members()))
+        m.gauge("htda_heartbeats_sent", "heartbeats answered by seeds", callback=lambda: self.pool.heartbeats_sent)
+        m.gauge("htda_heartbeat_failures", "heartbeats that failed", callback=lambda: self.pool.heartbeat_failures)
+        m.gauge("htda_process_resident_bytes", "resident memory of the node process", callback=_rss_bytes)
+
+    def node_info(self) -> dict[str, Any]:
+        return {"name": self.name, "url": self.url, "roles": list(self.components), "version": self.version,
+                "started": self.started, "uptime": round(time.time() - self.started, 3)}
+
+    def _routes(self) -> list[Route]:
+        member_schema = {"type": "object", "additionalProperties": False,
+                         "required": ["name", "url", "roles", "version", "started"],
+                         "properties": {
+                             "name": {"type": "string", "minLength": 1, "maxLength": 255},
+                             "url": {"type": "string", "minLength": 1, "maxLength": 2048},
+                             "roles": {"type": "array", "maxItems": 32,
+                                       "items": {"type": "string", "maxLength": 64}},
+                             "version": {"type": "string", "maxLength": 64},
+                             "started": {"type": "number"},
+                             "info": {"type": "object"}}}
+        return [
+            Route("GET", "/healthz", lambda r: {"status": "ok", "name": self.name}, "liveness probe",
+                  access="public"),
+            Route("GET", "/metrics", self._metrics, "Prometheus metrics", access="public",
+                  content_type="text/plain; version=0.0.4"),
+            Route("GET", f"{API}/node", lambda r: self.node_info(), "this node's identity, roles, version, uptime",
+                  access="public"),
+            Route("GET", f"{API}/pool", lambda r: {"self": self.name, "members": self.pool.snapshot()},
+                  "live pool members as this node sees them"),
+            Route("POST", f"{API}/pool/heartbeat", self._heartbeat, "a member's heartbeat; answers the member list",
+                  body=member_schema, max_body=1024 * 1024),
+            Route("GET", f"{API}/openapi.json", lambda r: self.app.openapi("HTDA node", self.version),
+                  "this OpenAPI document", access="public"),
+        ]
+
+    def _metrics(self, request: Request) -> Response:
+        return Response(self.metrics.render(), content_type="text/plain; version=0.0.4; charset=utf-8")
+
+    def _heartbeat(self, request: Request) -> dict[str, Any]:
+        beat = request.json
+        if not beat["url"].startswith(("http://", "https://")):
+            raise HTTPError(400, "body.url: must be an http:// or https:// URL")
+        return self.pool.receive(beat)
+
+
+def _rss_bytes() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

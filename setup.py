@@ -1,0 +1,63 @@
+"""Packaging for HTDA.  ``pip install .`` (or ``-e .``) installs the daemon, the CLI and the hooks."""
+
+import re
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "htda" / "__init__.py").read_text()).group(1)
+
+# Plugins are found by name through these entry-point groups; a site can add its own
+# from another distribution.  Each component's issue owns the lines of its groups.
+ENTRY_POINTS = {
+    "console_scripts": [
+        "htda-node = htda.node.daemon:main",
+        "htda = htda.cli:main",
+    ],
+    "htda.components": [
+        "coordinator = htda.coordinator:CoordinatorComponent",
+        "locator = htda.locator:LocatorComponent",
+        "cache = htda.cache:CacheComponent",
+    ],
+    # storage backends (fetch from), cache backends (place on), union-view drivers
+    "htda.storage": [],
+    "htda.cachedev": [],
+    "htda.union": [],
+    # rating policies of the coordinator (and the simulator)
+    "htda.policies": [],
+}
+
+setup(
+    name="htda",
+    version=VERSION,
+    description="Node-local SSD caching and data-aware job steering for HTCondor clusters",
+    long_description=(HERE / "README.rst").read_text(),
+    long_description_content_type="text/x-rst",
+    license="Apache-2.0",
+    python_requires=">=3.11",
+    packages=find_packages(include=["htda", "htda.*"]),
+    package_data={"htda": ["py.typed", "static/*"]},
+    scripts=[str(p) for p in sorted((HERE / "hooks").glob("htda_*")) if p.is_file()],
+    install_requires=[
+        "CherryPy>=18.8",
+        "pycurl>=7.45",
+        "SQLAlchemy>=2.0",
+        "htcondor>=24.0",
+        "uproot>=5.0",
+        "numpy>=1.24",
+        "awkward>=2.0",
+    ],
+    extras_require={
+        "postgres": ["psycopg2-binary>=2.9"],
+        "test": ["pytest>=7.4", "pytest-timeout>=2.1", "psycopg2-binary>=2.9", "cryptography>=41",
+                 "ruff>=0.4", "matplotlib>=3.7"],
+        "docs": ["sphinx>=7.0"],
+    },
+    entry_points=ENTRY_POINTS,
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: System :: Distributed Computing",
+        "Intended Audience :: Science/Research",
+    ],
+)
