@@ -68,7 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("new-secret", help="create a pool secret file")
     p.add_argument("file")
     p.set_defaults(func=cmd_secret)
+    for module in _SUBCOMMAND_MODULES:
+        _import(module).add_parser(sub)
     return parser
+
+
+# Components add their own subcommands: each module has ``add_parser(subparsers)``
+# whose parsers set ``func`` to a callable(args) returning a string or JSON-able value.
+_SUBCOMMAND_MODULES: list[str] = []
+
+
+def _import(name: str):
+    import importlib
+
+    return importlib.import_module(name)
 
 
 def main(argv: list[str] | None = None) -> int:

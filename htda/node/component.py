@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import logging
-from abc import ABC
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .config import Section
 
 if TYPE_CHECKING:
-    from .runtime import Node
     from .pool import Member
     from .rest import Route
+    from .runtime import Node
 
 __all__ = ["Component"]
 
 
-class Component(ABC):
+class Component:
     """A part of a node, loaded by name from the ``htda.components`` entry points.
 
     Life cycle: ``__init__(node, config)`` (config is the validated section

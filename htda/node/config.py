@@ -12,8 +12,9 @@ from __future__ import annotations
 import difflib
 import os
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 __all__ = ["ConfigError", "Field", "ListOf", "Section", "REQUIRED", "load_toml", "validate"]
 

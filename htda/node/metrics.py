@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 __all__ = ["Registry", "Counter", "Gauge"]
 
@@ -110,7 +110,8 @@ class Registry:
     def counter(self, name: str, help: str, labels: Iterable[str] = ()) -> Counter:
         return self._add(Counter(name, help, labels))  # type: ignore[return-value]
 
-    def gauge(self, name: str, help: str, labels: Iterable[str] = (), callback: Callable[[], object] | None = None) -> Gauge:
+    def gauge(self, name: str, help: str, labels: Iterable[str] = (),
+              callback: Callable[[], object] | None = None) -> Gauge:
         return self._add(Gauge(name, help, labels, callback))  # type: ignore[return-value]
 
     def render(self) -> str:

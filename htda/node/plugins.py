@@ -8,7 +8,7 @@ turns the name into its class, with an error that lists what exists.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -19,7 +19,7 @@ class PluginError(LookupError):
     """No plugin of that name, or it failed to import."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def _group(group: str) -> dict[str, Any]:
     return {ep.name: ep for ep in entry_points(group=group)}
 

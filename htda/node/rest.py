@@ -20,8 +20,9 @@ import ssl
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 from urllib.parse import parse_qsl
 
 from cheroot import wsgi

@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import __version__
 from . import plugins
-from .auth import Verifier, load_secret
+from .auth import AuthError, Verifier, load_secret
 from .client import Client
 from .component import Component
 from .config import REQUIRED, ConfigError, Field, Section, load_toml, positive, validate
@@ -212,7 +212,7 @@ class Node:
             return load_secret(str(path))
         except FileNotFoundError:
             raise ConfigError(f"{self.source}: 'pool.secret_file' {path} does not exist") from None
-        except Exception as exc:
+        except (OSError, AuthError) as exc:
             raise ConfigError(f"{self.source}: 'pool.secret_file': {exc}") from None
 
     def _heartbeat_info(self) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Helpers that start real HTDA nodes for tests and benchmarks (no mocks)."""

@@ -1,0 +1,154 @@
+"""Start real nodes: in this process (fast) or as ``htda-node`` subprocesses (killable)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..node.client import Client, ClientError
+from ..node.runtime import Node, load_config
+
+__all__ = ["free_port", "write_config", "NodeProcess", "start_inprocess", "wait_until", "SECRET"]
+
+SECRET = "0123456789abcdef0123456789abcdef-test-secret"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        if value and all(isinstance(v, dict) for v in value):
+            return "[" + ", ".join(_inline(v) for v in value) + "]"
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return _inline(value)
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def _inline(table: dict) -> str:
+    return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in table.items()) + "}"
+
+
+def write_config(directory: Path, name: str, components: list[str], port: int, seeds: list[str],
+                 sections: dict[str, dict] | None = None, interval: float = 0.5, expiry: float = 3.0,
+                 scheme: str = "http", secret: str = SECRET, **pool: Any) -> Path:
+    """Write a node config (and the shared secret file) under ``directory``; return its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    secret_file = directory / "pool.secret"
+    if not secret_file.exists():
+        secret_file.write_text(secret + "\n")
+        secret_file.chmod(0o600)
+    tables: dict[str, dict] = {
+        "node": {"name": name, "listen": f"127.0.0.1:{port}", "components": components,
+                 "data_dir": f"data/{name}", "log_level": "info",
+                 "advertise_url": f"{scheme}://127.0.0.1:{port}"},
+        "pool": {"seeds": seeds, "secret_file": "pool.secret", "heartbeat_interval": interval,
+                 "expiry": expiry, **pool},
+    }
+    for key, table in (sections or {}).items():
+        tables.setdefault(key, {}).update(table)
+    lines = []
+    for key, table in tables.items():
+        lines.append(f"[{key}]")
+        lines += [f"{k} = {_toml(v)}" for k, v in table.items()]
+        lines.append("")
+    path = directory / f"{name}.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns a truthy value; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # noqa: BLE001 - keep polling, report the last error
+            last_error = exc
+        time.sleep(interval)
+    detail = f" (last error: {last_error})" if last_error else ""
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}{detail}")
+
+
+class NodeProcess:
+    """An ``htda-node`` subprocess with a signed client; ``kill()`` is a real SIGKILL."""
+
+    def __init__(self, config: Path, secret: str = SECRET, ca_file: str | None = None, verify: bool = True):
+        self.config = config
+        cfg = load_config(config)
+        self.name = cfg["node"]["name"]
+        self.url = cfg["node"]["advertise_url"]
+        self.client = Client(secret.encode(), timeout=5.0, retries=0, ca_file=ca_file, verify=verify,
+                             client_cert=cfg["tls"]["certificate"] and str(config.parent / cfg["tls"]["certificate"]),
+                             client_key=cfg["tls"]["private_key"] and str(config.parent / cfg["tls"]["private_key"]))
+        self.log = config.with_suffix(".log")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, wait: bool = True) -> "NodeProcess":
+        logfile = open(self.log, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "htda.node.daemon", "--config", str(self.config)],
+                                     stdout=logfile, stderr=subprocess.STDOUT, cwd=self.config.parent,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        logfile.close()
+        if wait:
+            wait_until(self._healthy, timeout=20, what=f"node {self.name} to answer /healthz (log: {self.log})")
+        return self
+
+    def _healthy(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"node {self.name} exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+        try:
+            return self.client.get(f"{self.url}/healthz", timeout=1.0)["status"] == "ok"
+        except ClientError:
+            return False
+
+    def get(self, path: str) -> Any:
+        return self.client.get(self.url + path)
+
+    def post(self, path: str, payload: Any) -> Any:
+        return self.client.post(self.url + path, payload)
+
+    def members(self) -> set[str]:
+        return {m["name"] for m in self.get("/api/v1/pool")["members"]}
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> int | None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.client.close()
+        return self.proc.returncode if self.proc else None
+
+
+def start_inprocess(config: Path) -> Node:
+    """A :class:`Node` in this process, started; call ``node.stop()`` when done."""
+    node = Node(load_config(config))
+    node.start()
+    return node
