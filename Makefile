@@ -1,0 +1,37 @@
+# The two commands of the README:
+#   make run   - install into .venv and start an all-in-one pool on this machine
+#   make test  - install everything the tests need and run lint, docs and the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: run test lint docs bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: setup.py pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,docs,postgres]'
+	touch $@
+
+run: $(VENV)/.installed
+	$(BIN)/htda-node --config config/all-in-one.toml
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+
+docs: $(VENV)/.installed
+	$(BIN)/sphinx-build -q -W -b html docs docs/_build/html
+
+test: $(VENV)/.installed lint docs
+	./scripts/install-system-packages
+	./scripts/start-postgres
+	./scripts/run-tests $(BIN)/python $(PYTEST_ARGS)
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) docs/_build var .pytest_cache
