@@ -1,13 +1,193 @@
-"""The locator component: plugged into a node through the ``htda.components`` entry point."""
+"""The locator component: answers "which nodes hold these files?" from what cache nodes report."""
 
 from __future__ import annotations
 
+import json
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..lfn import normalize_lfn
 from ..node.component import Component
-from ..node.config import Section
+from ..node.config import Field, Section, positive
+from ..node.rest import API, HTTPError, Request, Response, Route
+from .index import HoldingsIndex
+
+if TYPE_CHECKING:
+    from ..node.pool import Member
+
+__all__ = ["LocatorComponent"]
+
+BASE = f"{API}/locator"
+
+_LFN = {"type": "string", "minLength": 1, "maxLength": 4096}
+
+HOLDINGS_BODY = {
+    "type": "object", "additionalProperties": False, "required": ["node", "files", "replace"],
+    "properties": {
+        "node": {"type": "string", "minLength": 1, "maxLength": 255},
+        "files": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "required": ["lfn", "size"],
+            "properties": {"lfn": _LFN, "size": {"type": "integer", "minimum": 0}}}},
+        "replace": {"type": "boolean"},
+        "removed": {"type": "array", "items": _LFN},
+    },
+}
+
+LOOKUP_BODY = {
+    "type": "object", "additionalProperties": False, "required": ["lfns"],
+    "properties": {"lfns": {"type": "array", "items": _LFN}},
+}
 
 
 class LocatorComponent(Component):
-    """Shell of the locator; filled in by its own issue."""
+    """In-memory index LFN -> holders, filled by cache nodes' holdings reports.
+
+    Entries of a node vanish as soon as this node's pool view drops it, and a
+    sweeper drops reports from nodes that never became (or stopped being)
+    pool members within ``unknown_grace`` seconds.
+    """
 
     name = "locator"
-    config_schema = Section({})
+    config_schema = Section({
+        "max_lookup": Field(int, 100_000, "most LFNs in one lookup request", check=positive),
+        "sweep_interval": Field(float, 5.0, "seconds between sweeps for nodes that are not pool members",
+                                check=positive),
+        "unknown_grace": Field(float, 0.0, "seconds a node that is not a pool member keeps its entries "
+                                           "(0: the pool expiry)"),
+    })
+
+    def __init__(self, node, config: dict[str, Any]):
+        super().__init__(node, config)
+        self.index = HoldingsIndex()
+        self._strangers: dict[str, float] = {}  # node -> monotonic time first seen outside the pool
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        m = node.metrics
+        self._lookups = m.counter("htda_locator_lookups_total", "batch lookup requests answered")
+        self._lookup_files = m.counter("htda_locator_lookup_files_total", "LFNs looked up")
+        self._lookup_hits = m.counter("htda_locator_lookup_hits_total", "looked-up LFNs held by at least one node")
+        self._reports = m.counter("htda_locator_reports_total", "holdings reports received", ("kind",))
+        self._dropped = m.counter("htda_locator_dropped_nodes_total", "nodes whose entries were dropped",
+                                  ("reason",))
+        m.gauge("htda_locator_files", "distinct LFNs held by some node", callback=lambda: self.index.file_count)
+        m.gauge("htda_locator_nodes", "nodes with holdings", callback=lambda: self.index.node_count)
+
+    # -- life cycle --------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._sweep_loop, name="htda-locator-sweep", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    def heartbeat_info(self) -> dict[str, Any]:
+        return {"files": self.index.file_count, "nodes": self.index.node_count}
+
+    def on_member_left(self, member: "Member") -> None:
+        dropped = self.index.drop(member.name)
+        if dropped:
+            self._dropped.inc(reason="left")
+            self.log.info("dropped %d entries of %s: it left the pool", dropped, member.name)
+
+    def sweep(self) -> list[str]:
+        """Drop nodes that have not been pool members for the grace period; return their names."""
+        live = {m.name for m in self.node.members()}
+        grace = self.config["unknown_grace"] or self.node.pool.expiry
+        now = time.monotonic()
+        gone = []
+        for name in self.index.node_names():
+            if name in live:
+                self._strangers.pop(name, None)
+            elif now - self._strangers.setdefault(name, now) >= grace:
+                self.index.drop(name)
+                self._strangers.pop(name, None)
+                self._dropped.inc(reason="not-a-member")
+                gone.append(name)
+        for name in gone:
+            self.log.warning("dropped the entries of %s: not a pool member for %.0fs", name, grace)
+        return gone
+
+    def _sweep_loop(self) -> None:
+        while not self._stop.wait(self.config["sweep_interval"]):
+            try:
+                self.sweep()
+            except Exception:  # noqa: BLE001 - keep sweeping whatever happens
+                self.log.exception("locator sweep failed")
+
+    # -- REST --------------------------------------------------------------------
+    def routes(self) -> list[Route]:
+        tag = "locator"
+        return [
+            Route("POST", f"{BASE}/holdings", self._holdings, "a cache node's holdings: full list or delta",
+                  body=HOLDINGS_BODY, tag=tag, max_body=256 * 1024 * 1024),
+            Route("POST", f"{BASE}/lookup", self._lookup,
+                  "holders of many LFNs and each node's share of their bytes", body=LOOKUP_BODY,
+                  access="read", tag=tag, max_body=64 * 1024 * 1024),
+            Route("GET", f"{BASE}/files/{{lfn:path}}", self._file, "which nodes hold one LFN (admin)", tag=tag),
+            Route("GET", f"{BASE}/nodes", self._nodes, "files and bytes held per node (admin)", tag=tag),
+        ]
+
+    def _holdings(self, request: Request) -> dict[str, Any]:
+        body = request.json
+        node = body["node"]
+        files = {_lfn(f["lfn"], "files"): f["size"] for f in body["files"]}
+        if body["replace"]:
+            if body.get("removed"):
+                raise HTTPError(400, "body.removed: not allowed with replace: true (the list is complete)")
+            count = self.index.replace(node, files)
+            self._reports.inc(kind="replace")
+        else:
+            removed = [_lfn(lfn, "removed") for lfn in body.get("removed") or ()]
+            count = self.index.update(node, files, removed)
+            self._reports.inc(kind="delta")
+        return {"files": count}
+
+    def _lookup(self, request: Request) -> Response:
+        # The route's schema documents the body; it is checked here in one pass,
+        # because the generic checker costs more per LFN than the lookup itself.
+        lfns = _lookup_lfns(request.body, self.config["max_lookup"])
+        try:
+            files, nodes = self.index.lookup(lfns)
+        except (ValueError, TypeError) as exc:
+            raise HTTPError(400, f"body.lfns: {exc}") from None
+        self._lookups.inc()
+        self._lookup_files.inc(len(files))
+        self._lookup_hits.inc(sum(1 for holders in files.values() if holders))
+        return Response(json.dumps({"files": files, "nodes": nodes}, separators=(",", ":")).encode())
+
+    def _file(self, request: Request) -> dict[str, Any]:
+        lfn = _lfn(request.params["lfn"], "path")
+        holders = self.index.holders(lfn)
+        if not holders:
+            raise HTTPError(404, f"no node holds {lfn}")
+        return {"lfn": lfn, "nodes": holders}
+
+    def _nodes(self, request: Request) -> dict[str, Any]:
+        return {"nodes": self.index.nodes()}
+
+
+def _lfn(value: str, where: str) -> str:
+    try:
+        return normalize_lfn(value)
+    except ValueError as exc:
+        raise HTTPError(400, f"{where}: {value[:200]!r}: {exc}") from None
+
+
+def _lookup_lfns(raw: bytes, limit: int) -> list[str]:
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HTTPError(400, f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict) or set(body) != {"lfns"}:
+        raise HTTPError(400, "body: must be an object with exactly one field, 'lfns'")
+    lfns = body["lfns"]
+    if not isinstance(lfns, list):
+        raise HTTPError(400, "body.lfns: expected array")
+    if len(lfns) > limit:
+        raise HTTPError(400, f"body.lfns: allows at most {limit} items")
+    if not all(type(lfn) is str for lfn in lfns):
+        raise HTTPError(400, "body.lfns: every item must be a string")
+    return lfns
