@@ -25,7 +25,11 @@ ENTRY_POINTS = {
     "htda.cachedev": [],
     "htda.union": [],
     # rating policies of the coordinator (and the simulator)
-    "htda.policies": [],
+    "htda.policies": [
+        "lrfu = htda.coordinator.rating:LRFUPolicy",
+        "lru = htda.coordinator.rating:LRUPolicy",
+        "lfu = htda.coordinator.rating:LFUPolicy",
+    ],
 }
 
 setup(

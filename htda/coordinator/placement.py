@@ -1,0 +1,218 @@
+"""Placement: which cache node should hold which file.  Pure functions, no I/O.
+
+Input
+    candidate groups (id, score, files) — the files of one job or task, rated
+    by a :mod:`~htda.coordinator.rating` policy; the files' sizes; the cache
+    nodes with their capacities in bytes; the current placement
+    (``{lfn: node}``); and, per file, the nodes that released it.
+Output
+    the new placement ``{lfn: node}``.
+
+A file's score is the best score of the candidate groups it belongs to (the
+group max rule).  A file of the current placement that is in no candidate
+group scores 0.  The work is done in three passes:
+
+1. **Keep.**  Every file of the current placement stays on its node, best
+   score first, as long as that node is still in the pool, did not release
+   it, and still has room (a node whose capacity shrank sheds its worst
+   files).
+2. **Place**, group by group, best group first.  The files of a group that
+   are not placed yet go together on one node if any node has room for all
+   of them, preferring the node that already holds most of the group's bytes,
+   then the one with the most free space (spreading popular groups, and so
+   their jobs, over the pool).  Only when no single node can take them are
+   they split, largest file first, over as few nodes as possible.
+   *Hysteresis*: where free space is missing, a group of score ``g`` may
+   evict files of score ``s`` only if ``s * hysteresis < g`` — a clearly
+   better use of the space — and the worst files are evicted first.  A file
+   placed in this run is never evicted in the same run (its score is at least
+   that of every later group).
+3. **Fill.**  Candidate files still without a node (failed, or evicted in
+   pass 2) take whatever free space is left, best first, without evicting.
+
+Stability: run again on its own output with the same scores and nodes,
+``place`` returns that output unchanged.  Pass 1 keeps everything; in pass 2
+a group's room (free space plus what it may evict) on a node can only have
+shrunk since the previous run, where it already failed; and pass 3 left no
+free space that any still unplaced file fits in.  Since LRFU scores decay
+all by the same factor, the ratios the hysteresis compares do not change
+while no new access arrives, so a quiet history moves nothing.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Collection, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["GroupCandidate", "file_scores", "moves", "place"]
+
+
+@dataclass(frozen=True)
+class GroupCandidate:
+    """A group worth caching: its id, its score and its files (LFNs)."""
+
+    group: Hashable
+    score: float
+    files: tuple[str, ...]
+
+
+@dataclass
+class _Node:
+    """One cache node while a placement is computed."""
+
+    name: str
+    capacity: int
+    free: int
+    files: dict[str, float] = field(default_factory=dict)  # lfn -> score
+    by_score: list[tuple[float, str]] = field(default_factory=list)  # min-heap; stale entries skipped
+    room_bound: float = float("inf")  # free + evictable never grows during a run: skip hopeless scans
+
+
+class _Planner:
+    """The state of one :func:`place` run."""
+
+    def __init__(self, capacities: Mapping[str, int], sizes: Mapping[str, int | None], scores: Mapping[str, float],
+                 excluded: Mapping[str, Collection[str]], hysteresis: float, unknown_size: int):
+        self.nodes = {name: _Node(name, int(cap), int(cap)) for name, cap in sorted(capacities.items())}
+        self.sizes = sizes
+        self.scores = scores
+        self.excluded = excluded
+        self.hysteresis = hysteresis
+        self.unknown_size = unknown_size
+        self.where: dict[str, str] = {}
+
+    def size(self, lfn: str) -> int:
+        size = self.sizes.get(lfn)
+        return self.unknown_size if size is None else max(0, int(size))
+
+    def allowed(self, lfn: str, node: str) -> bool:
+        return node not in self.excluded.get(lfn, ())
+
+    def put(self, lfn: str, node: _Node) -> None:
+        score = self.scores.get(lfn, 0.0)
+        node.files[lfn] = score
+        node.free -= self.size(lfn)
+        heapq.heappush(node.by_score, (score, lfn))
+        self.where[lfn] = node.name
+
+    def evict(self, lfn: str) -> None:
+        node = self.nodes[self.where.pop(lfn)]
+        del node.files[lfn]
+        node.free += self.size(lfn)
+
+    def make_room(self, node: _Node, need: int, group_score: float) -> bool:
+        """Evict the worst evictable files of ``node`` until ``need`` bytes are free; False (and no change) if
+        the evictable files are not enough."""
+        if node.free >= need:
+            return True
+        if need > node.room_bound:
+            return False
+        popped: list[tuple[float, str]] = []
+        seen: set[str] = set()
+        room = node.free
+        while node.by_score and room < need:
+            score, lfn = heapq.heappop(node.by_score)
+            if node.files.get(lfn) != score or lfn in seen:
+                continue  # stale or duplicate heap entry (a file evicted and placed again)
+            if score * self.hysteresis >= group_score:
+                heapq.heappush(node.by_score, (score, lfn))
+                break
+            popped.append((score, lfn))
+            seen.add(lfn)
+            room += self.size(lfn)
+        if room < need:
+            node.room_bound = room
+            for entry in popped:
+                heapq.heappush(node.by_score, entry)
+            return False
+        for _, lfn in popped:
+            self.evict(lfn)
+        return True
+
+    def preferred_nodes(self, group_files: Iterable[str]) -> list[_Node]:
+        """Nodes holding most of the group's bytes first, then the emptiest."""
+        held: dict[str, int] = {}
+        for lfn in group_files:
+            node = self.where.get(lfn)
+            if node is not None:
+                held[node] = held.get(node, 0) + self.size(lfn)
+        return sorted(self.nodes.values(), key=lambda n: (-held.get(n.name, 0), -n.free))
+
+    def place_group(self, group: GroupCandidate, pending: list[str]) -> None:
+        need = sum(self.size(lfn) for lfn in pending)
+        nodes = self.preferred_nodes(group.files)
+        whole = [n for n in nodes if all(self.allowed(lfn, n.name) for lfn in pending)]
+        target = next((n for n in whole if n.free >= need), None)
+        if target is None:
+            target = next((n for n in whole if self.make_room(n, need, group.score)), None)
+        if target is not None:
+            for lfn in pending:
+                self.put(lfn, target)
+            return
+        for lfn in sorted(pending, key=self.size, reverse=True):
+            self.place_file(lfn, self.preferred_nodes(group.files), group.score)
+
+    def place_file(self, lfn: str, nodes: list[_Node], group_score: float | None) -> bool:
+        """Put one file on the first node of ``nodes`` with room (evicting only if ``group_score`` is given)."""
+        size = self.size(lfn)
+        candidates = [n for n in nodes if self.allowed(lfn, n.name)]
+        target = next((n for n in candidates if n.free >= size), None)
+        if target is None and group_score is not None:
+            target = next((n for n in candidates if self.make_room(n, size, group_score)), None)
+        if target is None:
+            return False
+        self.put(lfn, target)
+        return True
+
+
+def file_scores(groups: Iterable[GroupCandidate]) -> dict[str, float]:
+    """The group max rule: each file's score is the best score among the groups that contain it."""
+    scores: dict[str, float] = {}
+    for group in groups:
+        for lfn in group.files:
+            if group.score > scores.get(lfn, -1.0):
+                scores[lfn] = group.score
+    return scores
+
+
+def place(
+    groups: Iterable[GroupCandidate],
+    sizes: Mapping[str, int | None],
+    capacities: Mapping[str, int],
+    current: Mapping[str, str],
+    *,
+    hysteresis: float = 2.0,
+    excluded: Mapping[str, Collection[str]] | None = None,
+    unknown_size: int = 1 << 30,
+) -> dict[str, str]:
+    """The new placement ``{lfn: node}``; see the module docstring for the rules.
+
+    ``sizes`` maps LFN to bytes (``None`` or missing: counted as
+    ``unknown_size``); ``capacities`` maps each live cache node to the bytes
+    it may hold; ``current`` is the placement of the previous cycle;
+    ``excluded`` maps an LFN to the nodes that released it; ``hysteresis``
+    (>= 1) is how many times better a file must score to displace one in place.
+    """
+    if hysteresis < 1.0:
+        raise ValueError("hysteresis must be >= 1")
+    ordered = sorted(groups, key=lambda g: -g.score)
+    scores = file_scores(ordered)
+    planner = _Planner(capacities, sizes, scores, excluded or {}, hysteresis, unknown_size)
+    for lfn, node_name in sorted(current.items(), key=lambda item: -scores.get(item[0], 0.0)):
+        node = planner.nodes.get(node_name)
+        if node is not None and planner.allowed(lfn, node_name) and node.free >= planner.size(lfn):
+            planner.put(lfn, node)
+    for group in ordered:
+        pending = [lfn for lfn in dict.fromkeys(group.files) if lfn not in planner.where]
+        if pending:
+            planner.place_group(group, pending)
+    by_free = sorted(planner.nodes.values(), key=lambda n: -n.free)
+    for lfn in sorted((f for f in scores if f not in planner.where), key=lambda f: -scores[f]):
+        planner.place_file(lfn, by_free, None)
+    return planner.where
+
+
+def moves(old: Mapping[str, str], new: Mapping[str, str]) -> dict[str, tuple[str | None, str | None]]:
+    """Files whose node changed between two placements: ``{lfn: (old node, new node)}``."""
+    return {lfn: (old.get(lfn), new.get(lfn)) for lfn in old.keys() | new.keys() if old.get(lfn) != new.get(lfn)}

@@ -1,0 +1,136 @@
+"""Placement: groups together, capacities, departed nodes, releases, hysteresis and stability."""
+
+from __future__ import annotations
+
+import random
+
+from htda.coordinator.placement import GroupCandidate, file_scores, moves, place
+
+
+def _groups(n_groups: int, seed: int = 1, files_per_group: int = 4) -> tuple[list[GroupCandidate], dict[str, int]]:
+    rng = random.Random(seed)
+    groups, sizes = [], {}
+    for g in range(n_groups):
+        files = tuple(f"/store/g{g}/f{i}.root" for i in range(rng.randint(1, files_per_group)))
+        for lfn in files:
+            sizes[lfn] = rng.randint(1, 10) * 100
+        groups.append(GroupCandidate(f"g{g}", rng.uniform(0.1, 100.0), files))
+    return groups, sizes
+
+
+def _used(placement, sizes):
+    used: dict[str, int] = {}
+    for lfn, node in placement.items():
+        used[node] = used.get(node, 0) + sizes[lfn]
+    return used
+
+
+def test_groups_stay_together_when_they_fit():
+    groups, sizes = _groups(40)
+    capacities = {"n1": 30_000, "n2": 30_000, "n3": 30_000}  # room for all, but no node holds everything
+    assert sum(sizes.values()) > 30_000
+    placement = place(groups, sizes, capacities, {})
+    assert set(placement) == set(sizes)
+    for group in groups:
+        assert len({placement[lfn] for lfn in group.files}) == 1, group
+    assert len(set(placement.values())) == 3  # popular groups are spread over the pool
+
+
+def test_capacity_is_respected_on_every_node():
+    groups, sizes = _groups(200, seed=2)
+    capacities = {"n1": 5000, "n2": 3000, "n3": 700}
+    placement = place(groups, sizes, capacities, {})
+    for node, used in _used(placement, sizes).items():
+        assert used <= capacities[node]
+    # and the space is used: what is left out does not fit in what is left free
+    free = {n: capacities[n] - _used(placement, sizes).get(n, 0) for n in capacities}
+    for lfn in sizes:
+        if lfn not in placement:
+            assert all(sizes[lfn] > f for f in free.values())
+
+
+def test_best_groups_are_placed_first():
+    groups = [GroupCandidate("low", 1.0, ("/l",)), GroupCandidate("high", 9.0, ("/h",))]
+    placement = place(groups, {"/l": 10, "/h": 10}, {"n": 10}, {})
+    assert placement == {"/h": "n"}
+
+
+def test_a_group_too_big_for_one_node_is_split_over_few_nodes():
+    group = GroupCandidate("big", 5.0, ("/a", "/b", "/c"))
+    placement = place([group], {"/a": 6, "/b": 6, "/c": 6}, {"n1": 12, "n2": 12, "n3": 12}, {})
+    assert set(placement) == {"/a", "/b", "/c"}
+    assert len(set(placement.values())) == 2
+
+
+def test_departed_node_files_are_replaced_and_the_others_stay():
+    groups, sizes = _groups(30, seed=3)
+    capacities = {"n1": 4000, "n2": 4000, "n3": 4000}
+    before = place(groups, sizes, capacities, {})
+    on_n2 = {lfn for lfn, node in before.items() if node == "n2"}
+    assert on_n2
+    after = place(groups, sizes, {"n1": 4000, "n3": 4000, "n4": 4000}, before)
+    assert "n2" not in after.values()
+    for lfn, node in before.items():
+        if node != "n2":
+            assert after[lfn] == node  # nothing else moved
+    assert on_n2 <= set(after)  # the new node took them
+
+
+def test_released_file_goes_elsewhere():
+    groups = [GroupCandidate("g", 5.0, ("/a",))]
+    first = place(groups, {"/a": 10}, {"n1": 100, "n2": 50}, {})
+    assert first == {"/a": "n1"}
+    second = place(groups, {"/a": 10}, {"n1": 100, "n2": 50}, first, excluded={"/a": {"n1"}})
+    assert second == {"/a": "n2"}
+    assert moves(first, second) == {"/a": ("n1", "n2")}
+
+
+def test_unchanged_history_moves_nothing_over_many_cycles():
+    groups, sizes = _groups(300, seed=4)
+    capacities = {"n1": 7000, "n2": 5000, "n3": 3000}
+    placement = place(groups, sizes, capacities, {})
+    for _ in range(5):
+        again = place(groups, sizes, capacities, placement)
+        assert moves(placement, again) == {}
+        placement = again
+
+
+def test_unchanged_history_moves_nothing_from_any_start():
+    # start from a random (worse) placement: the second cycle already is a fixed point
+    groups, sizes = _groups(200, seed=5)
+    capacities = {"n1": 6000, "n2": 6000}
+    rng = random.Random(0)
+    start = {lfn: rng.choice(["n1", "n2", "gone"]) for lfn in rng.sample(sorted(sizes), 60)}
+    first = place(groups, sizes, capacities, start)
+    assert moves(first, place(groups, sizes, capacities, first)) == {}
+
+
+def test_hysteresis_keeps_a_slightly_worse_file_and_yields_to_a_clearly_better_one():
+    sizes = {"/old": 10, "/new": 10}
+    old_only = [GroupCandidate("old", 1.0, ("/old",))]
+    current = place(old_only, sizes, {"n": 10}, {})
+    assert current == {"/old": "n"}
+    slightly = [GroupCandidate("old", 1.0, ("/old",)), GroupCandidate("new", 1.5, ("/new",))]
+    assert place(slightly, sizes, {"n": 10}, current, hysteresis=2.0) == {"/old": "n"}
+    clearly = [GroupCandidate("old", 1.0, ("/old",)), GroupCandidate("new", 2.5, ("/new",))]
+    assert place(clearly, sizes, {"n": 10}, current, hysteresis=2.0) == {"/new": "n"}
+    # without hysteresis the slightly better file wins at once
+    assert place(slightly, sizes, {"n": 10}, current, hysteresis=1.0) == {"/new": "n"}
+
+
+def test_shrunken_node_sheds_its_worst_files():
+    groups = [GroupCandidate("a", 3.0, ("/a",)), GroupCandidate("b", 2.0, ("/b",)), GroupCandidate("c", 1.0, ("/c",))]
+    sizes = {"/a": 10, "/b": 10, "/c": 10}
+    current = place(groups, sizes, {"n": 30}, {})
+    assert len(current) == 3
+    assert place(groups, sizes, {"n": 20}, current) == {"/a": "n", "/b": "n"}
+
+
+def test_file_scores_follow_the_group_max_rule():
+    groups = [GroupCandidate("job", 1.0, ("/a", "/b")), GroupCandidate("task", 4.0, ("/b", "/c"))]
+    assert file_scores(groups) == {"/a": 1.0, "/b": 4.0, "/c": 4.0}
+
+
+def test_unknown_sizes_count_as_the_default():
+    placement = place([GroupCandidate("g", 1.0, ("/a", "/b"))], {"/a": None}, {"n": 25}, {}, unknown_size=10)
+    assert placement == {"/a": "n", "/b": "n"}
