@@ -19,7 +19,7 @@ def node_factory(tmp_path):
     def make(name: str, components: list[str], seeds: list[str] | None = None,
              sections: dict | None = None, start: bool = True, **pool) -> NodeProcess:
         port = free_port()
-        url = f"http://127.0.0.1:{port}"
+        url = f"{pool.get('scheme', 'http')}://127.0.0.1:{port}"
         config = write_config(tmp_path, name, components, port, seeds if seeds is not None else [url],
                               sections=sections, **pool)
         proc = NodeProcess(config)

@@ -134,6 +134,8 @@ class Request:
                 value = json.loads(self.body)
             except (ValueError, UnicodeDecodeError) as exc:
                 raise HTTPError(400, f"request body is not valid JSON: {exc}") from None
+            except RecursionError:
+                raise HTTPError(400, "request body is nested too deeply") from None
             if self.route.body is not None:
                 try:
                     jsonschema.check(value, self.route.body)

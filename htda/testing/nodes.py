@@ -92,14 +92,14 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05, what: s
 class NodeProcess:
     """An ``htda-node`` subprocess with a signed client; ``kill()`` is a real SIGKILL."""
 
-    def __init__(self, config: Path, secret: str = SECRET, ca_file: str | None = None, verify: bool = True):
+    def __init__(self, config: Path, secret: str = SECRET):
         self.config = config
         cfg = load_config(config)
         self.name = cfg["node"]["name"]
         self.url = cfg["node"]["advertise_url"]
-        self.client = Client(secret.encode(), timeout=5.0, retries=0, ca_file=ca_file, verify=verify,
-                             client_cert=cfg["tls"]["certificate"] and str(config.parent / cfg["tls"]["certificate"]),
-                             client_key=cfg["tls"]["private_key"] and str(config.parent / cfg["tls"]["private_key"]))
+        tls = {k: (str(config.parent / v) if isinstance(v, str) and v else v) for k, v in cfg["tls"].items()}
+        self.client = Client(secret.encode(), timeout=5.0, retries=0, ca_file=tls["ca_file"] or None,
+                             client_cert=tls["certificate"] or None, client_key=tls["private_key"] or None)
         self.log = config.with_suffix(".log")
         self.proc: subprocess.Popen | None = None
 
