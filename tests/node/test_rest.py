@@ -119,3 +119,14 @@ def test_state_changing_routes_default_to_authenticated():
     assert Route("POST", "/x", lambda r: {}, "x").access == "auth"
     assert Route("DELETE", "/x", lambda r: {}, "x").access == "auth"
     assert Route("GET", "/x", lambda r: {}, "x").access == "read"
+
+
+def test_repository_copy_of_the_openapi_document_matches_the_served_one(node):
+    """docs/openapi.json (the REST reference) is what an all-in-one node serves; regenerate with
+    scripts/update-openapi after changing an endpoint."""
+    from pathlib import Path
+
+    served = Client().get(f"{node.url}/api/v1/openapi.json")
+    kept = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
+    served["info"]["version"] = kept["info"]["version"] = ""
+    assert served == kept, "docs/openapi.json is stale: run scripts/update-openapi"

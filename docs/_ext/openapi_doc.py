@@ -1,0 +1,43 @@
+"""Sphinx directive ``.. openapi:: FILE``: the REST reference, generated from the OpenAPI document."""
+
+import json
+from pathlib import Path
+
+from docutils import nodes
+from docutils.parsers.rst import Directive
+from docutils.statemachine import StringList
+
+
+class OpenAPIDirective(Directive):
+    required_arguments = 1
+
+    def run(self):
+        env = self.state.document.settings.env
+        path = Path(env.srcdir) / self.arguments[0]
+        env.note_dependency(str(path))
+        doc = json.loads(path.read_text())
+        lines: list[str] = []
+        by_tag: dict[str, list] = {}
+        for route, ops in doc["paths"].items():
+            for method, op in ops.items():
+                by_tag.setdefault(op["tags"][0], []).append((route, method.upper(), op))
+        for tag in sorted(by_tag):
+            lines += [tag, "-" * len(tag), ""]
+            for route, method, op in sorted(by_tag[tag]):
+                access = "signed" if op.get("security") else "public"
+                lines += [f"``{method} {route}``", f"    {op['summary']} (*{access}*)", ""]
+                body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+                if body:
+                    lines += ["    Request body schema::", ""]
+                    lines += ["        " + line for line in json.dumps(body, indent=2).splitlines()]
+                    lines.append("")
+        container = nodes.section()
+        container.document = self.state.document
+        self.state.nested_parse(StringList(lines, source=str(path)), self.content_offset, container,
+                                match_titles=True)
+        return container.children
+
+
+def setup(app):
+    app.add_directive("openapi", OpenAPIDirective)
+    return {"parallel_read_safe": True}
