@@ -1,0 +1,204 @@
+"""The replay engine: one pass over a trace feeds every policy of a run, then the offline bounds.
+
+Online policies see the trace chunk by chunk, so memory does not grow with
+its length.  The offline policies need each request's next use, so the
+engine keeps the object id of every request (4 bytes each, in a numpy
+array) and replays them after the online pass.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .offline import BeladyPolicy, pfoo_lower_bound
+from .policies import CachePolicy
+from .trace import Chunk
+
+__all__ = ["PolicyResult", "Progress", "ReplayResult", "replay"]
+
+
+@dataclass
+class PolicyResult:
+    """What one policy (or bound) achieved at one cache size."""
+
+    label: str
+    capacity: int
+    hits: float = 0.0
+    hit_bytes: float = 0.0
+    staged: int = 0
+    evicted: int = 0
+    seconds: float = 0.0
+    bound: bool = False  # an upper bound (PFOO-L), not a policy
+    hits_series: list[float] = field(default_factory=list)  # per window
+    hit_bytes_series: list[float] = field(default_factory=list)
+
+
+@dataclass
+class ReplayResult:
+    """Totals of a replay, the per-window request counts and every policy's result."""
+
+    requests: int = 0
+    bytes: int = 0
+    objects: int = 0
+    footprint_bytes: int = 0
+    requests_series: list[int] = field(default_factory=list)
+    bytes_series: list[int] = field(default_factory=list)
+    start_series: list[float] = field(default_factory=list)  # trace time of each window's first request
+    results: list[PolicyResult] = field(default_factory=list)
+
+    def hit_ratio(self, r: PolicyResult) -> float:
+        return r.hits / self.requests if self.requests else 0.0
+
+    def byte_hit_ratio(self, r: PolicyResult) -> float:
+        return r.hit_bytes / self.bytes if self.bytes else 0.0
+
+    def fetched(self, r: PolicyResult) -> float:
+        """Bytes read from storage: every miss (the staged copy is written from the same read)."""
+        return self.bytes - r.hit_bytes
+
+
+class Progress:
+    """A one-line progress bar on stderr (only when enabled: a tty or ``--progress``)."""
+
+    def __init__(self, total: float, unit: str = "requests", enabled: bool | None = None, stream=None):
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.total = total
+        self.unit = unit
+        self.started = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, done: float, label: str = "") -> None:
+        now = time.monotonic()
+        if not self.enabled or (now - self.last < 0.2 and done < self.total):
+            return
+        self.last = now
+        fraction = min(1.0, done / self.total) if self.total else 1.0
+        bar = "#" * int(30 * fraction)
+        self.stream.write(f"\r{label:12.12} [{bar:30}] {100 * fraction:5.1f}% {now - self.started:6.1f}s")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class _GrowingArray:
+    """An append-only numpy array (amortised doubling), for the ids the offline pass needs."""
+
+    def __init__(self, dtype):
+        self.data = np.empty(1 << 16, dtype=dtype)
+        self.size = 0
+
+    def extend(self, values: np.ndarray) -> None:
+        end = self.size + len(values)
+        if end > len(self.data):
+            grown = np.empty(max(end, 2 * len(self.data)), dtype=self.data.dtype)
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.data[self.size:end] = values
+        self.size = end
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.size]
+
+
+def replay(chunks: Iterable[Chunk], policies: Sequence[CachePolicy], offline: Sequence[BeladyPolicy] = (),
+           bound_capacities: Sequence[int] = (), progress: Callable[[float, str], None] | None = None
+           ) -> ReplayResult:
+    """Replay ``chunks`` through ``policies``; then the ``offline`` policies and the PFOO-L bound at each of
+    ``bound_capacities``.  One chunk is one window of the time series."""
+    result = ReplayResult()
+    online = [PolicyResult(p.label, p.capacity) for p in policies]
+    keep_ids = bool(offline or bound_capacities)
+    ids_seen = _GrowingArray(np.int32 if keep_ids else np.int64)
+    object_sizes = np.zeros(0, dtype=np.int64)
+    for chunk in chunks:
+        if not len(chunk):
+            continue
+        lists = (chunk.times.tolist(), chunk.ids.tolist(), chunk.sizes.tolist(), chunk.groups.tolist())
+        for policy, res in zip(policies, online):
+            started = time.perf_counter()
+            hits, hit_bytes = policy.replay(*lists)
+            res.seconds += time.perf_counter() - started
+            _add(res, hits, hit_bytes)
+        result.requests += len(chunk)
+        result.bytes += int(chunk.sizes.sum())
+        result.requests_series.append(len(chunk))
+        result.bytes_series.append(int(chunk.sizes.sum()))
+        result.start_series.append(float(chunk.times[0]))
+        object_sizes = _record_sizes(object_sizes, chunk)
+        if keep_ids:
+            ids_seen.extend(chunk.ids)
+        if progress is not None:
+            progress(result.requests, "online")
+    for policy, res in zip(policies, online):
+        policy.finish()
+        res.staged, res.evicted = policy.staged, policy.evicted
+    result.results.extend(online)
+    seen = object_sizes > -1
+    result.objects = int(np.count_nonzero(seen))
+    result.footprint_bytes = int(object_sizes[seen].sum())
+    if keep_ids:
+        result.results.extend(_offline(result, ids_seen.view(), object_sizes, offline, bound_capacities, progress))
+    return result
+
+
+def _add(res: PolicyResult, hits: float, hit_bytes: float) -> None:
+    res.hits += hits
+    res.hit_bytes += hit_bytes
+    res.hits_series.append(hits)
+    res.hit_bytes_series.append(hit_bytes)
+
+
+def _record_sizes(object_sizes: np.ndarray, chunk: Chunk) -> np.ndarray:
+    """Per object id, its size (-1 for ids not seen yet)."""
+    top = int(chunk.ids.max()) + 1
+    if top > len(object_sizes):
+        grown = np.full(max(top, 2 * len(object_sizes)), -1, dtype=np.int64)
+        grown[: len(object_sizes)] = object_sizes
+        object_sizes = grown
+    object_sizes[chunk.ids] = chunk.sizes
+    return object_sizes
+
+
+def _offline(result: ReplayResult, ids: np.ndarray, object_sizes: np.ndarray, offline: Sequence[BeladyPolicy],
+             bound_capacities: Sequence[int], progress) -> list[PolicyResult]:
+    from .offline import next_uses
+
+    nexts = next_uses(ids)
+    out = []
+    windows = np.cumsum([0] + result.requests_series)
+    for policy in offline:
+        res = PolicyResult(policy.label, policy.capacity)
+        started = time.perf_counter()
+        for start, stop in zip(windows[:-1], windows[1:]):
+            window_ids = ids[start:stop]
+            hits, hit_bytes = policy.replay_future(window_ids.tolist(), object_sizes[window_ids].tolist(),
+                                                   nexts[start:stop].tolist())
+            _add(res, hits, hit_bytes)
+            if progress is not None:
+                progress(stop, policy.label)
+        res.seconds = time.perf_counter() - started
+        res.staged, res.evicted = policy.staged, policy.evicted
+        out.append(res)
+    if bound_capacities:
+        window = result.requests_series[0] if result.requests_series else 1
+        for bound in pfoo_lower_bound(ids, object_sizes[ids], list(bound_capacities), nexts, window):
+            res = PolicyResult("pfoo-l", bound.capacity, bound.hits, bound.hit_bytes, bound=True)
+            res.hit_bytes_series = _regroup(bound.hit_bytes_series, result.requests_series, window)
+            out.append(res)
+    return out
+
+
+def _regroup(series: np.ndarray, requests_series: list[int], window: int) -> list[float]:
+    """A per-``window`` series as one value per replay window (chunks all have ``window`` requests but the
+    last; otherwise the series is only meaningful in total)."""
+    values = series.tolist()
+    return values[: len(requests_series)] + [0.0] * (len(requests_series) - len(values))

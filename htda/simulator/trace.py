@@ -1,0 +1,167 @@
+"""Access traces: the CSV format, a streaming reader and writer, and the in-memory chunk type.
+
+A trace is a sequence of requests ``timestamp,object_id,size_bytes[,group_id]``
+(one CSV row each, an optional header row starting with ``timestamp``).  It is
+read in chunks of numpy arrays so that a trace of any length replays in
+bounded memory: only the tables of distinct object and group names grow, never
+a list of requests.
+
+Object and group names are *interned* to small integers, the only identity the
+replay loops see.  An object whose size changes is a new version of it and
+gets a new id (HEP files are immutable; a changed size means a new file).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Chunk", "CsvTraceReader", "Interner", "TraceError", "write_csv", "NO_GROUP"]
+
+#: group id of a request without a group (the object is its own group)
+NO_GROUP = -1
+DEFAULT_CHUNK = 65536
+
+
+class TraceError(ValueError):
+    """A malformed trace; the message names the file and line."""
+
+
+@dataclass
+class Chunk:
+    """Consecutive requests of a trace as parallel arrays (ids are interned integers)."""
+
+    times: np.ndarray  # float64, seconds
+    ids: np.ndarray  # int64 object ids
+    sizes: np.ndarray  # int64 bytes
+    groups: np.ndarray  # int64 group ids, NO_GROUP when the trace has none
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def from_lists(cls, times: list[float], ids: list[int], sizes: list[int], groups: list[int]) -> Chunk:
+        return cls(np.asarray(times, dtype=np.float64), np.asarray(ids, dtype=np.int64),
+                   np.asarray(sizes, dtype=np.int64), np.asarray(groups, dtype=np.int64))
+
+
+class Interner:
+    """Maps names to dense integer ids, in order of first appearance."""
+
+    def __init__(self) -> None:
+        self.ids: dict[object, int] = {}
+        self.names: list[object] = []
+
+    def __call__(self, name: object) -> int:
+        found = self.ids.get(name)
+        if found is None:
+            found = self.ids[name] = len(self.names)
+            self.names.append(name)
+        return found
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+class CsvTraceReader:
+    """Iterate a CSV trace as :class:`Chunk` objects of at most ``chunk_size`` requests.
+
+    ``objects`` and ``groups`` intern names; ``sizes`` holds the size of
+    every object id (the table the offline bounds need).  ``progress``, if
+    given, is called with the number of bytes of the file read so far.
+    """
+
+    def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK):
+        self.path = os.fspath(path)
+        self.chunk_size = chunk_size
+        self.objects = Interner()
+        self.groups = Interner()
+        self.has_groups = False
+        self.total_bytes = os.path.getsize(self.path)
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return self.chunks()
+
+    def chunks(self, progress=None) -> Iterator[Chunk]:
+        with open(self.path, newline="", encoding="utf-8") as fh:
+            rows = self._parse(fh)
+            while True:
+                times, ids, sizes, groups = [], [], [], []
+                for t, oid, size, gid in rows:
+                    times.append(t)
+                    ids.append(oid)
+                    sizes.append(size)
+                    groups.append(gid)
+                    if len(ids) == self.chunk_size:
+                        break
+                if not ids:
+                    return
+                if progress is not None:
+                    progress(fh.buffer.tell() if hasattr(fh, "buffer") else 0)
+                yield Chunk.from_lists(times, ids, sizes, groups)
+
+    def _parse(self, fh: io.TextIOBase) -> Iterator[tuple[float, int, int, int]]:
+        intern_object, intern_group = self.objects, self.groups
+        last_time = -math.inf
+        for line_no, row in enumerate(csv.reader(fh), start=1):
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if line_no == 1 and row[0].strip().lower() == "timestamp":
+                continue
+            t, name, size, group = self._fields(row, line_no)
+            if t < last_time:
+                raise self._error(line_no, f"timestamp {t} is earlier than the previous row's {last_time}")
+            last_time = t
+            gid = NO_GROUP
+            if group:
+                self.has_groups = True
+                gid = intern_group(group)
+            yield t, intern_object((name, size)), size, gid
+
+    def _fields(self, row: list[str], line_no: int) -> tuple[float, str, int, str]:
+        if len(row) not in (3, 4):
+            raise self._error(line_no, f"expected 3 or 4 fields (timestamp,object_id,size_bytes[,group_id]), "
+                                       f"got {len(row)}")
+        try:
+            t = float(row[0])
+        except ValueError:
+            raise self._error(line_no, f"timestamp {row[0]!r} is not a number") from None
+        if not math.isfinite(t):
+            raise self._error(line_no, f"timestamp {row[0]!r} is not finite")
+        name = row[1].strip()
+        if not name:
+            raise self._error(line_no, "empty object_id")
+        try:
+            size = int(row[2])
+        except ValueError:
+            raise self._error(line_no, f"size_bytes {row[2]!r} is not an integer") from None
+        if size < 0:
+            raise self._error(line_no, f"size_bytes {size} is negative")
+        return t, name, size, row[3].strip() if len(row) == 4 else ""
+
+    def _error(self, line_no: int, message: str) -> TraceError:
+        return TraceError(f"{self.path}, line {line_no}: {message}")
+
+    def object_sizes(self) -> np.ndarray:
+        """Size of every interned object id (valid after the trace was read)."""
+        return np.fromiter((size for _, size in self.objects.names), dtype=np.int64, count=len(self.objects))
+
+
+def write_csv(path: str | os.PathLike, rows: Iterable[tuple[float, str, int, str | None]],
+              header: bool = True) -> int:
+    """Write ``(timestamp, object_id, size_bytes, group_id or None)`` rows; return how many."""
+    count = 0
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        if header:
+            writer.writerow(["timestamp", "object_id", "size_bytes", "group_id"])
+        for t, name, size, group in rows:
+            writer.writerow([repr(float(t)), name, int(size)] + ([group] if group is not None else []))
+            count += 1
+    return count

@@ -1,0 +1,25 @@
+"""Tiny traces written by hand, replayed through the simulator's policies."""
+
+from __future__ import annotations
+
+from htda.simulator.engine import ReplayResult, replay
+from htda.simulator.offline import BeladyPolicy
+from htda.simulator.trace import NO_GROUP, Chunk
+
+
+def chunk_of(names: list, sizes: dict | int = 1, groups: dict | None = None, step: float = 1.0) -> Chunk:
+    """Requests for ``names`` (any hashable), one per ``step`` seconds; ids in order of first appearance."""
+    ids: dict = {}
+    for name in names:
+        ids.setdefault(name, len(ids))
+    size_of = (lambda n: sizes) if isinstance(sizes, int) else sizes.__getitem__
+    group_ids: dict = {}
+    group_of = (lambda n: NO_GROUP) if groups is None else (lambda n: group_ids.setdefault(groups[n], len(group_ids)))
+    return Chunk.from_lists([i * step for i in range(len(names))], [ids[n] for n in names],
+                            [size_of(n) for n in names], [group_of(n) for n in names])
+
+
+def run(chunk: Chunk, policies: list, capacity: int, bound: bool = True) -> dict:
+    """Replay one chunk through ``policies`` plus Belady (and PFOO-L); results by label."""
+    result: ReplayResult = replay([chunk], policies, [BeladyPolicy(capacity)], [capacity] if bound else [])
+    return {r.label: r for r in result.results}

@@ -1,0 +1,88 @@
+"""The CSV trace format and the synthetic generator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from htda.simulator.generator import AnalysisWorkload
+from htda.simulator.trace import NO_GROUP, CsvTraceReader, TraceError, write_csv
+
+
+def read_all(path, chunk_size=3):
+    reader = CsvTraceReader(path, chunk_size=chunk_size)
+    chunks = list(reader)
+    return reader, chunks
+
+
+def test_reads_with_and_without_header_in_chunks(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("timestamp,object_id,size_bytes,group_id\n1,/a,10,g\n2,/b,20,g\n2,/a,10,\n3,/c,5,h\n\n")
+    reader, chunks = read_all(path)
+    assert [len(c) for c in chunks] == [3, 1]
+    assert np.concatenate([c.ids for c in chunks]).tolist() == [0, 1, 0, 2]
+    assert np.concatenate([c.groups for c in chunks]).tolist() == [0, 0, NO_GROUP, 1]
+    assert reader.object_sizes().tolist() == [10, 20, 5]
+    path.write_text("1.5,/a,10\n2.5,/a,10\n")
+    reader, chunks = read_all(path)
+    assert chunks[0].times.tolist() == [1.5, 2.5] and not reader.has_groups
+
+
+def test_changed_size_is_a_new_object(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("1,/a,10\n2,/a,11\n3,/a,11\n")
+    _, chunks = read_all(path)
+    assert chunks[0].ids.tolist() == [0, 1, 1]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1,/a\n", "line 1: expected 3 or 4 fields"),
+    ("1,/a,10\nx,/a,10\n", "line 2: timestamp 'x' is not a number"),
+    ("1,/a,10\n2,/a,ten\n", "line 2: size_bytes 'ten' is not an integer"),
+    ("1,/a,-5\n", "line 1: size_bytes -5 is negative"),
+    ("1,,5\n", "line 1: empty object_id"),
+    ("5,/a,1\n4,/a,1\n", "line 2: timestamp 4.0 is earlier"),
+    ("nan,/a,1\n", "line 1: timestamp 'nan' is not finite"),
+])
+def test_malformed_rows_name_the_line(tmp_path, text, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    with pytest.raises(TraceError, match=message):
+        read_all(path)
+
+
+def test_generator_is_deterministic_for_a_seed():
+    def trace(seed):
+        chunks = list(AnalysisWorkload(requests=5000, seed=seed, chunk_size=1000).chunks())
+        return [np.concatenate([getattr(c, f) for c in chunks]) for f in ("times", "ids", "sizes", "groups")]
+
+    first, again, other = trace(3), trace(3), trace(4)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    assert not all(len(a) == len(b) and np.array_equal(a, b) for a, b in zip(first, other))
+
+
+def test_generator_shape_of_the_workload():
+    w = AnalysisWorkload(requests=20000, seed=1)
+    chunks = list(w.chunks())
+    ids = np.concatenate([c.ids for c in chunks])
+    sizes = np.concatenate([c.sizes for c in chunks])
+    times = np.concatenate([c.times for c in chunks])
+    assert len(ids) == 20000
+    assert sizes.min() >= 20_000_000 and sizes.max() <= 200_000_000
+    assert np.all(np.diff(times) >= 0)
+    counts = np.bincount(ids)
+    assert counts.max() >= 10 * np.median(counts[counts > 0])  # popular files are read many times more
+    groups = np.concatenate([c.groups for c in chunks])
+    assert len(np.unique(groups)) > w.live_datasets  # datasets were replaced
+    assert 0 < w.working_set_bytes() < w.object_sizes().sum()
+
+
+def test_generator_rows_round_trip_through_csv(tmp_path):
+    w = AnalysisWorkload(requests=300, seed=2)
+    path = tmp_path / "syn.csv"
+    assert write_csv(path, w.rows()) == 300
+    reader, chunks = read_all(path, chunk_size=1000)
+    original = next(iter(w.chunks()))
+    assert chunks[0].sizes.tolist() == original.sizes.tolist()
+    assert np.allclose(chunks[0].times, original.times)
+    assert reader.has_groups
