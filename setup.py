@@ -19,11 +19,23 @@ ENTRY_POINTS = {
         "coordinator = htda.coordinator:CoordinatorComponent",
         "locator = htda.locator:LocatorComponent",
         "cache = htda.cache:CacheComponent",
+        "submit = htda.condor.agent:SubmitAgent",
     ],
     # storage backends (fetch from), cache backends (place on), union-view drivers
-    "htda.storage": [],
-    "htda.cachedev": [],
-    "htda.union": [],
+    "htda.storage": [
+        "posix = htda.cache.backends.posix:PosixStorage",
+        "xrootd = htda.cache.backends.xrootd:XRootDStorage",
+        "http = htda.cache.backends.http:HTTPStorage",
+    ],
+    "htda.cachedev": [
+        "posix = htda.cache.backends.posix:PosixDevice",
+        "logical = htda.cache.backends.logical:LogicalDevice",
+    ],
+    "htda.union": [
+        "mergerfs = htda.cache.union.mergerfs:MergerfsDriver",
+        "overlayfs = htda.cache.union.overlayfs:OverlayfsDriver",
+        "symlink = htda.cache.union.symlink:SymlinkDriver",
+    ],
     # rating policies of the coordinator (and the simulator)
     "htda.policies": [
         "lrfu = htda.coordinator.rating:LRFUPolicy",

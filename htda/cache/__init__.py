@@ -1,4 +1,4 @@
-"""The cache component."""
+"""The cache node: backends, validated staging, allocation/eviction and the union view."""
 
 from .component import CacheComponent
 

@@ -1,13 +1,267 @@
-"""The cache component: plugged into a node through the ``htda.components`` entry point."""
+"""The cache component: config, plugins, the cycle thread and the admin endpoints.
+
+See docs/cache.rst.  The work itself is in :mod:`htda.cache.service`.
+"""
 
 from __future__ import annotations
 
+import threading
+import time
+from typing import Any
+from urllib.parse import quote
+
+from ..node import plugins
+from ..node.client import ClientError
 from ..node.component import Component
-from ..node.config import Section
+from ..node.config import REQUIRED, Field, ListOf, Section, one_of, positive
+from ..node.rest import API, HTTPError, Request, Route
+from .backends.base import CacheDevice, StorageBackend
+from .backends.logical import LogicalDevice
+from .checksum import KINDS
+from .reporting import HoldingsReporter
+from .service import Assignment, CacheService, Marks
+from .staging import Stager
+from .union.base import UnionDriver
+
+__all__ = ["CacheComponent"]
+
+STORAGE_GROUP, DEVICE_GROUP, UNION_GROUP = "htda.storage", "htda.cachedev", "htda.union"
+#: URL schemes of per-file ``source`` locations and the storage plugin that serves each
+SOURCE_SCHEMES = {"root": "xrootd", "xroot": "xrootd", "http": "http", "https": "http"}
+
+
+def _fraction(value: float) -> str | None:
+    return None if 0 < value <= 1 else "must be a fraction in (0, 1]"
+
+
+DEVICE = Section({
+    "path": Field(str, REQUIRED, "directory of the device (relative: to the config file)"),
+    "backend": Field(str, "posix", "cache-device plugin (htda.cachedev)"),
+    "capacity": Field(int, 0, "bytes this device may hold (0: its whole file system)"),
+    "high_watermark": Field(float, 0.95, "fill the device up to this fraction of its capacity", check=_fraction),
+    "low_watermark": Field(float, 0.90, "once above the high mark, evict down to this fraction", check=_fraction),
+})
+
+SCHEMA = Section({
+    "storage": Field(str, "posix", "default storage plugin (htda.storage): posix, xrootd, http"),
+    "storage_location": Field(str, "", "its root: a directory, root://host:port//path or https://host/path"),
+    "storage_timeout": Field(float, 30.0, "seconds per storage request before it counts as failed", check=positive),
+    "storage_ca_file": Field(str, "", "CA bundle for https:// storage"),
+    "devices": Field(ListOf(DEVICE), list, "cache devices, e.g. [{path = \"../var/cache0\"}]"),
+    "union": Field(str, "mergerfs", "union-view driver (htda.union): mergerfs, overlayfs, symlink"),
+    "view": Field(str, "", "where jobs read the union view ('' = no view)"),
+    "view_storage": Field(str, "", "POSIX path of storage in the view (default: a posix storage's root)"),
+    "view_options": Field(str, "", "driver options as key=value pairs separated by ';'"),
+    "cycle": Field(float, 10.0, "seconds between assignment pulls", check=positive),
+    "coordinators": Field(list, list, "coordinator URLs to pull from besides the pool's coordinator members"),
+    "locators": Field(list, list, "locator URLs to report to besides the pool's locator members"),
+    "holdings_interval": Field(float, 60.0, "seconds between complete holdings reports", check=positive),
+    "max_staging": Field(int, 2, "copies in flight at once", check=positive),
+    "buffer_size": Field(int, 8 << 20, "copy buffer in bytes", check=positive),
+    "checksum": Field(str, "adler32", "checksum of copies: " + ", ".join(KINDS), check=one_of(*KINDS)),
+    "readback": Field(bool, True, "read each copy back from the device and compare checksums"),
+    "verify_root": Field(bool, True, "open staged .root files with uproot and list their keys"),
+    "verify_on_start": Field(str, "size", "start-up check of found copies: size (size+mtime+source) or checksum",
+                             check=one_of("size", "checksum")),
+    "revalidate_interval": Field(float, 600.0, "seconds before a copy is checked against its source again"),
+    "revalidate_per_cycle": Field(int, 32, "copies re-checked per cycle"),
+    "scrub_bytes_per_cycle": Field(int, 256 << 20, "bytes of copies whose checksum is re-verified per cycle"),
+    "max_attempts": Field(int, 3, "failed copies of a file before it is released", check=positive),
+    "retry_delay": Field(float, 30.0, "seconds before a failed copy is retried (doubles each time)"),
+    "release_interval": Field(float, 300.0, "seconds before the same file is released again"),
+})
 
 
 class CacheComponent(Component):
-    """Shell of the cache; filled in by its own issue."""
+    """Keeps validated copies of assigned files on local devices and serves them through a union view."""
 
     name = "cache"
-    config_schema = Section({})
+    config_schema = SCHEMA
+
+    def __init__(self, node, config: dict[str, Any]):
+        super().__init__(node, config)
+        self._storages: dict[str | None, StorageBackend] = {}
+        self._storage_lock = threading.Lock()
+        self.default_storage = self._make_storage(config["storage"], self._location(config["storage_location"]))
+        members: list[CacheDevice] = []
+        marks: dict[int, Marks] = {}
+        for spec in config["devices"]:
+            dev = plugins.load(DEVICE_GROUP, spec["backend"])(str(node.path(spec["path"])),
+                                                              {"capacity": spec["capacity"]})
+            members.append(dev)
+            marks[id(dev)] = Marks(spec["high_watermark"], min(spec["low_watermark"], spec["high_watermark"]))
+        if not members:
+            default = plugins.load(DEVICE_GROUP, "posix")(str(node.data_dir / "cache"), {})
+            members.append(default)
+            marks[id(default)] = Marks(0.95, 0.90)
+        self.device = LogicalDevice(members)
+        stager = Stager(config["checksum"], config["verify_root"], config["readback"], config["buffer_size"])
+        self.reporter = HoldingsReporter(node.name, node.client, self._locators, self._holdings,
+                                         config["holdings_interval"])
+        self.service = CacheService(self.device, marks, self.storage_for, stager, self.reporter, self._make_view(),
+                                    config, node.metrics)
+        self.cycles = 0
+        self.last_cycle: dict[str, Any] = {}
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._cycle_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    # -- plugins -----------------------------------------------------------------
+    def _location(self, value: str) -> str:
+        return value if "://" in value or not value else str(self.node.path(value))
+
+    def _make_storage(self, plugin: str, location: str) -> StorageBackend:
+        options = {"timeout": self.config["storage_timeout"], "stall_timeout": self.config["storage_timeout"],
+                   "low_speed_time": self.config["storage_timeout"]}
+        if self.config["storage_ca_file"]:
+            options["ca_file"] = str(self.node.path(self.config["storage_ca_file"]))
+        return plugins.load(STORAGE_GROUP, plugin)(location or str(self.node.data_dir / "storage"), options)
+
+    def storage_for(self, source: str | None) -> StorageBackend:
+        """The default storage, or a backend for a per-file ``source`` URL (root://, http(s)://)."""
+        if not source:
+            return self.default_storage
+        with self._storage_lock:
+            if source not in self._storages:
+                scheme = source.split("://", 1)[0] if "://" in source else ""
+                if scheme not in SOURCE_SCHEMES:
+                    raise ValueError(f"unsupported source {source!r}: use root://, http:// or https://")
+                self._storages[source] = self._make_storage(SOURCE_SCHEMES[scheme], source)
+            return self._storages[source]
+
+    def _make_view(self) -> UnionDriver | None:
+        if not self.config["view"]:
+            return None
+        storage = self.config["view_storage"] and str(self.node.path(self.config["view_storage"]))
+        cls = plugins.load(UNION_GROUP, self.config["union"])
+        options = dict(p.split("=", 1) for p in self.config["view_options"].split(";") if "=" in p)
+        return cls(str(self.node.path(self.config["view"])), self.device.branches(),
+                   storage or self.default_storage.local_root(), str(self.node.data_dir), options)
+
+    # -- life cycle ------------------------------------------------------------------
+    def start(self) -> None:
+        self.recovered = self.service.recover()
+        self.reporter.start()
+        self._thread = threading.Thread(target=self._run, name="htda-cache-cycle", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+        self.service.shutdown()
+        self.reporter.stop()
+
+    def on_member_joined(self, member) -> None:
+        if "locator" in member.roles:
+            self.reporter.request_full()
+        if "coordinator" in member.roles:
+            self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_cycle()
+            except Exception:  # noqa: BLE001 - one bad cycle must not end the cache
+                self.log.exception("cache cycle failed")
+            self._wake.wait(timeout=self.config["cycle"])
+            self._wake.clear()
+
+    def run_cycle(self) -> dict[str, Any]:
+        """One pass: pull, plan, evict, stage, revalidate, refresh the view."""
+        with self._cycle_lock:
+            assignment = self._pull()
+            result: dict[str, Any] = {"coordinator": assignment.coordinator if assignment else None}
+            if assignment is not None:
+                result.update(self.service.apply(assignment))
+            result["revalidated_dropped"] = self.service.revalidate_some()
+            view = self.service.view
+            if view is not None and not self.service.view_error:
+                with self.service._lock:
+                    view.refresh()
+            self.cycles += 1
+            result["cycle"] = self.cycles
+            self.last_cycle = result
+            return result
+
+    def _pull(self) -> Assignment | None:
+        urls = [m.url for m in self.node.members("coordinator")] + list(self.config["coordinators"])
+        for url in dict.fromkeys(urls):
+            try:
+                answer = self.node.client.get(f"{url}{API}/coordinator/assignments/{quote(self.node.name)}")
+                files = answer["files"]
+                if not isinstance(files, list):
+                    raise TypeError("files is not a list")
+                return Assignment(files, bool(answer.get("draining")), url, int(answer.get("cycle") or 0))
+            except (ClientError, KeyError, TypeError, ValueError) as exc:
+                self.log.info("no assignment from %s: %s", url, exc)
+        return None
+
+    def _locators(self) -> list[str]:
+        urls = [m.url for m in self.node.members("locator")] + list(self.config["locators"])
+        return list(dict.fromkeys(urls))
+
+    def _holdings(self) -> list[dict[str, Any]]:
+        return [{"lfn": e.lfn, "size": e.size} for e in self.service.index.entries()]
+
+    # -- reports ---------------------------------------------------------------------
+    def heartbeat_info(self) -> dict[str, Any]:
+        rooms = self.service.rooms()
+        free = sum(max(0, min(int(r.high * r.capacity) - r.used, r.free)) for r in rooms)
+        return {"capacity_bytes": sum(r.capacity for r in rooms), "free_bytes": free,
+                "used_bytes": self.service.index.used_bytes(), "files": len(self.service.index),
+                "staging": len(self.service.jobs)}
+
+    # -- admin -----------------------------------------------------------------------
+    def routes(self) -> list[Route]:
+        base = f"{API}/cache"
+        page = {"limit": "at most this many entries (default 1000)", "offset": "skip this many entries"}
+        return [
+            Route("GET", f"{base}/files", self._files, "copies this node holds", query=page, tag="cache"),
+            Route("GET", f"{base}/devices", self._devices, "usage of each cache device", tag="cache"),
+            Route("GET", f"{base}/staging", self._staging, "staging queue, progress and recent failures",
+                  tag="cache"),
+            Route("GET", f"{base}/evictions", self._evictions, "recently removed copies and why", tag="cache"),
+            Route("GET", f"{base}/view", self._view, "the union view: driver, path, branches, state", tag="cache"),
+            Route("POST", f"{base}/cycle", self._cycle_now, "run an assignment cycle now", tag="cache",
+                  body={"type": "object", "additionalProperties": False, "properties": {}}),
+        ]
+
+    def _files(self, request: Request) -> dict[str, Any]:
+        limit, offset = request.query_int("limit", 1000, 1, 100_000), request.query_int("offset", 0)
+        entries = sorted(self.service.index.entries(), key=lambda e: (-e.score, e.lfn))
+        return {"node": self.node.name, "total": len(entries),
+                "files": [e.to_json() for e in entries[offset:offset + limit]]}
+
+    def _devices(self, request: Request) -> dict[str, Any]:
+        return {"devices": [{"path": r.device.path, "backend": r.device.name, "capacity_bytes": r.capacity,
+                             "used_bytes": r.used, "free_bytes": r.free, "high_watermark": r.high,
+                             "low_watermark": r.low,
+                             "files": sum(1 for e in self.service.index.entries() if e.device is r.device)}
+                            for r in self.service.rooms()]}
+
+    def _staging(self, request: Request) -> dict[str, Any]:
+        jobs = [j.to_json() for j in list(self.service.jobs.values())]
+        return {"max_staging": self.config["max_staging"], "active": [j for j in jobs if j["state"] != "queued"],
+                "queued": [j for j in jobs if j["state"] == "queued"], "failed": list(self.service.failed),
+                "retrying": {k: {"count": f.count, "retry_at": f.retry_at, "error": f.error}
+                             for k, f in list(self.service.failures.items())}}
+
+    def _evictions(self, request: Request) -> dict[str, Any]:
+        return {"evictions": list(reversed(self.service.evictions))}
+
+    def _view(self, request: Request) -> dict[str, Any]:
+        view = self.service.view
+        if view is None:
+            return {"driver": None}
+        return {**view.describe(), "error": self.service.view_error}
+
+    def _cycle_now(self, request: Request) -> dict[str, Any]:
+        request.json  # noqa: B018 - validates the (empty) body
+        if self._stop.is_set():
+            raise HTTPError(503, "the cache is stopping")
+        started = time.time()
+        result = self.run_cycle()
+        return {**result, "seconds": round(time.time() - started, 3)}

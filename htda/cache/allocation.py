@@ -1,0 +1,92 @@
+"""Allocation: which assigned files to hold on which device, what to evict, what to release.
+
+A pure function of the assignment (best score first), the index, the copies
+in flight and each device's room, so it is easy to test and to reason about.
+Each device has a high and a low watermark (fractions of its capacity).
+Files are placed up to the high watermark; once a device is above it
+(because its file system filled from elsewhere, or the capacity shrank), the
+room drops to the low watermark, so eviction frees a useful amount at once
+instead of one file per cycle.  Walking the files best first means a held
+file that no longer fits under the room left by better files is evicted, and
+a new file that fits nowhere is released back to the coordinator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .backends.base import CacheDevice
+
+__all__ = ["Wanted", "Room", "Plan", "plan"]
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One assigned file (``size`` resolved from the source when the coordinator did not know it).
+
+    For a held file the size of the copy counts, not the coordinator's
+    figure: a changed source is found by revalidating the copy, not here.
+    """
+
+    lfn: str
+    score: float
+    size: int
+    source: str | None = None
+
+
+@dataclass
+class Room:
+    """A device's space: capacity, what our copies use, what its file system has free."""
+
+    device: CacheDevice
+    capacity: int
+    used: int
+    free: int
+    high: float = 0.95
+    low: float = 0.90
+
+    def limit(self) -> int:
+        mark = self.high if self.used <= self.high * self.capacity else self.low
+        return int(min(mark * self.capacity, self.used + self.free))
+
+
+@dataclass
+class Plan:
+    stage: list[tuple[Wanted, CacheDevice]] = field(default_factory=list)
+    keep: list[str] = field(default_factory=list)
+    evict: list[str] = field(default_factory=list)
+    release: list[str] = field(default_factory=list)
+    cancel: list[str] = field(default_factory=list)
+
+
+def plan(wanted: list[Wanted], held: dict[str, tuple[CacheDevice, int]],
+         in_flight: dict[str, tuple[CacheDevice, int]], rooms: list[Room]) -> Plan:
+    """Decide a cycle's work.  ``held``/``in_flight`` map LFN -> (device, size)."""
+    out = Plan()
+    left = {id(r.device): r.limit() for r in rooms}
+    seen: set[str] = set()
+    for w in sorted(wanted, key=lambda w: -w.score):
+        if w.lfn in seen:
+            continue
+        seen.add(w.lfn)
+        if w.lfn in in_flight:
+            device, size = in_flight[w.lfn]
+            left[id(device)] = left.get(id(device), 0) - size
+            out.keep.append(w.lfn)
+            continue
+        if w.lfn in held:
+            device, size = held[w.lfn]
+            if left.get(id(device), 0) >= size:
+                left[id(device)] -= size
+                out.keep.append(w.lfn)
+            continue  # else: no longer fits under better files, evicted below
+        target = max(rooms, key=lambda r: left[id(r.device)], default=None)
+        if target is not None and left[id(target.device)] >= w.size:
+            left[id(target.device)] -= w.size
+            out.stage.append((w, target.device))
+        else:
+            out.release.append(w.lfn)
+    kept = set(out.keep)
+    out.evict = [lfn for lfn in held if lfn not in kept]
+    out.cancel = [lfn for lfn in in_flight if lfn not in kept]
+    return out

@@ -1,0 +1,145 @@
+"""The two backend interfaces: storage (fetch from) and cache devices (place on)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+__all__ = ["FileStat", "Sink", "StorageBackend", "StorageError", "CacheDevice", "TemporaryCopy", "HeldFile"]
+
+#: receives the bytes of a file in order, chunk by chunk
+Sink = Callable[[memoryview], None]
+
+
+class StorageError(Exception):
+    """A storage operation failed; ``transient`` tells whether a retry may help."""
+
+    def __init__(self, message: str, transient: bool = True):
+        super().__init__(message)
+        self.transient = transient
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """What a copy is checked against: size in bytes and modification time (unix seconds)."""
+
+    size: int
+    mtime: float
+
+    def same_as(self, other: "FileStat", mtime_slack: float = 0.0) -> bool:
+        return self.size == other.size and abs(self.mtime - other.mtime) <= mtime_slack
+
+
+class StorageBackend(ABC):
+    """Where files come from.  ``location`` is the backend's root (a path or a URL).
+
+    ``stat`` raises :class:`FileNotFoundError` for a missing file and
+    :class:`StorageError` for anything else.  ``read`` streams the file from
+    ``offset`` to its end into ``sink``; backends that can start at an offset
+    set ``supports_ranges`` so an interrupted copy resumes instead of restarting.
+    """
+
+    name: ClassVar[str] = ""
+    supports_ranges: ClassVar[bool] = False
+    #: how far a copy's mtime may differ from the source's and still count as the same (resolution)
+    mtime_slack: ClassVar[float] = 0.0
+
+    def __init__(self, location: str, options: dict[str, Any] | None = None):
+        self.location = location
+        self.options = dict(options or {})
+
+    @abstractmethod
+    def stat(self, lfn: str) -> FileStat:
+        """Size and mtime of the LFN's file."""
+
+    @abstractmethod
+    def read(self, lfn: str, sink: Sink, offset: int = 0, buffer_size: int = 8 << 20) -> int:
+        """Stream the file from ``offset`` into ``sink``; return the number of bytes delivered."""
+
+    def checksum(self, lfn: str, kind: str) -> str | None:
+        """The source's own checksum of ``kind`` if it can tell cheaply, else None."""
+        return None
+
+    def local_root(self) -> str | None:
+        """A POSIX directory holding the LFN tree (for the union view), if there is one."""
+        return None
+
+    def describe(self) -> str:
+        return f"{self.name}:{self.location}"
+
+
+@dataclass
+class HeldFile:
+    """A validated copy found on a device; ``meta`` is what staging recorded with it."""
+
+    lfn: str
+    size: int
+    mtime: float
+    meta: dict[str, Any]
+
+
+class TemporaryCopy(ABC):
+    """A file being written under a temporary name; invisible until :meth:`commit`."""
+
+    fd: int
+    path: str
+
+    @abstractmethod
+    def commit(self, lfn: str, mtime: float, meta: dict[str, Any]) -> None:
+        """fsync, record ``meta`` with the file, set its mtime, and rename it into place atomically."""
+
+    @abstractmethod
+    def discard(self) -> None:
+        """Remove the temporary file (idempotent)."""
+
+
+class CacheDevice(ABC):
+    """Where copies are placed.  Every LFN lives beneath the device's root."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, path: str, options: dict[str, Any] | None = None):
+        self.path = path
+        self.options = dict(options or {})
+
+    @abstractmethod
+    def capacity_bytes(self) -> int:
+        """Bytes this device may hold at most (its configured size, or the file system's)."""
+
+    @abstractmethod
+    def free_bytes(self) -> int:
+        """Bytes still free on the file system beneath the device."""
+
+    @abstractmethod
+    def temporary(self, size_hint: int = 0) -> TemporaryCopy:
+        """A new temporary file to stage into."""
+
+    @abstractmethod
+    def open(self, lfn: str) -> int:
+        """A read-only fd of the copy of ``lfn`` (FileNotFoundError if not held)."""
+
+    @abstractmethod
+    def stat(self, lfn: str) -> FileStat:
+        """Size and mtime of the copy of ``lfn``."""
+
+    @abstractmethod
+    def delete(self, lfn: str) -> None:
+        """Remove the copy of ``lfn`` (no error if absent)."""
+
+    @abstractmethod
+    def scan(self) -> Iterator[HeldFile]:
+        """Every copy on the device with its recorded meta (for rebuilding the index)."""
+
+    @abstractmethod
+    def clean_temporaries(self) -> int:
+        """Remove leftover temporary files (from a crash); return how many."""
+
+    @abstractmethod
+    def branches(self) -> list[str]:
+        """Directories holding the LFN trees, in the order the union view should stack them."""
+
+    def devices(self) -> list["CacheDevice"]:
+        """The physical devices behind this one (itself, unless logical)."""
+        return [self]

@@ -1,0 +1,112 @@
+"""Telling the pool what this node holds: holdings to the locators, releases to the coordinator.
+
+Holdings go as deltas when copies appear or go, and as the complete list
+(``replace: true``) at start, every ``interval`` seconds, when a locator
+joins, and after any failed delta, so a restarted locator converges.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from ..node.client import Client, ClientError
+
+__all__ = ["HoldingsReporter"]
+
+log = logging.getLogger("htda.cache.reporting")
+
+HOLDINGS = "/api/v1/locator/holdings"
+
+
+class HoldingsReporter:
+    """A thread that sends holdings to ``targets()`` (locator base URLs)."""
+
+    def __init__(self, node_name: str, client: Client, targets: Callable[[], list[str]],
+                 snapshot: Callable[[], list[dict]], interval: float = 60.0):
+        self.node_name, self.client, self.targets, self.snapshot = node_name, client, targets, snapshot
+        self.interval = interval
+        self._added: dict[str, int] = {}
+        self._removed: set[str] = set()
+        self._full_due = True
+        self._last_full = 0.0
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.sent = 0
+        self.failures = 0
+
+    def added(self, lfn: str, size: int) -> None:
+        with self._lock:
+            self._removed.discard(lfn)
+            self._added[lfn] = size
+        self._wake.set()
+
+    def removed(self, lfn: str) -> None:
+        with self._lock:
+            self._added.pop(lfn, None)
+            self._removed.add(lfn)
+        self._wake.set()
+
+    def request_full(self) -> None:
+        self._full_due = True
+        self._wake.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="htda-cache-holdings", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=min(self.interval, 5.0))
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.flush()
+            except Exception:  # noqa: BLE001 - a reporting bug must not stop the thread
+                log.exception("holdings report failed")
+
+    def flush(self) -> None:
+        """Send what is due now: the full list, or the pending delta."""
+        targets = self.targets()
+        if not targets:
+            return
+        full = self._full_due or time.monotonic() - self._last_full >= self.interval
+        with self._lock:
+            added, removed = self._added, self._removed
+            self._added, self._removed = {}, set()
+        if full:
+            self._full_due = False
+            payload = {"node": self.node_name, "files": self.snapshot(), "replace": True}
+        elif added or removed:
+            payload = {"node": self.node_name, "files": [{"lfn": k, "size": v} for k, v in added.items()],
+                       "replace": False, "removed": sorted(removed)}
+        else:
+            return
+        ok = self._send(targets, payload)
+        if full and ok:
+            self._last_full = time.monotonic()
+        if not ok:
+            self._full_due = True  # a lost delta is repaired by the next complete list
+
+    def _send(self, targets: list[str], payload: dict) -> bool:
+        ok = True
+        for url in targets:
+            try:
+                self.client.post(url + HOLDINGS, payload, idempotent=True)
+                self.sent += 1
+            except ClientError as exc:
+                ok = False
+                self.failures += 1
+                log.warning("holdings report to %s failed: %s", url, exc)
+        return ok

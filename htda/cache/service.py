@@ -1,0 +1,353 @@
+"""The cache's work: start-up recovery, the assignment cycle, staging, eviction, revalidation.
+
+Kept apart from the REST/plugin wiring in ``component.py`` so that the
+logic reads top to bottom: pull the assignment, plan, evict, stage,
+revalidate a few copies, refresh the view, report.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ..lfn import normalize_lfn
+from .allocation import Room, Wanted, plan
+from .backends.base import CacheDevice, FileStat, StorageBackend, StorageError
+from .backends.logical import LogicalDevice
+from .index import Entry, Index, checksum_of, validate_found
+from .reporting import HoldingsReporter
+from .staging import Stager, StagingCancelled, StagingError, StagingJob
+from .union.base import UnionDriver, UnionError
+
+__all__ = ["CacheService", "Marks", "Assignment"]
+
+log = logging.getLogger("htda.cache")
+
+
+@dataclass(frozen=True)
+class Marks:
+    high: float
+    low: float
+
+
+@dataclass
+class Assignment:
+    """What a coordinator answered: the node's files (best first), and whether it drains."""
+
+    files: list[dict[str, Any]]
+    draining: bool
+    coordinator: str
+    cycle: int
+
+
+@dataclass
+class _Failure:
+    count: int
+    retry_at: float
+    error: str
+
+
+class CacheService:
+    """Everything the cache node does, without the REST layer."""
+
+    def __init__(self, device: LogicalDevice, marks: dict[int, Marks], storages: Callable[[str | None], StorageBackend],
+                 stager: Stager, reporter: HoldingsReporter, view: UnionDriver | None, config: dict[str, Any],
+                 metrics: Any):
+        self.device, self.marks, self.storage_for, self.stager = device, marks, storages, stager
+        self.reporter, self.view, self.config = reporter, view, config
+        self.index = Index()
+        self.jobs: dict[str, StagingJob] = {}
+        self.failures: dict[str, _Failure] = {}
+        self.evictions: deque[dict[str, Any]] = deque(maxlen=200)
+        self.failed: deque[dict[str, Any]] = deque(maxlen=100)
+        self.released: dict[str, float] = {}
+        self.view_error = ""
+        self._sizes: dict[str, int] = {}
+        self._lock = threading.RLock()  # jobs, failures, view
+        self._pool = ThreadPoolExecutor(max_workers=config["max_staging"], thread_name_prefix="htda-stage")
+        self._init_metrics(metrics)
+
+    def _init_metrics(self, m: Any) -> None:
+        self.m_staged_bytes = m.counter("htda_cache_staged_bytes_total", "bytes of validated copies made")
+        self.m_staged = m.counter("htda_cache_staged_files_total", "validated copies made")
+        self.m_failures = m.counter("htda_cache_staging_failures_total", "copies that failed", ("kind",))
+        self.m_evicted = m.counter("htda_cache_evictions_total", "copies removed, by reason", ("reason",))
+        self.m_evicted_bytes = m.counter("htda_cache_evicted_bytes_total", "bytes of copies removed")
+        self.m_released = m.counter("htda_cache_released_files_total", "files released to the coordinator")
+        m.gauge("htda_cache_used_bytes", "bytes of copies held, by device", ("device",),
+                callback=lambda: {d.path: self.index.used_bytes(d) for d in self.device.devices()})
+        m.gauge("htda_cache_capacity_bytes", "capacity, by device", ("device",),
+                callback=lambda: {d.path: d.capacity_bytes() for d in self.device.devices()})
+        m.gauge("htda_cache_files", "copies held", callback=lambda: len(self.index))
+        m.gauge("htda_cache_staging", "copies queued or in flight", callback=lambda: len(self.jobs))
+
+    # -- start-up ----------------------------------------------------------------
+    def recover(self) -> dict[str, int]:
+        """Rebuild the index from the devices; drop what fails validation; start the view."""
+        removed_temps = self.device.clean_temporaries()
+        invalid: list[tuple[CacheDevice, str, str]] = []
+        for dev in self.device.devices():
+            for found in dev.scan():
+                entry, reason = validate_found(found, dev, self._storage_of_meta(found.meta),
+                                               self.config["verify_on_start"] == "checksum")
+                if entry is None:
+                    invalid.append((dev, found.lfn, reason))
+                else:
+                    self.index.add(entry)
+        self._start_view()
+        for dev, lfn, reason in invalid:
+            self._view_call("removing", lfn)
+            dev.delete(lfn)
+            self._record_eviction(lfn, 0, dev, f"invalid at start: {reason}")
+        log.info("index rebuilt: %d valid copies kept, %d invalid dropped, %d temporaries removed",
+                 len(self.index), len(invalid), removed_temps)
+        return {"kept": len(self.index), "dropped": len(invalid), "temporaries": removed_temps}
+
+    def _storage_of_meta(self, meta: dict[str, Any]) -> Callable[[str], StorageBackend]:
+        source = meta.get("source_url") or None
+        return lambda lfn: self.storage_for(source)
+
+    def _start_view(self) -> None:
+        if self.view is None:
+            return
+        try:
+            self.view.start([e.lfn for e in self.index.entries()])
+            self.view_error = ""
+        except (UnionError, OSError) as exc:
+            self.view_error = str(exc)
+            log.error("union view %s not available: %s (jobs must read from storage)", self.view.view, exc)
+
+    def _view_call(self, what: str, lfn: str) -> None:
+        if self.view is None or self.view_error:
+            return
+        with self._lock:
+            try:
+                getattr(self.view, what)(lfn)
+            except (UnionError, OSError) as exc:
+                log.error("union view: %s %s failed: %s", what, lfn, exc)
+
+    # -- the cycle ---------------------------------------------------------------------
+    def apply(self, assignment: Assignment) -> dict[str, int]:
+        """Plan and start this cycle's work for ``assignment``; return counts of what was done."""
+        wanted = self._wanted(assignment.files)
+        with self._lock:
+            in_flight = {lfn: (j.device, j.size or 0) for lfn, j in self.jobs.items()}
+        held = {e.lfn: (e.device, e.size) for e in self.index.entries()}
+        work = plan(wanted, held, in_flight, self.rooms())
+        scores = {w.lfn: w.score for w in wanted}
+        for entry in self.index.entries():
+            entry.score = scores.get(entry.lfn, 0.0)
+        for lfn in work.cancel:
+            self._cancel(lfn)
+        for lfn in work.evict:
+            self.evict(lfn, "outranked" if lfn in scores else "unassigned")
+        started = 0
+        if not assignment.draining:
+            for w, dev in work.stage:
+                started += self._submit(w, dev)
+        self._release(assignment.coordinator, work.release, "no room")
+        return {"wanted": len(wanted), "stage": started, "evict": len(work.evict), "release": len(work.release)}
+
+    def _wanted(self, files: list[dict[str, Any]]) -> list[Wanted]:
+        now = time.time()
+        out = []
+        for f in files:
+            try:
+                lfn = normalize_lfn(f["lfn"])
+            except (ValueError, KeyError, TypeError):
+                log.warning("ignoring an assigned file with a bad LFN: %r", f.get("lfn") if isinstance(f, dict) else f)
+                continue
+            failure = self.failures.get(lfn)
+            if failure and failure.retry_at > now:
+                continue
+            held = self.index.get(lfn)
+            if held and f.get("size") is not None and f["size"] != held.size:
+                self._revalidate(held, checksum=False)  # the coordinator saw another size: has the source changed?
+                held = self.index.get(lfn)
+            size = held.size if held else self._size_of(lfn, f)
+            if size is not None:
+                out.append(Wanted(lfn, float(f.get("score") or 0.0), size, f.get("source")))
+        assigned = {w.lfn for w in out}
+        self._sizes = {k: v for k, v in self._sizes.items() if k in assigned}
+        return out
+
+    def _size_of(self, lfn: str, f: dict[str, Any]) -> int | None:
+        if isinstance(f.get("size"), int) and f["size"] >= 0:
+            return f["size"]
+        if lfn in self._sizes:
+            return self._sizes[lfn]
+        try:
+            self._sizes[lfn] = self.storage_for(f.get("source")).stat(lfn).size
+        except (FileNotFoundError, StorageError, ValueError, OSError) as exc:
+            self._fail(lfn, f"stat: {exc}", permanent=isinstance(exc, FileNotFoundError))
+            return None
+        return self._sizes[lfn]
+
+    def rooms(self) -> list[Room]:
+        with self._lock:
+            flight = [(j.device, j.size or 0) for j in self.jobs.values()]
+        out = []
+        for dev in self.device.devices():
+            used = self.index.used_bytes(dev) + sum(s for d, s in flight if d is dev)
+            mark = self.marks[id(dev)]
+            out.append(Room(dev, dev.capacity_bytes(), used, dev.free_bytes(), mark.high, mark.low))
+        return out
+
+    # -- staging ---------------------------------------------------------------------
+    def _submit(self, w: Wanted, dev: CacheDevice) -> int:
+        try:
+            storage = self.storage_for(w.source)
+        except ValueError as exc:
+            self._fail(w.lfn, str(exc), permanent=True)
+            return 0
+        with self._lock:
+            if w.lfn in self.jobs:
+                return 0
+            job = StagingJob(w.lfn, storage, dev, w.score, w.size, source_url=w.source)
+            self.jobs[w.lfn] = job
+        self._pool.submit(self._stage, job)
+        return 1
+
+    def _stage(self, job: StagingJob) -> None:
+        try:
+            if job.cancel.is_set():
+                raise StagingCancelled(f"{job.lfn}: cancelled before it started")
+            meta = self.stager.stage(job)
+            entry = Entry.from_meta(job.device, meta)
+            entry.score = job.score
+            self.index.add(entry)
+            self._view_call("added", job.lfn)
+            self.failures.pop(job.lfn, None)
+            self.m_staged.inc()
+            self.m_staged_bytes.inc(entry.size)
+            self.reporter.added(entry.lfn, entry.size)
+            log.info("staged %s (%d bytes) on %s", job.lfn, entry.size, job.device.path)
+        except StagingCancelled as exc:
+            job.state = "cancelled"
+            log.info("%s", exc)
+        except StagingError as exc:
+            job.state, job.error = "failed", str(exc)
+            self._fail(job.lfn, str(exc), exc.permanent)
+            self.failed.append(job.to_json())
+        except Exception as exc:  # noqa: BLE001 - a bug in one copy must not kill the worker
+            job.state, job.error = "failed", f"internal error: {exc}"
+            log.exception("staging %s failed unexpectedly", job.lfn)
+            self._fail(job.lfn, job.error, permanent=False)
+        finally:
+            with self._lock:
+                self.jobs.pop(job.lfn, None)
+
+    def _fail(self, lfn: str, error: str, permanent: bool) -> None:
+        with self._lock:
+            prev = self.failures.get(lfn)
+            count = (prev.count if prev else 0) + 1
+            exhausted = permanent or count >= self.config["max_attempts"]
+            delay = self.config["retry_delay"] * (2 ** min(count - 1, 6))
+            self.failures[lfn] = _Failure(count, time.time() + delay, error)
+        self.m_failures.inc(kind="permanent" if exhausted else "transient")
+        log.warning("staging %s failed (attempt %d): %s", lfn, count, error)
+
+    def _cancel(self, lfn: str) -> None:
+        with self._lock:
+            job = self.jobs.get(lfn)
+        if job:
+            job.cancel.set()
+
+    def exhausted(self) -> list[str]:
+        """Files whose copies keep failing: released so another node (or storage) serves them."""
+        limit = self.config["max_attempts"]
+        return [lfn for lfn, f in self.failures.items() if f.count >= limit]
+
+    # -- eviction --------------------------------------------------------------------
+    def evict(self, lfn: str, reason: str) -> bool:
+        """Remove a copy: out of the view first, then the index, then the disk."""
+        entry = self.index.get(lfn)
+        if entry is None:
+            return False
+        self._view_call("removing", lfn)
+        self.index.remove(lfn)
+        entry.device.delete(lfn)
+        self.reporter.removed(lfn)
+        self._record_eviction(lfn, entry.size, entry.device, reason)
+        return True
+
+    def _record_eviction(self, lfn: str, size: int, device: CacheDevice, reason: str) -> None:
+        self.evictions.append({"lfn": lfn, "size": size, "device": device.path, "reason": reason,
+                               "time": time.time()})
+        self.m_evicted.inc(reason=reason.split(":")[0])
+        self.m_evicted_bytes.inc(size)
+        log.info("evicted %s (%s)", lfn, reason)
+
+    # -- revalidation ------------------------------------------------------------------
+    def revalidate_some(self) -> int:
+        """Re-check the copies checked longest ago: source unchanged, copy intact (checksum within budget)."""
+        budget = self.config["scrub_bytes_per_cycle"]
+        horizon = time.time() - self.config["revalidate_interval"]
+        dropped = 0
+        for entry in self.index.stalest(self.config["revalidate_per_cycle"]):
+            if entry.checked_at > horizon:
+                break
+            scrub = entry.checksum and budget > 0 and entry.size <= max(budget, 1)
+            if scrub:
+                budget -= entry.size
+            dropped += not self._revalidate(entry, checksum=bool(scrub))
+        return dropped
+
+    def _revalidate(self, entry: Entry, checksum: bool) -> bool:
+        """True if the copy is still good; otherwise it is evicted (and fetched again if still wanted)."""
+        try:
+            copy = entry.device.stat(entry.lfn)
+            if not copy.same_as(FileStat(entry.size, entry.mtime), mtime_slack=1e-6):
+                return not self.evict(entry.lfn, "copy altered on disk")
+            if checksum and checksum_of(entry.device, entry.lfn, entry.checksum_kind) != entry.checksum:
+                return not self.evict(entry.lfn, "checksum mismatch on disk")
+        except FileNotFoundError:
+            return not self.evict(entry.lfn, "copy vanished from disk")
+        try:
+            source = self.storage_for(entry.source_url).stat(entry.lfn)
+        except FileNotFoundError:
+            return not self.evict(entry.lfn, "source gone")
+        except (StorageError, OSError, ValueError) as exc:
+            log.info("cannot revalidate %s now: %s", entry.lfn, exc)
+            entry.checked_at = time.time()
+            return True
+        if not source.same_as(FileStat(entry.size, entry.mtime), mtime_slack=1e-6):
+            return not self.evict(entry.lfn, "source changed")
+        entry.checked_at = time.time()
+        return True
+
+    # -- releases ------------------------------------------------------------------
+    def _release(self, coordinator: str, lfns: list[str], reason: str) -> None:
+        now = time.time()
+        due = [lfn for lfn in dict.fromkeys(lfns + self.exhausted())
+               if now - self.released.get(lfn, 0.0) >= self.config["release_interval"]]
+        if not due or not coordinator:
+            return
+        from ..node.client import ClientError
+
+        try:
+            self.reporter.client.post(f"{coordinator}/api/v1/coordinator/releases",
+                                      {"node": self.reporter.node_name, "lfns": due, "reason": reason},
+                                      idempotent=True)
+        except ClientError as exc:
+            log.warning("releasing %d files to %s failed: %s", len(due), coordinator, exc)
+            return
+        for lfn in due:
+            self.released[lfn] = now
+        self.m_released.inc(len(due))
+        log.info("released %d files to %s (%s)", len(due), coordinator, reason)
+
+    # -- shutdown --------------------------------------------------------------------
+    def shutdown(self) -> None:
+        with self._lock:
+            for job in self.jobs.values():
+                job.cancel.set()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self.view is not None and not self.view_error:
+            self.view.stop()

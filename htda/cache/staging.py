@@ -1,0 +1,184 @@
+"""Staging: one validated copy from a storage backend onto a cache device.
+
+A copy is written under a temporary name that no view shows, checked, and
+only then renamed into place:
+
+1. the source is stat'ed (size, mtime) before the copy;
+2. bytes stream through one large buffer into the temporary file while a
+   checksum runs over them (an interrupted transfer resumes at its offset
+   when the backend supports ranges);
+3. the copy must have exactly the source's size, and the source must stat
+   the same after the copy (else it changed or vanished underneath);
+4. the source's own checksum, when the backend offers one, must match the
+   streamed one; the copy is read back from the device and must match too;
+5. ROOT files can be opened with uproot and their keys listed;
+6. fsync, mtime set to the source's, meta recorded with the file, rename.
+
+Any failure removes the temporary file: nothing partial is ever visible.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .backends.base import CacheDevice, FileStat, StorageBackend, StorageError, TemporaryCopy
+from .checksum import Checksum, checksum_fd
+
+__all__ = ["StagingError", "StagingCancelled", "StagingJob", "Stager"]
+
+log = logging.getLogger("htda.cache.staging")
+
+
+class StagingError(Exception):
+    """A copy failed validation or transfer; ``permanent`` means retrying is pointless for now."""
+
+    def __init__(self, message: str, permanent: bool = False):
+        super().__init__(message)
+        self.permanent = permanent
+
+
+class StagingCancelled(StagingError):
+    """The copy was cancelled (shutdown, or the file is no longer wanted)."""
+
+
+@dataclass
+class StagingJob:
+    """One copy in the queue or in flight; what ``/api/v1/cache/staging`` shows."""
+
+    lfn: str
+    storage: StorageBackend
+    device: CacheDevice
+    score: float = 0.0
+    size: int | None = None
+    source_url: str | None = None  # None: the node's default storage
+    state: str = "queued"  # queued, copying, validating, done, failed, cancelled
+    done_bytes: int = 0
+    queued_at: float = field(default_factory=time.time)
+    started_at: float | None = None
+    error: str = ""
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lfn": self.lfn, "state": self.state, "size": self.size, "done_bytes": self.done_bytes,
+                "score": self.score, "device": self.device.path, "source": self.storage.describe(),
+                "queued_at": self.queued_at, "started_at": self.started_at, "error": self.error}
+
+
+def _write_all(fd: int, data: memoryview) -> None:
+    while data:
+        n = os.write(fd, data)
+        data = data[n:]
+
+
+class Stager:
+    """Makes validated copies (see the module doc); thread-safe, one call per copy."""
+
+    def __init__(self, checksum: str = "adler32", verify_root: bool = True, readback: bool = True,
+                 buffer_size: int = 8 << 20, resume_attempts: int = 2):
+        Checksum(checksum)  # refuse an unknown kind at start-up, not at the first copy
+        self.checksum_kind, self.verify_root, self.readback = checksum, verify_root, readback
+        self.buffer_size, self.resume_attempts = buffer_size, resume_attempts
+        #: called after every chunk with the job; tests use it to change the source mid-copy
+        self.on_chunk: Callable[[StagingJob], None] | None = None
+
+    def stage(self, job: StagingJob) -> dict[str, Any]:
+        """Copy ``job.lfn`` onto ``job.device``; return the meta recorded with the copy."""
+        job.state, job.started_at = "copying", time.time()
+        before = self._stat(job)
+        job.size = before.size
+        try:
+            tmp = job.device.temporary(before.size)
+        except StorageError as exc:
+            raise StagingError(str(exc), permanent=True) from None
+        except OSError as exc:
+            raise StagingError(f"cannot create a temporary file on {job.device.path}: {exc.strerror}") from None
+        try:
+            return self._copy_validate_commit(job, tmp, before)
+        except BaseException:
+            tmp.discard()
+            raise
+
+    def _copy_validate_commit(self, job: StagingJob, tmp: TemporaryCopy, before: FileStat) -> dict[str, Any]:
+        streamed = self._transfer(job, tmp, before)
+        job.state = "validating"
+        os.ftruncate(tmp.fd, job.done_bytes)  # the space was reserved up front
+        if job.done_bytes != before.size:
+            raise StagingError(f"{job.lfn}: copied {job.done_bytes} bytes, source has {before.size}")
+        after = self._stat(job, during=True)
+        if not after.same_as(before):
+            raise StagingError(f"{job.lfn}: source changed during the copy ({before} -> {after})")
+        digest = streamed.hexdigest()
+        self._check_source_checksum(job, digest)
+        if self.readback and digest and checksum_fd(tmp.fd, self.checksum_kind, self.buffer_size) != digest:
+            raise StagingError(f"{job.lfn}: the copy read back from {job.device.path} differs from the source")
+        if self.verify_root and job.lfn.endswith(".root"):
+            self._check_root(job, tmp.path)
+        meta = {"lfn": job.lfn, "size": before.size, "mtime": before.mtime, "checksum": digest,
+                "checksum_kind": self.checksum_kind, "source": job.storage.describe(), "source_url": job.source_url,
+                "staged_at": time.time()}
+        tmp.commit(job.lfn, before.mtime, meta)
+        job.state = "done"
+        return meta
+
+    def _stat(self, job: StagingJob, during: bool = False) -> FileStat:
+        try:
+            return job.storage.stat(job.lfn)
+        except FileNotFoundError:
+            what = "vanished during the copy" if during else "does not exist"
+            raise StagingError(f"{job.lfn}: source {what}", permanent=not during) from None
+        except StorageError as exc:
+            raise StagingError(f"{job.lfn}: {exc}", permanent=not exc.transient) from None
+
+    def _transfer(self, job: StagingJob, tmp: TemporaryCopy, before: FileStat) -> Checksum:
+        ck = Checksum(self.checksum_kind)
+
+        def sink(chunk: memoryview) -> None:
+            if job.cancel.is_set():
+                raise StagingCancelled(f"{job.lfn}: cancelled")
+            if job.done_bytes + len(chunk) > before.size:
+                raise StagingError(f"{job.lfn}: source grew during the copy")
+            _write_all(tmp.fd, chunk)
+            ck.update(chunk)
+            job.done_bytes += len(chunk)
+            if self.on_chunk is not None:
+                self.on_chunk(job)
+
+        attempts = 0
+        while True:
+            try:
+                job.storage.read(job.lfn, sink, offset=job.done_bytes, buffer_size=self.buffer_size)
+                return ck
+            except FileNotFoundError:
+                raise StagingError(f"{job.lfn}: source vanished during the copy") from None
+            except OSError as exc:
+                if exc.errno == 28:  # ENOSPC
+                    raise StagingError(f"{job.lfn}: {job.device.path} is full", permanent=True) from None
+                raise StagingError(f"{job.lfn}: {exc}") from None
+            except StorageError as exc:
+                attempts += 1
+                can_resume = job.storage.supports_ranges and job.done_bytes > 0
+                if not exc.transient or not can_resume or attempts > self.resume_attempts:
+                    raise StagingError(f"{job.lfn}: {exc}", permanent=not exc.transient) from None
+                log.info("resuming %s at byte %d after: %s", job.lfn, job.done_bytes, exc)
+
+    def _check_source_checksum(self, job: StagingJob, digest: str) -> None:
+        if not digest:
+            return
+        theirs = job.storage.checksum(job.lfn, self.checksum_kind)
+        if theirs is not None and theirs.lstrip("0") != digest.lstrip("0"):
+            raise StagingError(f"{job.lfn}: checksum {digest} differs from the source's {theirs}")
+
+    def _check_root(self, job: StagingJob, path: str) -> None:
+        import uproot  # imported here: only ROOT files need it, and it is slow to import
+
+        try:
+            with uproot.open(path) as fh:
+                fh.keys()
+        except Exception as exc:  # noqa: BLE001 - any uproot failure means a broken ROOT file
+            raise StagingError(f"{job.lfn}: not a readable ROOT file: {exc}") from None

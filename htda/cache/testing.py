@@ -1,0 +1,164 @@
+"""Real storage servers for cache tests and benchmarks: an XRootD server and a threaded HTTP server with ranges."""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote
+
+from htda.testing.nodes import free_port, wait_until
+
+__all__ = ["XRootDServer", "RangeHTTPServer"]
+
+
+class XRootDServer:
+    """``xrootd`` from Debian's package exporting ``root`` on a loopback port (runs as user xrootd)."""
+
+    def __init__(self, root: Path, workdir: Path):
+        self.root, self.workdir = root, workdir
+        self.port = free_port()
+        self.url = f"root://127.0.0.1:{self.port}/"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "XRootDServer":
+        user = pwd.getpwnam("xrootd")
+        for path in (self.root, self.workdir):
+            path.mkdir(parents=True, exist_ok=True)
+            os.chmod(path, 0o755)
+        subprocess.run(["chown", "-R", f"{user.pw_uid}", str(self.root), str(self.workdir)], check=True)
+        conf = self.workdir / "xrootd.cfg"
+        conf.write_text(f"all.export /\nxrd.port {self.port}\noss.localroot {self.root}\nxrootd.chksum adler32\n"
+                        f"all.adminpath {self.workdir}\nall.pidpath {self.workdir}\n")
+        log = self.workdir / "xrootd.log"
+        self.proc = subprocess.Popen(["xrootd", "-R", "xrootd", "-c", str(conf), "-l", str(log), "-n", "htdatest"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.workdir)
+        wait_until(self._listening, timeout=15, what=f"xrootd on port {self.port} (log in {self.workdir})")
+        return self
+
+    def _listening(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"xrootd exited: {_tail(self.workdir)}")
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def _tail(workdir: Path) -> str:
+    logs = sorted(workdir.rglob("xrootd.log*"))
+    return logs[-1].read_text()[-2000:] if logs else "(no log)"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "RangeHTTPServer"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # quiet tests
+        pass
+
+    def _file(self) -> Path | None:
+        rel = unquote(self.path.split("?", 1)[0]).lstrip("/")
+        path = (self.server.root / rel).resolve()
+        if not str(path).startswith(str(self.server.root.resolve()) + "/") or not path.is_file():
+            return None
+        return path
+
+    def _head(self, path: Path, status: int, length: int, extra: dict[str, str]) -> None:
+        st = path.stat()
+        self.send_response(status)
+        self.send_header("Content-Length", str(length))
+        self.send_header("Last-Modified", email.utils.formatdate(st.st_mtime, usegmt=True))
+        self.send_header("Accept-Ranges", "bytes")
+        for key, value in extra.items():
+            self.send_header(key, value)
+        self.end_headers()
+
+    def do_HEAD(self) -> None:
+        path = self._file()
+        if path is None:
+            self.send_error(404)
+            return
+        self._head(path, 200, path.stat().st_size, {})
+
+    def do_GET(self) -> None:
+        path = self._file()
+        if path is None:
+            self.send_error(404)
+            return
+        size = path.stat().st_size
+        start, status, extra = 0, 200, {}
+        rng = self.headers.get("Range")
+        if rng and rng.startswith("bytes=") and rng.endswith("-"):
+            start = int(rng[6:-1])
+            status, extra = 206, {"Content-Range": f"bytes {start}-{size - 1}/{size}"}
+        self._head(path, status, size - start, extra)
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            sent = 0
+            while True:
+                chunk = fh.read(64 * 1024)
+                if not chunk:
+                    return
+                if self.server.cut_after is not None and start + sent + len(chunk) > self.server.cut_after:
+                    self.server.cut_after = None  # cut this one transfer, serve the next in full
+                    self.wfile.write(chunk[: max(0, self.server.cut_after_bytes(start + sent))])
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self.wfile.write(chunk)
+                sent += len(chunk)
+                if self.server.delay:
+                    time.sleep(self.server.delay)
+
+
+class RangeHTTPServer(ThreadingHTTPServer):
+    """Serves ``root`` with HEAD, Last-Modified and ``Range: bytes=N-``.
+
+    ``delay`` slows every 64 KiB chunk (a slow link); ``cut_after`` drops the
+    connection once a transfer passes that byte offset (a flaky link).
+    """
+
+    daemon_threads = True
+
+    def __init__(self, root: Path):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.root = root
+        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+        self.delay = 0.0
+        self.cut_after: int | None = None
+        self._cut_at = 0
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    def cut_after_bytes(self, position: int) -> int:
+        return self._cut_at - position
+
+    def cut_once_at(self, offset: int) -> None:
+        self._cut_at = offset
+        self.cut_after = offset
+
+    def start(self) -> "RangeHTTPServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+def copy_tree(src: Path, dst: Path) -> None:
+    shutil.copytree(src, dst, dirs_exist_ok=True, copy_function=shutil.copy2)
