@@ -1,0 +1,64 @@
+"""The STARTD_CRON script: this worker's HTDA name and cache facts for its machine ad.
+
+HTCondor runs it every ``STARTD_CRON_HTDA_PERIOD`` and reads ``Attr = value``
+lines; a line ``-`` ends the ad.  The names match what the translate hook's
+``HTDA_CacheAffinity`` looks for (``HTDA_NodeName``).  When the local node does
+not answer, the script still prints the name it expects (from the settings
+or the host name) with ``HTDA_Up = false``, and exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+
+from .hooks import _post, load_settings
+
+__all__ = ["main", "machine_attributes"]
+
+
+def machine_attributes(settings: dict[str, object], timeout: float = 2.0) -> dict[str, object]:
+    """The machine-ad attributes, asking this host's node (``settings['node']``)."""
+    deadline = time.monotonic() + timeout
+    node = str(settings["node"])
+    attrs: dict[str, object] = {"HTDA_NodeName": socket.gethostname().split(".", 1)[0], "HTDA_Up": False}
+    try:
+        status, body = _post(node, "/api/v1/node", b"", deadline, method="GET")
+        if status != 200:
+            return attrs
+        me = json.loads(body)
+        attrs.update(HTDA_NodeName=str(me["name"]), HTDA_Up=True)
+        status, body = _post(node, "/api/v1/pool", b"", deadline, method="GET")
+        members = json.loads(body).get("members", []) if status == 200 else []
+        cache = next((m.get("info", {}).get("cache") for m in members if m.get("name") == me["name"]), None)
+        if isinstance(cache, dict):
+            for key, attr in (("files", "HTDA_CacheFiles"), ("free_bytes", "HTDA_CacheFreeBytes"),
+                              ("capacity_bytes", "HTDA_CacheCapacityBytes")):
+                if isinstance(cache.get(key), int):
+                    attrs[attr] = cache[key]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass  # the node is down or odd: publish what is known, never fail
+    return attrs
+
+
+def _literal(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(str(value))  # a JSON string is a valid ClassAd string literal for names
+
+
+def main() -> int:
+    """Print the attributes and the end-of-ad line; always exit 0."""
+    attrs = machine_attributes(load_settings())
+    lines = [f"{name} = {_literal(value)}" for name, value in attrs.items()]
+    os.write(1, ("\n".join(lines) + "\n-\n").encode())
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""The translate hook's logic: publish the job, find where its inputs are cached, steer its Rank.
+
+Whatever goes wrong, the answer is the job ad exactly as it came in: the job
+router has no fallback for a failed hook, so failing open is the only safe
+failure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import classads
+from .hooks import split
+from .jobinfo import NODE_ATTR, InputMapping, JobInfo, job_info
+
+__all__ = ["Steering", "Outcome", "translate", "ATTRS"]
+
+
+class ATTRS:
+    """Names of the job attributes the translate hook writes (documented in docs/htcondor.rst)."""
+
+    USER_RANK = "HTDA_UserRank"
+    USER_REQUIREMENTS = "HTDA_UserRequirements"
+    MACHINE_NODE = "HTDA_MachineNode"
+    AFFINITY = "HTDA_CacheAffinity"
+    PREFERRED = "HTDA_PreferredNodes"
+    FRACTION = "HTDA_CachedFraction"
+    INPUTS = "HTDA_InputCount"
+
+
+@dataclass
+class Steering:
+    """How the translate hook rewrites a job."""
+
+    rank_scale: float = 1e9  # the affinity term's weight in the job's Rank (fraction 1.0 -> this much)
+    max_preferred: int = 8  # preferred nodes written into the ad, best first
+    min_fraction: float = 0.0  # nodes holding no more than this share are not preferred
+    steer_requirements: bool = False  # also require a preferred node (off: Requirements untouched)
+
+
+@dataclass
+class Outcome:
+    """The hook's answer and why."""
+
+    text: bytes
+    changed: bool
+    reason: str
+    job: JobInfo | None = None
+    failed: bool = False  # unchanged because something went wrong (not by design)
+
+
+#: publish(job) queues the job for the coordinator; lookup(lfns) answers like POST /locator/lookup
+Publish = Callable[[JobInfo], None]
+Lookup = Callable[[list[str]], Any]
+
+
+def translate(stdin: bytes, mapping: InputMapping, steering: Steering, publish: Publish,
+              lookup: Lookup) -> Outcome:
+    """Answer a translate hook's input (route line, ``------``, job ad)."""
+    job_bytes = split(stdin)[1]
+    unchanged = job_bytes
+    try:
+        ad = classads.parse_job(job_bytes.decode("utf-8"))
+    except (classads.AdError, UnicodeDecodeError) as exc:
+        return Outcome(unchanged, False, f"malformed job ad: {exc}", failed=True)
+    job = job_info(ad, mapping)
+    if not job.inputs:
+        return Outcome(unchanged, False, "the job names no inputs", job)
+    publish(job)
+    try:
+        fractions = _preferred(lookup(job.inputs), steering)
+    except Exception as exc:  # noqa: BLE001 - any failure of the pool or its answer: fail open
+        return Outcome(unchanged, False, f"locator lookup failed: {exc}", job, failed=True)
+    if not fractions:
+        return Outcome(unchanged, False, "no cache node holds any input", job)
+    _steer(ad, fractions, len(job.inputs), steering)
+    return Outcome(classads.print_old(ad).encode(), True, f"preferred {fractions[0][0]} ({fractions[0][1]:.0%})", job)
+
+
+def _preferred(answer: Any, steering: Steering) -> list[tuple[str, float]]:
+    """[(node, fraction)] best first, from a lookup answer; ValueError if the answer is malformed."""
+    nodes = answer.get("nodes") if isinstance(answer, dict) else None
+    if not isinstance(nodes, dict):
+        raise ValueError(f"the answer has no 'nodes' object: {str(answer)[:80]!r}")
+    out = []
+    for node, facts in nodes.items():
+        fraction = facts.get("fraction") if isinstance(facts, dict) else None
+        if not isinstance(fraction, (int, float)) or isinstance(fraction, bool) or not math.isfinite(fraction):
+            raise ValueError(f"node {str(node)[:40]!r} has no numeric fraction")
+        if not isinstance(node, str) or not node or '"' in node or "\\" in node:
+            raise ValueError(f"bad node name {str(node)[:40]!r}")
+        if fraction > steering.min_fraction:
+            out.append((node, min(float(fraction), 1.0)))
+    out.sort(key=lambda item: (-item[1], item[0]))
+    return out[:steering.max_preferred]
+
+
+def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], inputs: int, steering: Steering) -> None:
+    if ATTRS.USER_RANK not in ad and "Rank" in ad:
+        ad[ATTRS.USER_RANK] = ad.lookup("Rank")  # kept once: a second pass must not wrap our own Rank
+    ad[ATTRS.MACHINE_NODE] = classads.expr(
+        f"ifThenElse(isUndefined(TARGET.{NODE_ATTR}), TARGET.Machine, TARGET.{NODE_ATTR})")
+    ad[ATTRS.AFFINITY] = classads.expr(classads.affinity_expression(fractions, ATTRS.MACHINE_NODE))
+    ad[ATTRS.PREFERRED] = ",".join(node for node, _ in fractions)
+    ad[ATTRS.FRACTION] = fractions[0][1]
+    ad[ATTRS.INPUTS] = inputs
+    ad["Rank"] = classads.expr(f"{float(steering.rank_scale)!r} * {ATTRS.AFFINITY} + "
+                               f"{classads.numeric_rank(ATTRS.USER_RANK)}")
+    machine_attrs = classads.evaluate(ad, "JobMachineAttrs", "")
+    names = [n for n in str(machine_attrs).replace(",", " ").split() if n]
+    if NODE_ATTR.lower() not in (n.lower() for n in names):
+        ad["JobMachineAttrs"] = ",".join([*names, NODE_ATTR])
+    if steering.steer_requirements and ATTRS.USER_REQUIREMENTS not in ad and "Requirements" in ad:
+        ad[ATTRS.USER_REQUIREMENTS] = ad.lookup("Requirements")
+        ad["Requirements"] = classads.expr(f"({ATTRS.USER_REQUIREMENTS}) && ({ATTRS.AFFINITY} > 0.0)")

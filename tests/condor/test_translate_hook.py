@@ -1,0 +1,119 @@
+"""The translate hook executable against a live locator and submit agent: what it prints and sends."""
+
+from __future__ import annotations
+
+import classad2
+
+from htda.testing.nodes import wait_until
+
+from .kit import INPUTS, agent_sections, hook_input, job_ad, parse, run_hook, write_hook_config
+
+HALF = {"/store/data/run1/c.root": 200}  # 200 of the 400 input bytes
+
+
+def machine(name: str, **attrs) -> classad2.ClassAd:
+    return classad2.ClassAd({"Machine": f"{name}.example.org", "HTDA_NodeName": name, "Arch": "X86_64",
+                             "OpSys": "LINUX", "Memory": 8000, "Cpus": 4, "Disk": 10**7, "HasFileTransfer": True,
+                             **attrs})
+
+
+def rank(job: classad2.ClassAd, slot: classad2.ClassAd) -> float:
+    value = job.lookup("Rank").eval(scope=job, target=slot)
+    assert isinstance(value, (int, float)), value
+    return float(value)
+
+
+def test_output_echoes_every_attribute_and_adds_steering(agent, hook_config, holdings):
+    holdings({"c-all": INPUTS, "c-half": HALF})
+    source = job_ad()
+    run = run_hook("htda_translate", hook_input(source), hook_config)
+    assert run.code == 0, run.stderr
+    before, after = parse(source), parse(run.stdout)
+    changed = {"Rank", "JobMachineAttrs"}
+    for name in before.keys():
+        assert name in after, f"{name} missing from the hook's output"
+        if name not in changed:
+            assert str(after.lookup(name)) == str(before.lookup(name)), name
+    assert after["HTDA_PreferredNodes"] == "c-all,c-half"
+    assert after["HTDA_CachedFraction"] == 1.0
+    assert after["HTDA_InputCount"] == 3
+    assert str(after.lookup("Requirements")) == str(before.lookup("Requirements"))
+    assert "HTDA_NodeName" in after["JobMachineAttrs"]
+
+
+def test_rank_orders_all_half_none_and_keeps_the_users_rank(agent, hook_config, holdings):
+    holdings({"c-all": INPUTS, "c-half": HALF})
+    run = run_hook("htda_translate", hook_input(job_ad(Rank="TARGET.Memory")), hook_config)
+    job = parse(run.stdout)
+    all_, half, none = machine("c-all"), machine("c-half"), machine("c-none")
+    assert rank(job, all_) > rank(job, half) > rank(job, none)
+    # The user's Rank (Memory) still orders machines that hold the same share...
+    assert rank(job, machine("c-none", Memory=16000)) > rank(job, machine("c-other", Memory=8000))
+    # ...but never outweighs a larger share.
+    assert rank(job, machine("c-half", Memory=4000)) > rank(job, machine("c-none", Memory=64000))
+
+
+def test_machine_name_is_the_fallback_when_no_htda_name_is_published(agent, hook_config, holdings):
+    holdings({"c-all.example.org": INPUTS})
+    job = parse(run_hook("htda_translate", hook_input(job_ad()), hook_config).stdout)
+    bare = classad2.ClassAd({"Machine": "c-all.example.org", "Memory": 1})
+    other = classad2.ClassAd({"Machine": "c-x.example.org", "Memory": 1})
+    assert rank(job, bare) > rank(job, other)
+
+
+def test_boolean_and_missing_user_ranks(agent, hook_config, holdings):
+    holdings({"c-half": HALF})
+    job = parse(run_hook("htda_translate", hook_input(job_ad(Rank='TARGET.Machine == "c-x.example.org"')),
+                         hook_config).stdout)
+    assert rank(job, machine("c-x")) > rank(job, machine("c-y"))
+    assert rank(job, machine("c-half")) > rank(job, machine("c-x"))
+    job = parse(run_hook("htda_translate", hook_input(job_ad(Rank=None)), hook_config).stdout)
+    assert rank(job, machine("c-half")) > rank(job, machine("c-x")) == 0.0
+
+
+def test_job_is_published_with_evaluated_resources(agent, hook_config, holdings, coordinator):
+    holdings({"c-all": INPUTS})
+    assert run_hook("htda_translate", hook_input(job_ad()), hook_config).code == 0
+    wait_until(lambda: coordinator.jobs, timeout=5, what="the job to reach the coordinator")
+    job = coordinator.jobs[0]
+    assert job["job_id"] == "submit.example.org#4711.3"
+    assert job["task"] == "submit.example.org#4711"
+    assert job["owner"] == "alice"
+    assert job["inputs"] == list(INPUTS)  # run.sh (the user's own file) is not an LFN
+    assert job["cpus"] == 2  # RequestCpus = 1 + 1
+    assert job["memory"] == 1000  # the RequestMemory expression, evaluated
+    assert job["submit_time"] == 1763860000
+
+
+def test_declared_inputs_win_over_transfer_input(agent, hook_config, holdings, coordinator):
+    holdings({"c-half": HALF})
+    run = run_hook("htda_translate", hook_input(job_ad(HTDA_InputFiles='"/store/data/run1/c.root, /store/x.root"')),
+                   hook_config)
+    assert parse(run.stdout)["HTDA_CachedFraction"] == 0.5
+    wait_until(lambda: coordinator.jobs, timeout=5, what="the job to reach the coordinator")
+    assert coordinator.jobs[0]["inputs"] == ["/store/data/run1/c.root", "/store/x.root"]
+
+
+def test_no_holder_means_unchanged_but_published(agent, hook_config, coordinator):
+    source = hook_input(job_ad())
+    run = run_hook("htda_translate", source, hook_config)
+    assert run.code == 0 and run.stdout == job_ad().encode()
+    wait_until(lambda: coordinator.jobs, timeout=5, what="the job to reach the coordinator")
+
+
+def test_requirements_change_only_when_configured(inprocess_node, locator, coordinator, holdings, tmp_path):
+
+    node = inprocess_node("strict", ["submit"], seeds=[locator.url],
+                          sections=agent_sections([locator.url], [coordinator.url], steer_requirements=True))
+    config = write_hook_config(tmp_path / "strict.toml", node.url)
+    holdings({"c-all": INPUTS})
+    job = parse(run_hook("htda_translate", hook_input(job_ad()), config).stdout)
+    assert job.lookup("Requirements").eval(scope=job, target=machine("c-all")) is True
+    assert job.lookup("Requirements").eval(scope=job, target=machine("c-none")) is False
+
+
+def test_the_executable_runs_through_its_own_shebang(agent, hook_config, holdings):
+    holdings({"c-all": INPUTS})
+    run = run_hook("htda_translate", hook_input(job_ad()), hook_config, direct=True)
+    assert run.code == 0, run.stderr
+    assert parse(run.stdout)["HTDA_PreferredNodes"] == "c-all"
