@@ -1,4 +1,11 @@
-"""``htda``: the admin command line, a thin layer over the REST API."""
+"""``htda``: the admin command line, a thin layer over the REST API.
+
+Every command talks to one node (``--url``) and finds the pool's
+coordinator, locator and cache nodes through that node's member list.
+Output is a human table by default and JSON with ``--json``.  Exit codes:
+0 success, 1 a node could not be reached (or failed), 2 the request was
+refused (4xx: bad input, missing signature, not supported by this pool).
+"""
 
 from __future__ import annotations
 
@@ -6,14 +13,26 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
+from .lfn import normalize_lfn
 from .node.auth import load_secret, new_secret
-from .node.client import Client, ClientError
+from .node.client import Client, ClientError, HTTPStatusError
 
-__all__ = ["main"]
+__all__ = ["main", "CLIError"]
 
 DEFAULT_URL = os.environ.get("HTDA_URL", "http://127.0.0.1:8740")
+API = "/api/v1"
+
+
+class CLIError(Exception):
+    """A failure to report in one line, with the process exit code."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
 
 
 def _client(args: argparse.Namespace) -> Client:
@@ -21,24 +40,222 @@ def _client(args: argparse.Namespace) -> Client:
     return Client(secret, timeout=args.timeout, ca_file=args.ca_file or None)
 
 
+# -- formatting ----------------------------------------------------------------------
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
+    cells = [[_cell(row.get(c, "")) for c in columns] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
     return "\n".join(lines)
 
 
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return "" if value is None else str(value)
+
+
+def _columns(rows: list[dict[str, Any]], preferred: tuple[str, ...] = ()) -> list[str]:
+    """The preferred columns that occur, then every other key in order of appearance."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        seen.update(dict.fromkeys(row))
+    return [c for c in preferred if c in seen] + [c for c in seen if c not in preferred]
+
+
+def _size(value: Any) -> str:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return str(value)
+
+
+def _document(answer: Any, preferred: tuple[str, ...] = ()) -> str:
+    """A JSON object as ``key: value`` lines, with its lists of objects as tables."""
+    if not isinstance(answer, dict):
+        return json.dumps(answer, indent=2, sort_keys=True)
+    lines, tables = [], []
+    for key, value in answer.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            tables.append(f"{key} ({len(value)}):\n" + _table(value, _columns(value, preferred)))
+        else:
+            lines.append(f"{key}: {_cell(value)}")
+    return "\n".join(lines + tables)
+
+
+# -- talking to the pool ---------------------------------------------------------------
+def _pool(args: argparse.Namespace) -> dict[str, Any]:
+    return _client(args).get(f"{args.url}{API}/pool")
+
+
+def _members(args: argparse.Namespace, role: str | None = None) -> list[dict[str, Any]]:
+    """Pool members (the contacted node first), optionally those with ``role``."""
+    pool = _pool(args)
+    members = sorted(pool["members"], key=lambda m: (m["name"] != pool.get("self"), m["name"]))
+    return [m for m in members if role is None or role in m["roles"]]
+
+
+def _role_url(args: argparse.Namespace, role: str) -> str:
+    found = _members(args, role)
+    if not found:
+        raise CLIError(f"no {role} in the pool seen by {args.url}", 1)
+    return found[0]["url"].rstrip("/")
+
+
+def _member_url(args: argparse.Namespace, name: str, role: str) -> str:
+    for member in _members(args):
+        if member["name"] == name:
+            if role not in member["roles"]:
+                raise CLIError(f"node {name} does not run the {role} role (roles: {','.join(member['roles'])})")
+            return member["url"].rstrip("/")
+    raise CLIError(f"no node named {name!r} in the pool seen by {args.url}")
+
+
+def _feature(what: str, call: Callable[[], Any]) -> Any:
+    """Run ``call``; an endpoint the server does not have becomes a clear 'not supported' error."""
+    try:
+        return call()
+    except HTTPStatusError as exc:
+        missing = exc.status == 404 and str(exc).startswith("HTTP 404: no such endpoint")
+        if missing or exc.status == 405:
+            raise CLIError(f"this pool does not support {what} yet ({exc.url} answers {exc.status})") from None
+        raise
+
+
+def _lfn(value: str) -> str:
+    try:
+        return normalize_lfn(value)
+    except ValueError as exc:
+        raise CLIError(f"{value!r}: {exc}") from None
+
+
+def _lfn_path(lfn: str) -> str:
+    return quote(lfn.lstrip("/"), safe="/")
+
+
+# -- commands ------------------------------------------------------------------------------
 def cmd_status(args: argparse.Namespace) -> Any:
     client = _client(args)
-    node = client.get(f"{args.url}/api/v1/node")
-    pool = client.get(f"{args.url}/api/v1/pool")
+    node = client.get(f"{args.url}{API}/node")
+    pool = client.get(f"{args.url}{API}/pool")
     if args.json:
         return {"node": node, "pool": pool}
     rows = [{"name": m["name"], "url": m["url"], "roles": ",".join(m["roles"]), "version": m["version"],
              "age": f"{m['age']:.1f}s"} for m in pool["members"]]
     return (f"{node['name']} (HTDA {node['version']}, up {node['uptime']:.0f}s, roles {','.join(node['roles'])})\n"
             f"{len(rows)} pool member(s):\n" + _table(rows, ["name", "url", "roles", "version", "age"]))
+
+
+def cmd_nodes(args: argparse.Namespace) -> Any:
+    members = _members(args)
+    if args.json:
+        return members
+    rows = []
+    for m in members:
+        cache = (m.get("info") or {}).get("cache") or {}
+        rows.append({"name": m["name"], "roles": m["roles"], "age": f"{m['age']:.1f}s",
+                     "used": _size(cache.get("used_bytes")) if cache else "",
+                     "free": _size(cache.get("free_bytes")) if cache else "",
+                     "capacity": _size(cache.get("capacity_bytes")) if cache else "",
+                     "files": cache.get("files", ""), "staging": cache.get("staging", "")})
+    return _table(rows, ["name", "roles", "age", "used", "free", "capacity", "files", "staging"])
+
+
+def cmd_cache(args: argparse.Namespace) -> Any:
+    url = _member_url(args, args.node, "cache")
+    client = _client(args)
+    answer = {"node": args.node, "url": url,
+              "devices": client.get(f"{url}{API}/cache/devices")["devices"],
+              "staging": client.get(f"{url}{API}/cache/staging")}
+    if args.files:
+        answer["files"] = client.get(f"{url}{API}/cache/files?limit={args.limit}")
+    if args.json:
+        return answer
+    staging = answer["staging"]
+    devices = [{**d, **{k: _size(d.get(k)) for k in ("capacity_bytes", "used_bytes", "free_bytes")}}
+               for d in answer["devices"]]
+    out = [f"{args.node} at {url}", _table(devices, _columns(devices, ("path", "backend", "used_bytes",
+                                                                       "free_bytes", "capacity_bytes", "files"))),
+           f"staging: {len(staging.get('active', []))} active, {len(staging.get('queued', []))} queued, "
+           f"{len(staging.get('failed', []))} failed recently"]
+    if args.files:
+        files = answer["files"]
+        out.append(f"files ({files.get('total', len(files['files']))} held):")
+        out.append(_table(files["files"], _columns(files["files"], ("lfn", "size", "score"))))
+    return "\n".join(out)
+
+
+def cmd_top(args: argparse.Namespace) -> Any:
+    url = _role_url(args, "coordinator")
+    answer = _feature(f"top {args.kind}", lambda: _client(args).get(
+        f"{url}{API}/coordinator/{args.kind}/top?limit={args.limit}"))
+    if args.json:
+        return answer
+    rows = answer.get(args.kind, []) if isinstance(answer, dict) else answer
+    if not rows:
+        return f"no {args.kind} rated yet"
+    return _table(rows, _columns(rows, ("lfn", "group", "score", "size", "accesses", "files", "nodes")))
+
+
+def cmd_locate(args: argparse.Namespace) -> Any:
+    lfns = [_lfn(v) for v in args.lfns]
+    url = _role_url(args, "locator")
+    answer = _client(args).post(f"{url}{API}/locator/lookup", {"lfns": lfns})
+    if args.json:
+        return answer
+    files = [{"lfn": lfn, "nodes": answer["files"].get(lfn) or "(none)"} for lfn in lfns]
+    nodes = [{"node": name, **facts} for name, facts in sorted(answer.get("nodes", {}).items())]
+    out = _table(files, ["lfn", "nodes"])
+    if nodes:
+        out += "\n\n" + _table(nodes, _columns(nodes, ("node", "files", "bytes", "fraction")))
+    return out
+
+
+def cmd_history(args: argparse.Namespace) -> Any:
+    lfn = _lfn(args.lfn)
+    url = _role_url(args, "coordinator")
+    answer = _feature("file histories", lambda: _client(args).get(
+        f"{url}{API}/coordinator/files/{_lfn_path(lfn)}"))
+    return answer if args.json else _document(answer, ("time", "job_id", "state", "node", "owner"))
+
+
+def cmd_drain(args: argparse.Namespace) -> Any:
+    url = _role_url(args, "coordinator")
+    drain = not args.undo
+    answer = _feature("draining nodes", lambda: _client(args).post(
+        f"{url}{API}/coordinator/nodes/{quote(args.node, safe='')}/drain", {"drain": drain}))
+    if args.json:
+        return answer
+    return (f"{args.node}: draining; its files are placed elsewhere and it takes no new ones" if drain
+            else f"{args.node}: no longer draining; it takes new files again")
+
+
+def cmd_pin(args: argparse.Namespace) -> Any:
+    lfns = [_lfn(v) for v in args.lfns]
+    if not lfns and not args.groups:
+        raise CLIError(f"{args.command}: name at least one LFN or --group")
+    pin = args.command == "pin"
+    url = _role_url(args, "coordinator")
+    answer = _feature("pinning", lambda: _client(args).post(
+        f"{url}{API}/coordinator/pins", {"lfns": lfns, "groups": args.groups, "pin": pin}))
+    if args.json:
+        return answer
+    what = ", ".join(lfns + [f"group {g}" for g in args.groups])
+    return f"{'pinned' if pin else 'unpinned'}: {what}"
+
+
+def cmd_evict(args: argparse.Namespace) -> Any:
+    lfns = [_lfn(v) for v in args.lfns]
+    url = _member_url(args, args.node, "cache")
+    answer = _feature("evicting files", lambda: _client(args).post(f"{url}{API}/cache/evict", {"lfns": lfns}))
+    return answer if args.json else f"{args.node}: " + _cell(answer)
 
 
 def cmd_get(args: argparse.Namespace) -> Any:
@@ -61,7 +278,37 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     sub = parser.add_subparsers(dest="command", required=True)
+    sub = _WithJson(sub)
     sub.add_parser("status", help="this node and the pool's members").set_defaults(func=cmd_status)
+    sub.add_parser("nodes", help="pool members and their cache usage").set_defaults(func=cmd_nodes)
+    p = sub.add_parser("cache", help="one cache node: devices, staging queue, files")
+    p.add_argument("node")
+    p.add_argument("--files", action="store_true", help="list the copies it holds, best score first")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(func=cmd_cache)
+    p = sub.add_parser("top", help="best-rated files or file groups")
+    p.add_argument("kind", choices=["files", "groups"])
+    p.add_argument("--limit", type=int, default=20)
+    p.set_defaults(func=cmd_top)
+    p = sub.add_parser("locate", help="which nodes hold these LFNs")
+    p.add_argument("lfns", nargs="+", metavar="LFN")
+    p.set_defaults(func=cmd_locate)
+    p = sub.add_parser("history", help="a file's rating and access history")
+    p.add_argument("lfn", metavar="LFN")
+    p.set_defaults(func=cmd_history)
+    p = sub.add_parser("drain", help="re-place a cache node's files and give it no new ones (signed)")
+    p.add_argument("node")
+    p.add_argument("--undo", action="store_true", help="end the drain")
+    p.set_defaults(func=cmd_drain)
+    for name, text in (("pin", "keep files or groups cached whatever their rating"), ("unpin", "undo a pin")):
+        p = sub.add_parser(name, help=f"{text} (signed)")
+        p.add_argument("lfns", nargs="*", metavar="LFN")
+        p.add_argument("--group", dest="groups", action="append", default=[], help="a file group (repeatable)")
+        p.set_defaults(func=cmd_pin)
+    p = sub.add_parser("evict", help="drop copies from a cache node (signed)")
+    p.add_argument("node")
+    p.add_argument("lfns", nargs="+", metavar="LFN")
+    p.set_defaults(func=cmd_evict)
     p = sub.add_parser("get", help="GET any API path, print the JSON")
     p.add_argument("path", help="e.g. /api/v1/pool")
     p.set_defaults(func=cmd_get, json=True)
@@ -75,7 +322,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Components add their own subcommands: each module has ``add_parser(subparsers)``
 # whose parsers set ``func`` to a callable(args) returning a string or JSON-able value.
-_SUBCOMMAND_MODULES: list[str] = []
+_SUBCOMMAND_MODULES: list[str] = ["htda.simulator.cli"]
+
+
+class _WithJson:
+    """A subparsers action whose ``add_parser`` also accepts ``--json`` after the subcommand.
+
+    SUPPRESS keeps the global ``--json`` value when the subcommand's is not given.
+    """
+
+    def __init__(self, action: Any):
+        self._action = action
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        parser = self._action.add_parser(name, **kwargs)
+        parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
+        return parser
 
 
 def _import(name: str):
@@ -84,13 +346,27 @@ def _import(name: str):
     return importlib.import_module(name)
 
 
+def _explain(exc: ClientError, args: argparse.Namespace) -> tuple[str, int]:
+    """One line and an exit code for a failed request."""
+    if isinstance(exc, HTTPStatusError) and 400 <= exc.status < 500:
+        hint = ""
+        if exc.status == 401 and not args.secret_file:
+            hint = " (signed request: give --secret-file or set $HTDA_SECRET_FILE)"
+        return f"refused: {exc}{hint}", 2
+    return str(exc), 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = args.func(args)
-    except ClientError as exc:
+    except CLIError as exc:
         print(f"htda: {exc}", file=sys.stderr)
-        return 1
+        return exc.code
+    except ClientError as exc:
+        message, code = _explain(exc, args)
+        print(f"htda: {message}", file=sys.stderr)
+        return code
     except (OSError, ValueError) as exc:
         print(f"htda: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,184 @@
+"""The ``htda`` admin CLI against real nodes on loopback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from htda.cli import main
+from htda.node.auth import Verifier
+from htda.node.rest import API, RestApp, RestServer, Route
+from htda.testing.nodes import SECRET, free_port, wait_until
+
+CAPACITY = 64 << 20
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def pool(inprocess_node, tmp_path):
+    """A service node (locator) and a worker (cache with one 64 MiB device) that heartbeats to it."""
+    service = inprocess_node("service", ["locator"])
+    worker = inprocess_node("worker", ["cache"], seeds=[service.url],
+                            sections={"cache": {"devices": [{"path": "cache0", "capacity": CAPACITY}], "cycle": 60.0}})
+    wait_until(lambda: {"service", "worker"} <= {m.name for m in service.members()}, what="worker to join")
+    wait_until(lambda: service.pool.member("worker").info.get("cache"), what="the worker's cache facts")
+    return service, worker
+
+
+def test_status_lists_the_members(capsys, pool):
+    service, _ = pool
+    code, out, _ = run(capsys, "--url", service.url, "status")
+    assert code == 0
+    assert out.startswith("service (HTDA ")
+    assert "2 pool member(s)" in out and "worker" in out
+
+
+def test_nodes_table_shows_cache_capacity(capsys, pool):
+    service, _ = pool
+    code, out, _ = run(capsys, "--url", service.url, "nodes")
+    assert code == 0
+    header, *rows = out.strip().splitlines()
+    assert header.split()[:4] == ["NAME", "ROLES", "AGE", "USED"]
+    worker_row = next(r for r in rows if r.startswith("worker"))
+    assert "64.0 MiB" in worker_row
+    assert next(r for r in rows if r.startswith("service")).split()[1] == "locator"
+
+
+def test_nodes_json_for_scripts(capsys, pool):
+    service, _ = pool
+    code, out, _ = run(capsys, "--url", service.url, "nodes", "--json")
+    members = {m["name"]: m for m in json.loads(out)}
+    assert code == 0 and set(members) == {"service", "worker"}
+    assert members["worker"]["info"]["cache"]["capacity_bytes"] == CAPACITY
+
+
+def test_cache_shows_a_nodes_devices_and_staging(capsys, pool, tmp_path):
+    service, _ = pool
+    code, out, _ = run(capsys, "--url", service.url, "cache", "worker", "--files")
+    assert code == 0
+    assert str(tmp_path / "cache0") in out
+    assert "staging: 0 active, 0 queued" in out
+    assert "files (0 held)" in out
+    code, _, err = run(capsys, "--url", service.url, "cache", "service")
+    assert code == 2 and "does not run the cache role" in err
+
+
+def test_locate_names_the_holders(capsys, pool):
+    service, _ = pool
+    # The service node is a pool member without a cache, so no holdings report overwrites these.
+    service.client.post(f"{service.url}{API}/locator/holdings",
+                        {"node": "service", "replace": True, "files": [{"lfn": "/store/a.root", "size": 300},
+                                                                       {"lfn": "/store/b.root", "size": 100}]})
+    code, out, _ = run(capsys, "--url", service.url, "locate", "/store/a.root", "store/c.root")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1].split() == ["/store/a.root", "service"]
+    assert lines[2].split() == ["/store/c.root", "(none)"]
+    code, out, _ = run(capsys, "--url", service.url, "--json", "locate", "/store/a.root", "/store/b.root")
+    answer = json.loads(out)
+    assert answer["files"] == {"/store/a.root": ["service"], "/store/b.root": ["service"]}
+    assert answer["nodes"]["service"]["fraction"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("lfn", ["../etc/passwd", "/store/../../etc/shadow", ""])
+def test_bad_lfn_is_refused_before_any_request(capsys, lfn):
+    code, _, err = run(capsys, "--url", f"http://127.0.0.1:{free_port()}", "locate", lfn)
+    assert code == 2
+    assert err.startswith("htda: ") and len(err.strip().splitlines()) == 1
+
+
+def test_unreachable_node_is_one_line_and_exit_1(capsys):
+    url = f"http://127.0.0.1:{free_port()}"
+    code, out, err = run(capsys, "--url", url, "--timeout", "2", "nodes")
+    assert code == 1 and out == ""
+    assert err.startswith("htda: cannot reach peer") and url in err and len(err.strip().splitlines()) == 1
+
+
+def test_missing_role_is_reported(capsys, pool):
+    service, _ = pool
+    code, _, err = run(capsys, "--url", service.url, "top", "files")
+    assert code == 1 and "no coordinator in the pool" in err
+
+
+def test_4xx_answer_is_exit_2(capsys, pool):
+    service, _ = pool
+    code, _, err = run(capsys, "--url", service.url, "get", f"{API}/cache/files")
+    assert code == 2 and "HTTP 404" in err  # the contacted node has no cache
+    code, _, err = run(capsys, "--url", pool[1].url, "get", f"{API}/cache/files?limit=0")
+    assert code == 2 and "HTTP 400" in err
+
+
+# -- commands whose endpoints a pool may not serve yet ------------------------------------
+class StubPool:
+    """A real REST server speaking only the node endpoints, for a member with the given roles.
+
+    It stands for a node of an older (or partial) pool: the CLI must explain
+    what it lacks.  ``extra`` routes are added for the signing tests.
+    """
+
+    def __init__(self, roles: list[str], extra: list[Route] = ()):
+        self.app = RestApp(Verifier(SECRET.encode()), ["127.0.0.0/8"])
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        member = {"name": "old", "url": self.url, "roles": roles, "version": "0.0", "started": 0.0, "age": 0.0,
+                  "info": {}}
+        self.app.add([Route("GET", f"{API}/pool", lambda r: {"self": "old", "members": [member]}, "pool"),
+                      *extra])
+        self.server = RestServer(self.app, "127.0.0.1", port, threads=2)
+        self.server.start()
+
+
+@pytest.fixture
+def stub():
+    servers = []
+
+    def make(roles, extra=()):
+        servers.append(StubPool(roles, list(extra)))
+        return servers[-1]
+
+    yield make
+    for server in servers:
+        server.server.stop()
+
+
+@pytest.mark.parametrize("argv,what", [
+    (["drain", "old"], "draining nodes"),
+    (["pin", "/store/a.root", "--group", "g1"], "pinning"),
+    (["unpin", "/store/a.root"], "pinning"),
+    (["evict", "old", "/store/a.root"], "evicting files"),
+    (["top", "files"], "top files"),
+    (["top", "groups"], "top groups"),
+    (["history", "/store/a.root"], "file histories"),
+])
+def test_missing_endpoint_says_not_supported_yet(capsys, stub, argv, what):
+    old = stub(["coordinator", "cache"])
+    code, _, err = run(capsys, "--url", old.url, *argv)
+    assert code == 2
+    assert f"this pool does not support {what} yet" in err
+
+
+def test_state_changes_are_signed(capsys, stub, tmp_path):
+    seen = []
+    pins = Route("POST", f"{API}/coordinator/pins", lambda r: seen.append(r.json) or {"pinned": 2}, "pins")
+    old = stub(["coordinator"], [pins])
+    code, _, err = run(capsys, "--url", old.url, "pin", "/store/a.root")
+    assert code == 2 and "HTTP 401" in err and "--secret-file" in err and not seen
+    secret = tmp_path / "secret"
+    secret.write_text(SECRET + "\n")
+    secret.chmod(0o600)
+    code, out, _ = run(capsys, "--url", old.url, "--secret-file", str(secret), "unpin", "/store/a.root",
+                       "--group", "run1")
+    assert code == 0 and out.strip() == "unpinned: /store/a.root, group run1"
+    assert seen == [{"lfns": ["/store/a.root"], "groups": ["run1"], "pin": False}]
+
+
+def test_pin_needs_something_to_pin(capsys, stub):
+    old = stub(["coordinator"])
+    code, _, err = run(capsys, "--url", old.url, "pin")
+    assert code == 2 and "at least one LFN or --group" in err
