@@ -20,7 +20,6 @@ ENTRY_POINTS = {
         "locator = htda.locator:LocatorComponent",
         "cache = htda.cache:CacheComponent",
         "submit = htda.condor.agent:SubmitAgent",
-        "submit = htda.condor.agent:SubmitAgent",
     ],
     # storage backends (fetch from), cache backends (place on), union-view drivers
     "htda.storage": [
