@@ -1,13 +1,168 @@
-"""The coordinator component: plugged into a node through the ``htda.components`` entry point."""
+"""The coordinator component: plugged into a node through the ``htda.components`` entry point.
+
+It owns the database, the in-memory rating and the work-cycle thread; the
+logic lives in :class:`~htda.coordinator.core.Coordinator`, the endpoints in
+:mod:`~htda.coordinator.api`.
+"""
 
 from __future__ import annotations
 
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..node import plugins
 from ..node.component import Component
-from ..node.config import Section
+from ..node.config import ConfigError, Field, Section, positive
+from . import api
+from .core import CacheNode, Coordinator
+from .store import Store
+
+if TYPE_CHECKING:
+    from ..node.pool import Member
+    from ..node.rest import Route
+
+__all__ = ["CoordinatorComponent"]
+
+
+def _at_least_one(value: float) -> str | None:
+    return None if value >= 1.0 else "must be at least 1"
+
+
+def _fraction(value: float) -> str | None:
+    return None if 0.0 < value <= 1.0 else "must be in (0, 1]"
 
 
 class CoordinatorComponent(Component):
-    """Shell of the coordinator; filled in by its own issue."""
+    """Job history in a database, LRFU rating of file groups, placement over the pool's cache nodes."""
 
     name = "coordinator"
-    config_schema = Section({})
+    config_schema = Section({
+        "database": Field(str, "", "SQLAlchemy URL of the database (default: SQLite file coordinator.db in the "
+                                   "node's data_dir)"),
+        "db_schema": Field(str, "", "PostgreSQL schema holding the tables (default: the search path)"),
+        "policy": Field(str, "lrfu", "rating policy: an htda.policies entry point (lrfu, lru, lfu)"),
+        "half_life": Field(float, 86400.0, "seconds after which an access weighs half", check=positive),
+        "epoch": Field(float, 0.0, "reference time T0 of the rating keys (any fixed unix time)"),
+        "per_size": Field(bool, False, "rate value per GiB: divide group and file scores by their size"),
+        "cycle": Field(float, 30.0, "seconds between work cycles", check=positive),
+        "hysteresis": Field(float, 2.0, "how many times better a file must score to displace a placed one",
+                            check=_at_least_one),
+        "fill": Field(float, 0.95, "fraction of each cache node's capacity to assign", check=_fraction),
+        "candidate_factor": Field(float, 1.5, "rate candidates up to this multiple of the pool's capacity",
+                                  check=_at_least_one),
+        "unknown_size": Field(int, 1 << 30, "bytes assumed for a file whose size is not known yet",
+                              check=positive),
+        "release_ttl": Field(float, 3600.0, "seconds a released file stays off the node that released it",
+                             check=positive),
+        "max_batch": Field(int, 100_000, "most jobs, events or LFNs in one request", check=positive),
+    })
+
+    def __init__(self, node, config: dict[str, Any]):
+        super().__init__(node, config)
+        try:
+            policy_cls = plugins.load("htda.policies", config["policy"])
+        except plugins.PluginError as exc:
+            raise ConfigError(f"{node.source}: 'coordinator.policy': {exc}") from None
+        url = config["database"] or f"sqlite:///{node.data_dir / 'coordinator.db'}"
+        store = Store(url, schema=config["db_schema"] or None)
+        self.core = Coordinator(store, policy_cls(half_life=config["half_life"], epoch=config["epoch"]),
+                                per_size=config["per_size"], hysteresis=config["hysteresis"], fill=config["fill"],
+                                candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],
+                                release_ttl=config["release_ttl"])
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_report = None
+        m = node.metrics
+        self._received = m.counter("htda_coordinator_received_total", "job records and events received",
+                                   ("kind", "outcome"))
+        self._cycles = m.counter("htda_coordinator_cycles_total", "work cycles run", ("outcome",))
+        self._cycle_seconds = m.counter("htda_coordinator_cycle_seconds_total", "time spent in work cycles")
+        self._moved = m.counter("htda_coordinator_moved_files_total", "files whose node changed")
+        m.gauge("htda_coordinator_cycle", "number of the last work cycle", callback=lambda: self.core.cycle)
+        m.gauge("htda_coordinator_groups", "rated groups", callback=lambda: len(self.core.state.policy))
+        m.gauge("htda_coordinator_files", "known files", callback=lambda: len(self.core.state.lfns))
+        m.gauge("htda_coordinator_placed_files", "files assigned to cache nodes",
+                callback=lambda: len(self.core.placement))
+
+    # -- life cycle --------------------------------------------------------------------
+    def start(self) -> None:
+        seconds = self.core.load()
+        self.log.info("rebuilt the rating of %d groups and %d files from %s in %.2f s (cycle %d)",
+                      len(self.core.state.policy), len(self.core.state.lfns), self.core.store.engine.url, seconds,
+                      self.core.cycle)
+        self._thread = threading.Thread(target=self._loop, name="htda-coordinator-cycle", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+        self.core.store.close()
+
+    def routes(self) -> list["Route"]:
+        return api.routes(self)
+
+    def heartbeat_info(self) -> dict[str, Any]:
+        return {"cycle": self.core.cycle, "placed_files": len(self.core.placement)}
+
+    def on_member_joined(self, member: "Member") -> None:
+        if "cache" in member.roles:
+            self.core.node_restarted(member.name)
+            self.wake()
+
+    def on_member_left(self, member: "Member") -> None:
+        if "cache" in member.roles:
+            self.log.info("cache node %s left the pool: its files are placed again", member.name)
+            self.wake()
+
+    # -- the work cycle --------------------------------------------------------------------
+    def cache_nodes(self) -> list[CacheNode]:
+        """Live cache members that publish a capacity in their heartbeat."""
+        nodes = []
+        for member in self.node.members("cache"):
+            info = member.info.get("cache") or {}
+            capacity = info.get("capacity_bytes")
+            if isinstance(capacity, int) and not isinstance(capacity, bool) and capacity >= 0:
+                free = info.get("free_bytes")
+                nodes.append(CacheNode(member.name, member.url, capacity, free if isinstance(free, int) else None))
+        return nodes
+
+    def run_cycle(self):
+        """One work cycle now (the thread calls it; tests may too); None while no cache node is live."""
+        nodes = self.cache_nodes()
+        if not nodes:
+            self.log.debug("no live cache node: the placement is kept as it is")
+            return None
+        try:
+            report = self.core.run_cycle(nodes)
+        except Exception:
+            self._cycles.inc(outcome="error")
+            raise
+        self._cycles.inc(outcome="ok")
+        self._cycle_seconds.inc(report.seconds)
+        self._moved.inc(report.moved)
+        self.last_report = report
+        return report
+
+    def wake(self) -> None:
+        """Run the next cycle soon (pool change, release, drain)."""
+        self._wake.set()
+
+    def count(self, kind: str, accepted: int, duplicates: int) -> None:
+        self._received.inc(accepted, kind=kind, outcome="accepted")
+        self._received.inc(duplicates, kind=kind, outcome="duplicate")
+
+    def _loop(self) -> None:
+        # The pool view fills within a heartbeat or two; a cycle before that would take every cache node not
+        # heard from yet for departed and move its files.
+        if self._stop.wait(2 * self.node.pool.interval):
+            return
+        while not self._stop.is_set():
+            try:
+                self.run_cycle()
+            except Exception:  # noqa: BLE001 - a failed cycle is logged; the next one runs regardless
+                self.log.exception("coordinator work cycle failed")
+            self._wake.wait(self.config["cycle"])
+            self._wake.clear()

@@ -1,5 +1,8 @@
 """Placement: which cache node should hold which file.  Pure functions, no I/O.
 
+Files are named by any hashable id (LFNs, or the database ids the
+coordinator uses to save memory).
+
 Input
     candidate groups (id, score, files) — the files of one job or task, rated
     by a :mod:`~htda.coordinator.rating` policy; the files' sizes; the cache

@@ -1,0 +1,167 @@
+"""The coordinator's REST endpoints: request schemas, validation to 400, answers."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..lfn import normalize_lfn
+from ..node.rest import API, HTTPError, Request, Route
+from .store import JobRecord
+
+if TYPE_CHECKING:
+    from .component import CoordinatorComponent
+
+__all__ = ["BASE", "EVENTS_BODY", "JOBS_BODY", "RELEASES_BODY", "routes"]
+
+BASE = f"{API}/coordinator"
+
+_NAME = {"type": "string", "minLength": 1, "maxLength": 255}
+_LFN = {"type": "string", "minLength": 1, "maxLength": 4096}
+_TIME = {"type": "number", "minimum": 0}
+
+JOBS_BODY = {
+    "type": "object", "additionalProperties": False, "required": ["jobs"],
+    "properties": {"jobs": {"type": "array", "items": {
+        "type": "object", "additionalProperties": False, "required": ["job_id", "owner", "inputs"],
+        "properties": {
+            "job_id": _NAME, "owner": _NAME, "inputs": {"type": "array", "items": _LFN},
+            "cpus": {"type": "integer", "minimum": 0, "maximum": 1 << 20},
+            "memory": {"type": "integer", "minimum": 0, "maximum": 1 << 40},
+            "submit_time": _TIME, "task": _NAME,
+            "sizes": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+        }}}},
+}
+
+EVENTS_BODY = {
+    "type": "object", "additionalProperties": False, "required": ["events"],
+    "properties": {"events": {"type": "array", "items": {
+        "type": "object", "additionalProperties": False, "required": ["job_id", "state", "time"],
+        "properties": {"job_id": _NAME, "state": {"type": "string", "enum": ["started", "finished", "removed"]},
+                       "time": _TIME, "node": _NAME}}}},
+}
+
+RELEASES_BODY = {
+    "type": "object", "additionalProperties": False, "required": ["node", "lfns"],
+    "properties": {"node": _NAME, "lfns": {"type": "array", "items": _LFN},
+                   "reason": {"type": "string", "maxLength": 1024}},
+}
+
+DRAIN_BODY = {
+    "type": "object", "additionalProperties": False, "required": ["draining"],
+    "properties": {"draining": {"type": "boolean"}},
+}
+
+
+def checked_lfn(value: str, where: str) -> str:
+    """``normalize_lfn`` with its error turned into a 400 naming the field."""
+    try:
+        return normalize_lfn(value)
+    except ValueError as exc:
+        raise HTTPError(400, f"{where}: {value[:200]!r}: {exc}") from None
+
+
+def _batch(request: Request, field: str, limit: int) -> list[dict[str, Any]]:
+    items = request.json[field]
+    if len(items) > limit:
+        raise HTTPError(400, f"body.{field}: at most {limit} items per request (coordinator.max_batch)")
+    return items
+
+
+def _job_record(job: dict[str, Any], index: int) -> JobRecord:
+    where = f"body.jobs[{index}]"
+    inputs = list(dict.fromkeys(checked_lfn(lfn, f"{where}.inputs") for lfn in job["inputs"]))
+    sizes = {checked_lfn(lfn, f"{where}.sizes"): size for lfn, size in (job.get("sizes") or {}).items()}
+    return JobRecord(job_id=job["job_id"], owner=job["owner"], inputs=inputs, cpus=job.get("cpus"),
+                     memory=job.get("memory"), submit_time=job.get("submit_time"), task=job.get("task"),
+                     sizes=sizes)
+
+
+def routes(component: "CoordinatorComponent") -> list[Route]:
+    """The coordinator's endpoints, bound to ``component``."""
+    core = component.core
+    limit = component.config["max_batch"]
+    tag = "coordinator"
+
+    def jobs(request: Request) -> dict[str, Any]:
+        records = [_job_record(job, i) for i, job in enumerate(_batch(request, "jobs", limit))]
+        result = core.submit_jobs(records)
+        component.count("jobs", result.accepted, result.duplicates)
+        return {"accepted": result.accepted, "duplicates": result.duplicates}
+
+    def events(request: Request) -> dict[str, Any]:
+        result = core.report_events(_batch(request, "events", limit))
+        component.count("events", result.accepted, result.duplicates)
+        return {"accepted": result.accepted, "duplicates": result.duplicates, "unknown": result.unknown}
+
+    def releases(request: Request) -> dict[str, Any]:
+        body = request.json
+        lfns = [checked_lfn(lfn, "body.lfns") for lfn in _batch(request, "lfns", limit)]
+        released = core.release(body["node"], lfns, body.get("reason"), time.time())
+        component.wake()
+        return {"released": released}
+
+    def assignments(request: Request) -> dict[str, Any]:
+        return core.assignments(request.params["node"])
+
+    def top_files(request: Request) -> dict[str, Any]:
+        n = request.query_int("n", 100, 1, 100_000)
+        state = core.state
+        return {"files": [{"lfn": state.lfns[fid], "score": score, "size": state.sizes.get(fid),
+                           "node": core.placement.get(fid)} for fid, score in state.top_files(n, time.time())]}
+
+    def top_groups(request: Request) -> dict[str, Any]:
+        n = request.query_int("n", 100, 1, 100_000)
+        best = core.state.top_groups(n, time.time())
+        names = core.store.groups_info(gid for gid, _, _ in best)
+        return {"groups": [{**names.get(gid, {"id": gid}), "score": score, "files": count}
+                           for gid, score, count in best]}
+
+    def file_info(request: Request) -> dict[str, Any]:
+        lfn = checked_lfn(request.params["lfn"], "path")
+        fid = core.store.file_ids([lfn]).get(lfn)
+        if fid is None:
+            raise HTTPError(404, f"no job ever asked for {lfn}")
+        limit = request.query_int("limit", 50, 1, 10_000)
+        history = core.store.file_history(fid, limit)
+        now = time.time()
+        state = core.state
+        state.refresh()
+        groups = core.store.groups_info(history.pop("groups"))
+        for gid, info in groups.items():
+            info["score"] = state.score(state.policy.key(gid), now)
+        return {"lfn": lfn, "size": state.sizes.get(fid), "score": state.score(state.file_order_key(fid), now),
+                "node": core.placement.get(fid), "groups": sorted(groups.values(), key=lambda g: -g["score"]),
+                **history}
+
+    def nodes(request: Request) -> dict[str, Any]:
+        return {"cycle": core.cycle, "nodes": core.node_summary(component.cache_nodes())}
+
+    def drain(request: Request) -> dict[str, Any]:
+        name = request.params["node"]
+        draining = request.json["draining"]
+        if not core.set_draining(name, draining):
+            raise HTTPError(404, f"no cache node named {name!r} has reported to this coordinator")
+        component.wake()
+        return {"node": name, "draining": draining}
+
+    big = 256 * 1024 * 1024
+    return [
+        Route("POST", f"{BASE}/jobs", jobs, "submit job records with their inputs (bulk, idempotent on job_id)",
+              body=JOBS_BODY, tag=tag, max_body=big),
+        Route("POST", f"{BASE}/events", events, "job state changes; 'started' records accesses (idempotent)",
+              body=EVENTS_BODY, tag=tag, max_body=big),
+        Route("POST", f"{BASE}/releases", releases, "files a cache node cannot hold; placed elsewhere",
+              body=RELEASES_BODY, tag=tag, max_body=big),
+        Route("GET", f"{BASE}/assignments/{{node}}", assignments, "the files a cache node should hold, best first",
+              tag=tag),
+        Route("GET", f"{BASE}/files/top", top_files, "best-rated files (admin)", query={"n": "how many (100)"},
+              tag=tag),
+        Route("GET", f"{BASE}/groups/top", top_groups, "best-rated file groups (admin)",
+              query={"n": "how many (100)"}, tag=tag),
+        Route("GET", f"{BASE}/files/{{lfn:path}}", file_info, "one file's score, groups, placement and history "
+              "(admin)", query={"limit": "most recent accesses listed (50)"}, tag=tag),
+        Route("GET", f"{BASE}/nodes", nodes, "per cache node: capacity and assignments (admin)", tag=tag),
+        Route("POST", f"{BASE}/nodes/{{node}}/drain", drain, "mark a cache node draining, or not (admin)",
+              body=DRAIN_BODY, tag=tag),
+    ]

@@ -1,0 +1,167 @@
+"""The coordinator's logic without the node around it: ingest, the work cycle, the assignment lists.
+
+:class:`Coordinator` ties the database (:mod:`.store`), the in-memory rating
+(:mod:`.state`) and the placement (:mod:`.placement`) together.  The node
+component feeds it requests and the pool's cache nodes; the benchmark and
+the tests drive it directly.  Everything it keeps in memory is rebuilt from
+the database by :meth:`Coordinator.load`, so a restarted coordinator hands
+out the same assignments after its first cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .placement import moves, place
+from .rating import RatingPolicy
+from .state import RatingState
+from .store import EventResult, IngestResult, JobRecord, Store
+
+__all__ = ["CacheNode", "Coordinator", "CycleReport"]
+
+log = logging.getLogger("htda.coordinator")
+
+
+@dataclass(frozen=True)
+class CacheNode:
+    """A live cache node as its heartbeat describes it."""
+
+    name: str
+    url: str
+    capacity_bytes: int
+    free_bytes: int | None = None
+
+
+@dataclass
+class CycleReport:
+    """What one work cycle did (logged, counted in metrics, returned by tests)."""
+
+    cycle: int
+    groups_rekeyed: int
+    candidates: int
+    placed: int
+    moved: int
+    seconds: float
+
+
+class Coordinator:
+    """Job history in, per-node assignment lists out."""
+
+    def __init__(self, store: Store, policy: RatingPolicy, *, per_size: bool = False, hysteresis: float = 2.0,
+                 fill: float = 0.95, candidate_factor: float = 1.5, unknown_size: int = 1 << 30,
+                 release_ttl: float = 3600.0):
+        self.store = store
+        self.state = RatingState(policy, per_size=per_size, unknown_size=unknown_size)
+        self.hysteresis = hysteresis
+        self.fill = fill
+        self.candidate_factor = candidate_factor
+        self.release_ttl = release_ttl
+        self.cycle = 0
+        self.placement: dict[int, str] = {}
+        self.lists: dict[str, list[int]] = {}  # node -> file ids, best first
+        self.draining: set[str] = set()
+        self._cycle_lock = threading.Lock()
+
+    # -- start-up -------------------------------------------------------------------
+    def load(self) -> float:
+        """Rebuild the memory from the database (the full rating cycle); return the seconds it took."""
+        started = time.perf_counter()
+        self.state.rebuild(self.store)
+        self.placement = self.store.placement()
+        self.cycle = self.store.cycle()
+        self.draining = {row["name"] for row in self.store.nodes() if row["draining"]}
+        self._build_lists()
+        return time.perf_counter() - started
+
+    # -- ingest -----------------------------------------------------------------------
+    def submit_jobs(self, jobs: Sequence[JobRecord]) -> IngestResult:
+        result = self.store.ingest_jobs(jobs)
+        if result.files:
+            self.state.add_files(result.files)
+        if result.members:
+            self.state.add_members(result.members)
+        return result
+
+    def report_events(self, events: Sequence[dict[str, Any]]) -> EventResult:
+        result = self.store.record_events(events)
+        if result.accesses:
+            self.state.add_accesses(result.accesses)
+        return result
+
+    def release(self, node: str, lfns: Sequence[str], reason: str | None, now: float) -> int:
+        """A node gave files back: they are placed elsewhere, and not on that node for ``release_ttl``."""
+        ids = self.store.file_ids(lfns)
+        self.store.add_releases(node, ids.values(), now + self.release_ttl, reason)
+        return len(ids)
+
+    def set_draining(self, node: str, draining: bool) -> bool:
+        if not self.store.set_draining(node, draining):
+            return False
+        (self.draining.add if draining else self.draining.discard)(node)
+        return True
+
+    def node_restarted(self, node: str) -> None:
+        """A cache node came back (maybe with new disks): its releases no longer hold."""
+        self.store.clear_releases(node)
+
+    # -- the work cycle ---------------------------------------------------------------
+    def run_cycle(self, nodes: Sequence[CacheNode], now: float | None = None) -> CycleReport:
+        """Rate what changed, pick and place the files worth caching, rebuild the assignment lists."""
+        now = time.time() if now is None else now
+        with self._cycle_lock:
+            started = time.perf_counter()
+            self.store.save_nodes([{"name": n.name, "url": n.url, "capacity_bytes": n.capacity_bytes,
+                                    "free_bytes": n.free_bytes, "last_seen": now} for n in nodes])
+            capacities = {n.name: int(n.capacity_bytes * self.fill) for n in nodes if n.name not in self.draining}
+            rekeyed = self.state.refresh()
+            budget = int(sum(capacities.values()) * self.candidate_factor)
+            groups = self.state.candidates(budget, self.placement) if capacities else []
+            excluded = self.store.releases(now)
+            new = place(groups, self.state.sizes, capacities, self.placement, hysteresis=self.hysteresis,
+                        excluded=excluded, unknown_size=self.state.unknown_size)
+            changes = moves(self.placement, new)
+            self.cycle += 1
+            self.store.save_placement({fid: after for fid, (_, after) in changes.items()}, self.cycle)
+            self.placement = new
+            self._build_lists()
+            report = CycleReport(self.cycle, rekeyed, len(groups), len(new), len(changes),
+                                 time.perf_counter() - started)
+        log.info("cycle %d: %d groups re-keyed, %d candidate groups, %d files placed, %d moved, %.3f s",
+                 report.cycle, report.groups_rekeyed, report.candidates, report.placed, report.moved,
+                 report.seconds)
+        return report
+
+    def _build_lists(self) -> None:
+        lists: dict[str, list[int]] = {}
+        for fid, node in self.placement.items():
+            lists.setdefault(node, []).append(fid)
+        order = self.state.file_order_key
+        for fids in lists.values():
+            fids.sort(key=order, reverse=True)
+        self.lists = lists
+
+    # -- answers ----------------------------------------------------------------------
+    def assignments(self, node: str, now: float | None = None) -> dict[str, Any]:
+        """The full list of files ``node`` should hold, best first (the pull contract)."""
+        now = time.time() if now is None else now
+        state = self.state
+        files = [{"lfn": state.lfns[fid], "score": state.score(state.file_order_key(fid), now),
+                  "size": state.sizes.get(fid), "source": None} for fid in self.lists.get(node, ())]
+        return {"node": node, "cycle": self.cycle, "files": files, "draining": node in self.draining}
+
+    def node_summary(self, live: Sequence[CacheNode]) -> list[dict[str, Any]]:
+        """Per cache node: capacity report, live or not, draining, files and bytes assigned."""
+        live_names = {n.name for n in live}
+        out = []
+        for row in self.store.nodes():
+            fids = self.lists.get(row["name"], ())
+            out.append({"name": row["name"], "url": row["url"], "live": row["name"] in live_names,
+                        "draining": row["name"] in self.draining, "capacity_bytes": row["capacity_bytes"],
+                        "free_bytes": row["free_bytes"], "last_seen": row["last_seen"],
+                        "assigned_files": len(fids), "assigned_bytes": sum(self.state.size(f) for f in fids)})
+        return out

@@ -1,0 +1,149 @@
+"""The coordinator's data model (SQLAlchemy 2.x declarative tables).
+
+Tables
+    ``htda_meta``          key/value: ``schema_version`` and the work-cycle counter
+    ``htda_jobs``          one row per job (``job_id`` unique): owner, task, cpus, memory, submit/start/end time,
+                           state, the node it ran on, its input group and task group
+    ``htda_files``         one row per LFN: size and mtime when known; unique on ``key``, the SHA-1 of the LFN
+                           (an LFN may be longer than a database index entry may be)
+    ``htda_groups``        sets of files requested together: ``job:<hash of the sorted inputs>`` (one job's
+                           inputs; jobs with the same inputs share it) and ``task:<task id>`` (the union of the
+                           inputs of a task's jobs)
+    ``htda_group_files``   group membership
+    ``htda_job_events``    state changes, unique on (job, state): the same report twice counts once
+    ``htda_accesses``      one row per (started job, input file): the history of a file
+    ``htda_nodes``         cache nodes seen: capacity reports, last seen, draining flag
+    ``htda_assignments``   the current placement: which node should hold which file, since which cycle
+    ``htda_releases``      files a node gave back (not placed there again until the release expires)
+
+Versioning: ``htda_meta.schema_version`` holds :data:`SCHEMA_VERSION`.  A new
+database gets every table and the current version; a database of an older
+version is upgraded by the steps in :data:`MIGRATIONS` (each a list of SQL
+statements, applied in order, in one transaction); a newer version than this
+code knows stops start-up.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "MIGRATIONS", "SCHEMA_VERSION", "Access", "Assignment", "Base", "File", "Group", "GroupFile", "Job", "JobEvent",
+    "Meta", "NodeRow", "Release",
+]
+
+SCHEMA_VERSION = 1
+
+#: version -> SQL statements that bring a database of ``version - 1`` to ``version``
+MIGRATIONS: dict[int, list[str]] = {}
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the coordinator's tables."""
+
+
+class Meta(Base):
+    """Key/value facts about the database itself."""
+
+    __tablename__ = "htda_meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(255))
+
+
+class File(Base):
+    """A logical file."""
+
+    __tablename__ = "htda_files"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(40), unique=True)
+    lfn: Mapped[str] = mapped_column(Text)
+    size: Mapped[int | None] = mapped_column(BigInteger)
+    mtime: Mapped[float | None] = mapped_column(Float)
+
+
+class Group(Base):
+    """A set of files requested together (``kind`` is ``job`` or ``task``)."""
+
+    __tablename__ = "htda_groups"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(512), unique=True)
+    kind: Mapped[str] = mapped_column(String(8))
+
+
+class GroupFile(Base):
+    """Membership of a file in a group."""
+
+    __tablename__ = "htda_group_files"
+    group_id: Mapped[int] = mapped_column(ForeignKey("htda_groups.id"), primary_key=True)
+    file_id: Mapped[int] = mapped_column(ForeignKey("htda_files.id"), primary_key=True)
+
+
+class Job(Base):
+    """A batch job as the hooks reported it."""
+
+    __tablename__ = "htda_jobs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(255), unique=True)
+    owner: Mapped[str] = mapped_column(String(255))
+    task: Mapped[str | None] = mapped_column(String(255))
+    cpus: Mapped[int | None] = mapped_column(Integer)
+    memory: Mapped[int | None] = mapped_column(Integer)
+    submit_time: Mapped[float | None] = mapped_column(Float)
+    start_time: Mapped[float | None] = mapped_column(Float)
+    end_time: Mapped[float | None] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String(16), default="submitted")
+    node: Mapped[str | None] = mapped_column(String(255))
+    input_group_id: Mapped[int] = mapped_column(ForeignKey("htda_groups.id"))
+    task_group_id: Mapped[int | None] = mapped_column(ForeignKey("htda_groups.id"))
+
+
+class JobEvent(Base):
+    """One state change of a job; (job, state) is unique."""
+
+    __tablename__ = "htda_job_events"
+    job: Mapped[int] = mapped_column(ForeignKey("htda_jobs.id"), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), primary_key=True)
+    time: Mapped[float] = mapped_column(Float)
+    node: Mapped[str | None] = mapped_column(String(255))
+
+
+class Access(Base):
+    """One read of a file by a started job."""
+
+    __tablename__ = "htda_accesses"
+    job: Mapped[int] = mapped_column(ForeignKey("htda_jobs.id"), primary_key=True)
+    file_id: Mapped[int] = mapped_column(ForeignKey("htda_files.id"), primary_key=True)
+    time: Mapped[float] = mapped_column(Float)
+    __table_args__ = (Index("ix_htda_accesses_file", "file_id", "time"),)
+
+
+class NodeRow(Base):
+    """A cache node as the coordinator last saw it."""
+
+    __tablename__ = "htda_nodes"
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    url: Mapped[str | None] = mapped_column(Text)
+    capacity_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    free_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    last_seen: Mapped[float | None] = mapped_column(Float)
+    draining: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Assignment(Base):
+    """The current placement of one file."""
+
+    __tablename__ = "htda_assignments"
+    file_id: Mapped[int] = mapped_column(ForeignKey("htda_files.id"), primary_key=True)
+    node: Mapped[str] = mapped_column(String(255), index=True)
+    cycle: Mapped[int] = mapped_column(Integer)
+
+
+class Release(Base):
+    """A file a node gave back; it is not placed on that node again before ``until``."""
+
+    __tablename__ = "htda_releases"
+    file_id: Mapped[int] = mapped_column(ForeignKey("htda_files.id"), primary_key=True)
+    node: Mapped[str] = mapped_column(String(255), primary_key=True)
+    until: Mapped[float] = mapped_column(Float)
+    reason: Mapped[str | None] = mapped_column(String(255))

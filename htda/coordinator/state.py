@@ -1,0 +1,151 @@
+"""The coordinator's in-memory rating state, rebuilt from the database at start-up.
+
+It holds the rating policy's key per group, the group membership, and per
+file the best key among its groups (the group max rule).  Keys of every
+shipped policy only grow with new accesses, so a file's key is updated
+incrementally: when a group was accessed (or gained files) since the last
+refresh, its key is pushed to its files — nothing else is looked at.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import threading
+from collections.abc import Iterable
+from operator import itemgetter
+
+from .placement import GroupCandidate
+from .rating import GIB, NEVER, RatingPolicy
+from .store import Store
+
+__all__ = ["RatingState"]
+
+SCORE_MAX = 1e300  # JSON has no infinity: scores are clamped below it
+
+
+class RatingState:
+    """Group keys, membership, file keys and sizes; thread-safe through :attr:`lock`."""
+
+    def __init__(self, policy: RatingPolicy, per_size: bool = False, unknown_size: int = GIB):
+        self.policy = policy
+        self.per_size = per_size
+        self.unknown_size = unknown_size
+        self.members: dict[int, set[int]] = {}
+        self.lfns: dict[int, str] = {}
+        self.sizes: dict[int, int | None] = {}
+        self.file_keys: dict[int, float] = {}
+        self.best_group: dict[int, int] = {}
+        self._grown: set[int] = set()  # groups that gained files since the last refresh
+        self.lock = threading.RLock()
+
+    # -- feeding ------------------------------------------------------------------
+    def add_files(self, files: dict[int, tuple[str, int | None]]) -> None:
+        with self.lock:
+            for fid, (lfn, size) in files.items():
+                self.lfns[fid] = lfn
+                self.sizes[fid] = size
+
+    def add_members(self, pairs: Iterable[tuple[int, int]]) -> None:
+        with self.lock:
+            for gid, fid in pairs:
+                files = self.members.setdefault(gid, set())
+                if fid not in files:
+                    files.add(fid)
+                    self._grown.add(gid)
+
+    def add_accesses(self, accesses: Iterable[tuple[int, int | None, float]]) -> None:
+        """Accesses as (input group, task group or None, time): one job start touches both groups."""
+        with self.lock:
+            access = self.policy.access
+            for input_group, task_group, t in accesses:
+                access(input_group, t)
+                if task_group is not None:
+                    access(task_group, t)
+
+    def rebuild(self, store: Store) -> None:
+        """Load everything from the database: the full rating (replays the whole history)."""
+        with self.lock:
+            for fid, lfn, size in store.iter_files():
+                self.lfns[fid] = lfn
+                self.sizes[fid] = size
+            self.add_members(store.iter_members())
+            self.add_accesses(store.iter_started())
+            self.refresh()
+
+    def refresh(self) -> int:
+        """Push the keys of groups touched since the last call to their files; return how many groups."""
+        with self.lock:
+            touched = self.policy.take_touched() | self._grown
+            self._grown = set()
+            key_of, file_keys, best = self.policy.key, self.file_keys, self.best_group
+            for gid in touched:
+                key = key_of(gid)
+                for fid in self.members.get(gid, ()):
+                    if key > file_keys.get(fid, NEVER):
+                        file_keys[fid] = key
+                        best[fid] = gid
+            return len(touched)
+
+    # -- reading ------------------------------------------------------------------
+    def size(self, fid: int) -> int:
+        size = self.sizes.get(fid)
+        return self.unknown_size if size is None else size
+
+    def group_order_key(self, gid: int, key: float) -> float:
+        """The ordering key of a group: its rating key, per GiB of its files when ``per_size``."""
+        if not self.per_size:
+            return key
+        total = sum(self.size(fid) for fid in self.members.get(gid, ()))
+        return key - math.log2(max(total, 1) / GIB)
+
+    def file_order_key(self, fid: int) -> float:
+        key = self.file_keys.get(fid, NEVER)
+        if self.per_size and key != NEVER:
+            key -= math.log2(max(self.size(fid), 1) / GIB)
+        return key
+
+    def score(self, key: float, now: float) -> float:
+        return min(self.policy.score_of_key(key, now), SCORE_MAX)
+
+    def candidates(self, budget: int, incumbents: Iterable[int]) -> list[GroupCandidate]:
+        """The best groups until their distinct files fill ``budget`` bytes, plus the best group of each
+        incumbent file.  Scores are relative to the best group (2 ** (key - best key)): their ratios are
+        those of the real scores at any time, and none underflows."""
+        with self.lock:
+            keys = self.policy.keys()
+            order = sorted(((self.group_order_key(g, k), g) for g, k in keys.items() if self.members.get(g)),
+                           key=itemgetter(0), reverse=True)
+            if not order:
+                return []
+            top = order[0][0]
+            chosen: dict[int, float] = {}
+            seen: set[int] = set()
+            total = 0
+            for key, gid in order:
+                if total >= budget:
+                    break
+                chosen[gid] = key
+                for fid in self.members[gid]:
+                    if fid not in seen:
+                        seen.add(fid)
+                        total += self.size(fid)
+            for fid in incumbents:
+                gid = self.best_group.get(fid)
+                if fid not in seen and gid is not None and gid not in chosen:
+                    chosen[gid] = self.group_order_key(gid, keys.get(gid, NEVER))
+            return [GroupCandidate(gid, 2.0 ** (key - top) if key != NEVER else 0.0,
+                                   tuple(sorted(self.members[gid]))) for gid, key in chosen.items()]
+
+    def top_groups(self, n: int, now: float) -> list[tuple[int, float, int]]:
+        """(group id, score, number of files) of the ``n`` best groups."""
+        with self.lock:
+            best = heapq.nlargest(n, self.policy.keys().items(), key=itemgetter(1))
+            return [(gid, self.score(key, now), len(self.members.get(gid, ()))) for gid, key in best]
+
+    def top_files(self, n: int, now: float) -> list[tuple[int, float]]:
+        """(file id, score) of the ``n`` best files."""
+        with self.lock:
+            self.refresh()
+            best = heapq.nlargest(n, self.file_keys, key=self.file_order_key)
+            return [(fid, self.score(self.file_order_key(fid), now)) for fid in best]

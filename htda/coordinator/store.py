@@ -1,0 +1,448 @@
+"""The coordinator's store: every database access, with SQLAlchemy Core on the tables of :mod:`.model`.
+
+One :class:`Store` per coordinator.  Writes are bulk (executemany, one
+transaction per request) and serialised by a lock, so concurrent requests
+never fight over SQLite's single writer; duplicates from a racing second
+coordinator on the same PostgreSQL database are absorbed by
+``ON CONFLICT DO NOTHING``.  SQLite runs in WAL mode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import bindparam, case, create_engine, delete, event, func, insert, select, text, update
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+
+from .model import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    Access,
+    Assignment,
+    Base,
+    File,
+    Group,
+    GroupFile,
+    Job,
+    JobEvent,
+    Meta,
+    NodeRow,
+    Release,
+)
+
+__all__ = ["EventResult", "IngestResult", "JobRecord", "SchemaVersionError", "Store", "file_key", "group_name"]
+
+log = logging.getLogger("htda.coordinator.store")
+
+CHUNK = 2000  # values per IN (...) list: well under SQLite's and PostgreSQL's limits
+
+T_FILES, T_GROUPS, T_MEMBERS = File.__table__, Group.__table__, GroupFile.__table__
+T_JOBS, T_EVENTS, T_ACCESSES = Job.__table__, JobEvent.__table__, Access.__table__
+T_NODES, T_ASSIGN, T_RELEASES, T_META = NodeRow.__table__, Assignment.__table__, Release.__table__, Meta.__table__
+
+
+class SchemaVersionError(RuntimeError):
+    """The database was written by a newer HTDA than this one."""
+
+
+@dataclass
+class JobRecord:
+    """A job as the hooks report it (LFNs already normalised)."""
+
+    job_id: str
+    owner: str
+    inputs: list[str]
+    cpus: int | None = None
+    memory: int | None = None
+    submit_time: float | None = None
+    task: str | None = None
+    sizes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class IngestResult:
+    """What one bulk job submission changed."""
+
+    accepted: int = 0
+    duplicates: int = 0
+    files: dict[int, tuple[str, int | None]] = field(default_factory=dict)  # id -> (lfn, size), new or resized
+    members: list[tuple[int, int]] = field(default_factory=list)  # (group id, file id), possibly known already
+
+
+@dataclass
+class EventResult:
+    """What one bulk event report changed."""
+
+    accepted: int = 0
+    duplicates: int = 0
+    unknown: int = 0
+    accesses: list[tuple[int, int | None, float]] = field(default_factory=list)  # (input group, task group, t)
+
+
+def file_key(lfn: str) -> str:
+    """The unique key of an LFN in the database (LFNs may outgrow an index entry)."""
+    return hashlib.sha1(lfn.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def group_name(inputs: Iterable[str]) -> str:
+    """The name of the group of one job's inputs: jobs reading the same files share it."""
+    digest = hashlib.sha1("\n".join(sorted(set(inputs))).encode("utf-8", "surrogatepass")).hexdigest()
+    return f"job:{digest}"
+
+
+def _chunks(values: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
+
+
+class Store:
+    """The coordinator's database: ``url`` is any SQLAlchemy URL; ``schema`` a PostgreSQL schema to use."""
+
+    def __init__(self, url: str, schema: str | None = None):
+        self.url = url
+        parsed = _with_driver(url)
+        options = {"executemany_mode": "values_plus_batch"} if parsed.drivername.endswith("psycopg2") else {}
+        self.engine: Engine = create_engine(parsed, pool_pre_ping=True, **options)
+        self.dialect = self.engine.dialect.name
+        if self.dialect == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        if schema:
+            with self.engine.begin() as conn:
+                conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+            self.engine = self.engine.execution_options(schema_translate_map={None: schema})
+        self.schema = schema
+        self._write = threading.Lock()
+        self.migrate()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- schema ------------------------------------------------------------------
+    def migrate(self) -> int:
+        """Create the tables of a new database, or upgrade an older one; return the schema version."""
+        with self._write, self.engine.begin() as conn:
+            Base.metadata.create_all(conn)
+            row = conn.execute(select(T_META.c.value).where(T_META.c.key == "schema_version")).first()
+            version = int(row[0]) if row else None
+            if version is None:
+                conn.execute(self._insert_ignore(T_META), [{"key": "schema_version", "value": str(SCHEMA_VERSION)},
+                                                           {"key": "cycle", "value": "0"}])
+                return SCHEMA_VERSION
+            if version > SCHEMA_VERSION:
+                raise SchemaVersionError(f"database schema version {version} is newer than this HTDA "
+                                         f"({SCHEMA_VERSION}); upgrade HTDA")
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                log.info("upgrading the coordinator database to schema version %d", step)
+                for statement in MIGRATIONS.get(step, []):
+                    conn.execute(text(statement))
+            self._set_meta(conn, "schema_version", str(SCHEMA_VERSION))
+        return SCHEMA_VERSION
+
+    def _set_meta(self, conn: Connection, key: str, value: str) -> None:
+        conn.execute(update(T_META).where(T_META.c.key == key).values(value=value))
+
+    def schema_version(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(T_META.c.value).where(T_META.c.key == "schema_version")).scalar_one())
+
+    def _insert_ignore(self, table):
+        """INSERT that skips rows whose unique key exists (races between requests or coordinators)."""
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            return pg_insert(table).on_conflict_do_nothing()
+        if self.dialect == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            return sqlite_insert(table).on_conflict_do_nothing()
+        return insert(table)
+
+    def _select_in(self, conn: Connection, columns: Sequence[Any], key_column: Any, values: Iterable[Any]):
+        values = list(values)
+        for chunk in _chunks(values):
+            yield from conn.execute(select(*columns).where(key_column.in_(chunk)))
+
+    # -- jobs --------------------------------------------------------------------------
+    def ingest_jobs(self, jobs: Sequence[JobRecord]) -> IngestResult:
+        """Record new jobs with their files and groups; jobs whose ``job_id`` is known count as duplicates."""
+        result = IngestResult()
+        unique: dict[str, JobRecord] = {}
+        for job in jobs:
+            unique.setdefault(job.job_id, job)
+        result.duplicates = len(jobs) - len(unique)
+        with self._write, self.engine.begin() as conn:
+            known = {row[0] for row in self._select_in(conn, [T_JOBS.c.job_id], T_JOBS.c.job_id, unique)}
+            new = [job for job_id, job in unique.items() if job_id not in known]
+            result.duplicates += len(known)
+            if not new:
+                return result
+            file_ids = self._ensure_files(conn, new, result)
+            group_ids, created = self._ensure_groups(conn, new)
+            members = set()
+            for job in new:
+                input_group = group_ids[group_name(job.inputs)]
+                if input_group in created:
+                    members.update((input_group, file_ids[lfn]) for lfn in job.inputs)
+                if job.task:
+                    members.update((group_ids[f"task:{job.task}"], file_ids[lfn]) for lfn in job.inputs)
+            if members:
+                conn.execute(self._insert_ignore(T_MEMBERS), [{"group_id": g, "file_id": f} for g, f in members])
+            conn.execute(insert(T_JOBS), [{
+                "job_id": job.job_id, "owner": job.owner, "task": job.task, "cpus": job.cpus, "memory": job.memory,
+                "submit_time": job.submit_time, "state": "submitted",
+                "input_group_id": group_ids[group_name(job.inputs)],
+                "task_group_id": group_ids[f"task:{job.task}"] if job.task else None,
+            } for job in new])
+            result.accepted = len(new)
+            result.members = sorted(members)
+        return result
+
+    def _ensure_files(self, conn: Connection, jobs: Sequence[JobRecord], result: IngestResult) -> dict[str, int]:
+        sizes: dict[str, int | None] = {}
+        for job in jobs:
+            for lfn in job.inputs:
+                size = job.sizes.get(lfn)
+                if size is not None or lfn not in sizes:
+                    sizes[lfn] = size
+        keys = {file_key(lfn): lfn for lfn in sizes}
+        ids: dict[str, int] = {}
+        resized = []
+        for fid, key, size in self._select_in(conn, [T_FILES.c.id, T_FILES.c.key, T_FILES.c.size],
+                                              T_FILES.c.key, keys):
+            lfn = keys[key]
+            ids[lfn] = fid
+            if sizes[lfn] is not None and sizes[lfn] != size:
+                resized.append({"fid": fid, "new_size": sizes[lfn]})
+                result.files[fid] = (lfn, sizes[lfn])
+        missing = [key for key, lfn in keys.items() if lfn not in ids]
+        if missing:
+            conn.execute(self._insert_ignore(T_FILES),
+                         [{"key": key, "lfn": keys[key], "size": sizes[keys[key]]} for key in missing])
+            for fid, key in self._select_in(conn, [T_FILES.c.id, T_FILES.c.key], T_FILES.c.key, missing):
+                ids[keys[key]] = fid
+                result.files[fid] = (keys[key], sizes[keys[key]])
+        if resized:
+            conn.execute(update(T_FILES).where(T_FILES.c.id == bindparam("fid")).values(size=bindparam("new_size")),
+                         resized)
+        return ids
+
+    def _ensure_groups(self, conn: Connection, jobs: Sequence[JobRecord]) -> tuple[dict[str, int], set[int]]:
+        kinds = {group_name(job.inputs): "job" for job in jobs}
+        kinds.update({f"task:{job.task}": "task" for job in jobs if job.task})
+        ids = {name: gid for gid, name in self._select_in(conn, [T_GROUPS.c.id, T_GROUPS.c.name], T_GROUPS.c.name,
+                                                          kinds)}
+        missing = [name for name in kinds if name not in ids]
+        created: set[int] = set()
+        if missing:
+            conn.execute(self._insert_ignore(T_GROUPS), [{"name": name, "kind": kinds[name]} for name in missing])
+            for gid, name in self._select_in(conn, [T_GROUPS.c.id, T_GROUPS.c.name], T_GROUPS.c.name, missing):
+                ids[name] = gid
+                created.add(gid)
+        return ids, created
+
+    # -- events ------------------------------------------------------------------------
+    def record_events(self, events: Sequence[dict[str, Any]]) -> EventResult:
+        """Record job state changes; a new ``started`` event records one access of each input of the job."""
+        result = EventResult()
+        unique: dict[tuple[str, str], dict[str, Any]] = {}
+        for ev in events:
+            unique.setdefault((ev["job_id"], ev["state"]), ev)
+        result.duplicates = len(events) - len(unique)
+        with self._write, self.engine.begin() as conn:
+            jobs = {row.job_id: row for row in self._select_in(
+                conn, [T_JOBS.c.id, T_JOBS.c.job_id, T_JOBS.c.input_group_id, T_JOBS.c.task_group_id],
+                T_JOBS.c.job_id, {job_id for job_id, _ in unique})}
+            known = {(pk, state) for pk, state in self._select_in(
+                conn, [T_EVENTS.c.job, T_EVENTS.c.state], T_EVENTS.c.job, [row.id for row in jobs.values()])}
+            fresh = []
+            for (job_id, state), ev in unique.items():
+                row = jobs.get(job_id)
+                if row is None:
+                    result.unknown += 1
+                elif (row.id, state) in known:
+                    result.duplicates += 1
+                else:
+                    fresh.append((row, ev))
+            if fresh:
+                conn.execute(self._insert_ignore(T_EVENTS), [
+                    {"job": row.id, "state": ev["state"], "time": ev["time"], "node": ev.get("node")}
+                    for row, ev in fresh])
+                self._apply_states(conn, fresh)
+                started = [(row, ev) for row, ev in fresh if ev["state"] == "started"]
+                if started:
+                    self._record_accesses(conn, started, result)
+            result.accepted = len(fresh)
+        return result
+
+    def _apply_states(self, conn: Connection, fresh: list[tuple[Any, dict[str, Any]]]) -> None:
+        started = [{"pk": row.id, "t": ev["time"], "where": ev.get("node")}
+                   for row, ev in fresh if ev["state"] == "started"]
+        ended = [{"pk": row.id, "t": ev["time"], "new_state": ev["state"]}
+                 for row, ev in fresh if ev["state"] != "started"]
+        if started:
+            conn.execute(update(T_JOBS).where(T_JOBS.c.id == bindparam("pk")).values(
+                start_time=bindparam("t"), node=func.coalesce(bindparam("where"), T_JOBS.c.node),
+                state=case((T_JOBS.c.state == "submitted", "started"), else_=T_JOBS.c.state)), started)
+        if ended:
+            conn.execute(update(T_JOBS).where(T_JOBS.c.id == bindparam("pk")).values(
+                end_time=bindparam("t"), state=bindparam("new_state")), ended)
+
+    def _record_accesses(self, conn: Connection, started: list[tuple[Any, dict[str, Any]]],
+                         result: EventResult) -> None:
+        inputs: dict[int, list[int]] = {}
+        for gid, fid in self._select_in(conn, [T_MEMBERS.c.group_id, T_MEMBERS.c.file_id], T_MEMBERS.c.group_id,
+                                        {row.input_group_id for row, _ in started}):
+            inputs.setdefault(gid, []).append(fid)
+        rows = [{"job": row.id, "file_id": fid, "time": ev["time"]}
+                for row, ev in started for fid in inputs.get(row.input_group_id, ())]
+        if rows:
+            conn.execute(self._insert_ignore(T_ACCESSES), rows)
+        result.accesses = [(row.input_group_id, row.task_group_id, ev["time"]) for row, ev in started]
+
+    # -- releases, nodes, placement ---------------------------------------------------------------
+    def file_ids(self, lfns: Iterable[str]) -> dict[str, int]:
+        """Ids of the known LFNs among ``lfns``."""
+        keys = {file_key(lfn): lfn for lfn in lfns}
+        with self.engine.connect() as conn:
+            return {keys[key]: fid for fid, key in self._select_in(conn, [T_FILES.c.id, T_FILES.c.key],
+                                                                   T_FILES.c.key, keys)}
+
+    def add_releases(self, node: str, file_ids: Iterable[int], until: float, reason: str | None) -> None:
+        ids = sorted(set(file_ids))
+        if not ids:
+            return
+        with self._write, self.engine.begin() as conn:
+            for chunk in _chunks(ids):
+                conn.execute(delete(T_RELEASES).where(T_RELEASES.c.node == node, T_RELEASES.c.file_id.in_(chunk)))
+            conn.execute(insert(T_RELEASES), [{"file_id": fid, "node": node, "until": until,
+                                               "reason": (reason or "")[:255] or None} for fid in ids])
+
+    def releases(self, now: float) -> dict[int, set[str]]:
+        """The releases still in force at ``now`` (expired ones are deleted)."""
+        with self._write, self.engine.begin() as conn:
+            conn.execute(delete(T_RELEASES).where(T_RELEASES.c.until <= now))
+            out: dict[int, set[str]] = {}
+            for fid, node in conn.execute(select(T_RELEASES.c.file_id, T_RELEASES.c.node)):
+                out.setdefault(fid, set()).add(node)
+            return out
+
+    def clear_releases(self, node: str) -> None:
+        with self._write, self.engine.begin() as conn:
+            conn.execute(delete(T_RELEASES).where(T_RELEASES.c.node == node))
+
+    def save_nodes(self, nodes: Sequence[dict[str, Any]]) -> None:
+        """Upsert cache node reports: ``name``, ``url``, ``capacity_bytes``, ``free_bytes``, ``last_seen``."""
+        if not nodes:
+            return
+        with self._write, self.engine.begin() as conn:
+            known = {row[0] for row in self._select_in(conn, [T_NODES.c.name], T_NODES.c.name,
+                                                       [n["name"] for n in nodes])}
+            fresh = [n for n in nodes if n["name"] not in known]
+            old = [{**n, "node_name": n["name"]} for n in nodes if n["name"] in known]
+            if fresh:
+                conn.execute(self._insert_ignore(T_NODES), [{**n, "draining": False} for n in fresh])
+            if old:
+                conn.execute(update(T_NODES).where(T_NODES.c.name == bindparam("node_name")).values(
+                    url=bindparam("url"), capacity_bytes=bindparam("capacity_bytes"),
+                    free_bytes=bindparam("free_bytes"), last_seen=bindparam("last_seen")), old)
+
+    def set_draining(self, node: str, draining: bool) -> bool:
+        """Mark a known cache node draining (its files are placed elsewhere); False if the node is unknown."""
+        with self._write, self.engine.begin() as conn:
+            done = conn.execute(update(T_NODES).where(T_NODES.c.name == node).values(draining=draining))
+            return done.rowcount > 0
+
+    def nodes(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            return [dict(row._mapping) for row in conn.execute(select(T_NODES).order_by(T_NODES.c.name))]
+
+    def save_placement(self, changes: dict[int, str | None], cycle: int) -> None:
+        """Apply placement changes (``{file id: new node or None}``) and store the cycle counter."""
+        with self._write, self.engine.begin() as conn:
+            ids = sorted(changes)
+            for chunk in _chunks(ids):
+                conn.execute(delete(T_ASSIGN).where(T_ASSIGN.c.file_id.in_(chunk)))
+            rows = [{"file_id": fid, "node": changes[fid], "cycle": cycle} for fid in ids if changes[fid]]
+            if rows:
+                conn.execute(insert(T_ASSIGN), rows)
+            self._set_meta(conn, "cycle", str(cycle))
+
+    # -- loading the state at start-up --------------------------------------------------
+    def cycle(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(T_META.c.value).where(T_META.c.key == "cycle")).scalar_one())
+
+    def iter_files(self) -> Iterator[tuple[int, str, int | None]]:
+        with self.engine.connect() as conn:
+            yield from conn.execute(select(T_FILES.c.id, T_FILES.c.lfn, T_FILES.c.size)).yield_per(20_000)
+
+    def iter_members(self) -> Iterator[tuple[int, int]]:
+        with self.engine.connect() as conn:
+            yield from conn.execute(select(T_MEMBERS.c.group_id, T_MEMBERS.c.file_id)).yield_per(50_000)
+
+    def iter_started(self) -> Iterator[tuple[int, int | None, float]]:
+        """(input group, task group, time) of every started job: the access history of the groups."""
+        query = (select(T_JOBS.c.input_group_id, T_JOBS.c.task_group_id, T_EVENTS.c.time)
+                 .join(T_JOBS, T_JOBS.c.id == T_EVENTS.c.job).where(T_EVENTS.c.state == "started"))
+        with self.engine.connect() as conn:
+            yield from conn.execute(query).yield_per(50_000)
+
+    def placement(self) -> dict[int, str]:
+        with self.engine.connect() as conn:
+            return dict(conn.execute(select(T_ASSIGN.c.file_id, T_ASSIGN.c.node)).all())
+
+    # -- admin queries ---------------------------------------------------------------------
+    def groups_info(self, group_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        with self.engine.connect() as conn:
+            return {row.id: {"id": row.id, "name": row.name, "kind": row.kind}
+                    for row in self._select_in(conn, [T_GROUPS.c.id, T_GROUPS.c.name, T_GROUPS.c.kind],
+                                               T_GROUPS.c.id, group_ids)}
+
+    def file_history(self, file_id: int, limit: int = 50) -> dict[str, Any]:
+        """The accesses of one file (most recent first), their count, and its groups."""
+        with self.engine.connect() as conn:
+            total = conn.execute(select(func.count()).select_from(T_ACCESSES)
+                                 .where(T_ACCESSES.c.file_id == file_id)).scalar_one()
+            recent = conn.execute(
+                select(T_JOBS.c.job_id, T_JOBS.c.owner, T_JOBS.c.task, T_JOBS.c.node, T_ACCESSES.c.time)
+                .join(T_JOBS, T_JOBS.c.id == T_ACCESSES.c.job).where(T_ACCESSES.c.file_id == file_id)
+                .order_by(T_ACCESSES.c.time.desc()).limit(limit)).all()
+            groups = conn.execute(select(T_MEMBERS.c.group_id).where(T_MEMBERS.c.file_id == file_id)).scalars().all()
+        return {"accesses": total, "recent": [dict(row._mapping) for row in recent], "groups": list(groups)}
+
+    def counts(self) -> dict[str, int]:
+        """Row counts of the main tables (admin and metrics)."""
+        tables = {"jobs": T_JOBS, "files": T_FILES, "groups": T_GROUPS, "accesses": T_ACCESSES,
+                  "assignments": T_ASSIGN}
+        with self.engine.connect() as conn:
+            return {name: conn.execute(select(func.count()).select_from(t)).scalar_one() for name, t in tables.items()}
+
+    def drop_all(self) -> None:
+        """Drop every table (and the schema, if one was given): for tests."""
+        with self._write, self.engine.begin() as conn:
+            Base.metadata.drop_all(conn)
+        if self.schema:
+            with self.engine.begin() as conn:
+                conn.execute(text(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE'))
+
+
+def _with_driver(url: str) -> URL:
+    """``postgresql://`` names psycopg 3 in SQLAlchemy 2.1; use psycopg2 where only that is installed."""
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql" and importlib.util.find_spec("psycopg") is None:
+        parsed = parsed.set(drivername="postgresql+psycopg2")
+    return parsed
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()

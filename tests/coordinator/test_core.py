@@ -1,0 +1,147 @@
+"""The coordinator's logic on a real database: rating from reports, cycles, restarts, departures, releases."""
+
+from __future__ import annotations
+
+import pytest
+
+from htda.coordinator.core import CacheNode, Coordinator
+from htda.coordinator.rating import LRFUPolicy
+from htda.coordinator.store import JobRecord, Store
+
+HALF_LIFE = 100.0
+NOW = 10_000.0
+
+
+def _coordinator(database, **options) -> Coordinator:
+    core = Coordinator(Store(*database), LRFUPolicy(half_life=HALF_LIFE), **options)
+    core.load()
+    return core
+
+
+def _load_history(core: Coordinator, groups: int = 12, jobs_per_group: int = 3) -> None:
+    """Group g has 3 files of 100 bytes; its jobs start at times that make later groups score higher."""
+    jobs, events = [], []
+    for g in range(groups):
+        inputs = [f"/store/g{g}/f{i}" for i in range(3)]
+        for j in range(jobs_per_group):
+            job_id = f"g{g}-j{j}"
+            jobs.append(JobRecord(job_id, "alice", inputs, task=f"task{g}", sizes=dict.fromkeys(inputs, 100)))
+            events.append({"job_id": job_id, "state": "started", "time": NOW - 50.0 * (groups - g) + j})
+    core.submit_jobs(jobs)
+    core.report_events(events)
+
+
+def _nodes(*spec: tuple[str, int]) -> list[CacheNode]:
+    return [CacheNode(name, f"http://{name}", capacity) for name, capacity in spec]
+
+
+def _holders(core: Coordinator) -> dict[str, str]:
+    return {core.state.lfns[fid]: node for fid, node in core.placement.items()}
+
+
+def test_reported_starts_give_hand_computed_scores(database):
+    core = _coordinator(database)
+    core.submit_jobs([JobRecord("a", "u", ["/x", "/y"]), JobRecord("b", "u", ["/y"])])
+    core.report_events([{"job_id": "a", "state": "started", "time": NOW - 100.0},
+                        {"job_id": "b", "state": "started", "time": NOW - 200.0}])
+    # the same report again must not count
+    core.report_events([{"job_id": "a", "state": "started", "time": NOW - 100.0}])
+    top = {core.state.lfns[fid]: score for fid, score in core.state.top_files(10, NOW)}
+    # /x: only in a's group (one access 1 half-life ago) = 0.5 ; /y: best of a's group (0.5) and b's group (0.25)
+    assert top == {"/x": pytest.approx(0.5), "/y": pytest.approx(0.5)}
+
+
+def test_cycles_place_the_best_groups_together_and_then_move_nothing(database):
+    core = _coordinator(database)
+    _load_history(core)
+    first = core.run_cycle(_nodes(("n1", 700), ("n2", 700)), now=NOW)
+    holders = _holders(core)
+    assert first.placed == len(holders) > 0
+    # capacity 700 * fill 0.95 = 665 per node: two groups of 300 bytes each
+    assert len(holders) == 12
+    placed_groups = {lfn.split("/")[2] for lfn in holders}
+    assert placed_groups == {f"g{g}" for g in range(8, 12)}  # the four most recent groups
+    for g in placed_groups:
+        assert len({node for lfn, node in holders.items() if f"/{g}/" in lfn}) == 1
+    for _ in range(3):
+        assert core.run_cycle(_nodes(("n1", 700), ("n2", 700)), now=NOW + 1000.0).moved == 0
+    assert _holders(core) == holders
+
+
+def test_assignments_list_best_first_with_scores(database):
+    core = _coordinator(database)
+    _load_history(core)
+    core.run_cycle(_nodes(("n1", 1000)), now=NOW)
+    answer = core.assignments("n1", now=NOW)
+    assert answer["node"] == "n1" and answer["cycle"] == 1 and answer["draining"] is False
+    scores = [f["score"] for f in answer["files"]]
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0
+    assert {f["size"] for f in answer["files"]} == {100}
+    assert core.assignments("nobody")["files"] == []
+
+
+def test_a_restarted_coordinator_hands_out_the_same_assignments(database):
+    core = _coordinator(database)
+    _load_history(core)
+    nodes = _nodes(("n1", 700), ("n2", 500))
+    core.run_cycle(nodes, now=NOW)
+    before = {n.name: core.assignments(n.name, now=NOW) for n in nodes}
+    core.store.close()
+    again = _coordinator(database)
+    assert again.run_cycle(nodes, now=NOW).moved == 0
+    after = {n.name: again.assignments(n.name, now=NOW) for n in nodes}
+    for name in before:
+        assert [f["lfn"] for f in after[name]["files"]] == [f["lfn"] for f in before[name]["files"]]
+        assert [f["score"] for f in after[name]["files"]] == pytest.approx([f["score"] for f in before[name]["files"]])
+    assert after["n1"]["cycle"] == before["n1"]["cycle"] + 1
+
+
+def test_files_of_a_departed_node_are_placed_again(database):
+    core = _coordinator(database)
+    _load_history(core)
+    core.run_cycle(_nodes(("n1", 700), ("n2", 700), ("n3", 700)), now=NOW)
+    before = _holders(core)
+    on_n2 = {lfn for lfn, node in before.items() if node == "n2"}
+    assert on_n2
+    report = core.run_cycle(_nodes(("n1", 700), ("n3", 700), ("n4", 700)), now=NOW)
+    after = _holders(core)
+    assert report.moved == len(on_n2)
+    assert on_n2 <= set(after) and "n2" not in after.values()
+    assert all(after[lfn] == node for lfn, node in before.items() if node != "n2")
+
+
+def test_released_files_go_elsewhere(database):
+    core = _coordinator(database)
+    _load_history(core, groups=2)
+    nodes = _nodes(("n1", 2000), ("n2", 2000))
+    core.run_cycle(nodes, now=NOW)
+    holders = _holders(core)
+    lfn, node = sorted(holders.items())[0]
+    assert core.release(node, [lfn, "/never/seen"], "no room", now=NOW) == 1
+    core.run_cycle(nodes, now=NOW + 1)
+    assert _holders(core)[lfn] != node
+    # after the release expires the file may go back; at least it is placed
+    core.run_cycle(nodes, now=NOW + 10 * core.release_ttl)
+    assert lfn in _holders(core)
+
+
+def test_a_draining_node_gets_nothing(database):
+    core = _coordinator(database)
+    _load_history(core, groups=2)
+    nodes = _nodes(("n1", 2000), ("n2", 2000))
+    core.run_cycle(nodes, now=NOW)
+    assert core.set_draining("n1", True)
+    core.run_cycle(nodes, now=NOW)
+    assert core.assignments("n1") == {"node": "n1", "cycle": 2, "files": [], "draining": True}
+    assert set(_holders(core).values()) == {"n2"}
+
+
+def test_incremental_cycle_rekeys_only_touched_groups(database):
+    core = _coordinator(database)
+    _load_history(core)
+    nodes = _nodes(("n1", 700))
+    assert core.run_cycle(nodes, now=NOW).groups_rekeyed == 24  # 12 job groups + 12 task groups
+    assert core.run_cycle(nodes, now=NOW).groups_rekeyed == 0
+    core.submit_jobs([JobRecord("late", "bob", ["/store/g0/f0"], task="task0")])
+    core.report_events([{"job_id": "late", "state": "started", "time": NOW}])
+    assert core.run_cycle(nodes, now=NOW).groups_rekeyed == 2

@@ -1,0 +1,158 @@
+"""The coordinator's endpoints on a real node: ingest, events, assignments, releases, admin queries, errors."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from htda.node.client import Client, HTTPStatusError
+from htda.testing.nodes import SECRET, wait_until
+
+BASE = "/api/v1/coordinator"
+
+
+@pytest.fixture
+def coordinator(inprocess_node):
+    return inprocess_node("coord", ["coordinator"], sections={"coordinator": {"cycle": 0.2, "half_life": 3600.0}})
+
+
+@pytest.fixture
+def signed():
+    client = Client(SECRET.encode(), retries=0)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def anonymous():
+    client = Client(None, retries=0)
+    yield client
+    client.close()
+
+
+def _jobs(n: int, start: int = 0) -> list[dict]:
+    return [{"job_id": f"schedd#1.{i}", "owner": "alice", "inputs": [f"/store/run{i % 5}/f{k}.root" for k in range(3)],
+             "cpus": 1, "memory": 2048, "submit_time": 1000.0, "task": f"schedd#{i % 5}",
+             "sizes": {f"/store/run{i % 5}/f{k}.root": 1000 for k in range(3)}} for i in range(start, start + n)]
+
+
+def _heartbeat_as_cache(signed: Client, node, name: str, capacity: int) -> None:
+    """A cache member's heartbeat, as the pool protocol carries it."""
+    signed.post(node.url + "/api/v1/pool/heartbeat", {
+        "name": name, "url": f"http://127.0.0.1:9/{name}", "roles": ["cache"], "version": "test", "started": 1.0,
+        "info": {"cache": {"capacity_bytes": capacity, "free_bytes": capacity, "used_bytes": 0, "files": 0,
+                           "staging": 0}}})
+
+
+def test_jobs_and_events_are_idempotent(coordinator, signed):
+    url = coordinator.url + BASE
+    assert signed.post(url + "/jobs", {"jobs": _jobs(20)}) == {"accepted": 20, "duplicates": 0}
+    assert signed.post(url + "/jobs", {"jobs": _jobs(25)}) == {"accepted": 5, "duplicates": 20}
+    events = [{"job_id": f"schedd#1.{i}", "state": "started", "time": time.time(), "node": "w1"} for i in range(25)]
+    assert signed.post(url + "/events", {"events": events}) == {"accepted": 25, "duplicates": 0, "unknown": 0}
+    again = events[:3] + [{"job_id": "nope", "state": "finished", "time": 1.0}]
+    assert signed.post(url + "/events", {"events": again}) == {"accepted": 0, "duplicates": 3, "unknown": 1}
+    info = signed.get(url + "/files/store/run0/f0.root")
+    assert info["accesses"] == 5  # jobs 0, 5, 10, 15, 20: each start counted once
+    assert info["size"] == 1000 and info["score"] > 0
+    assert {g["kind"] for g in info["groups"]} == {"job", "task"}
+
+
+def test_a_cycle_assigns_files_to_a_cache_member(coordinator, signed, anonymous):
+    url = coordinator.url + BASE
+    signed.post(url + "/jobs", {"jobs": _jobs(10)})
+    signed.post(url + "/events", {"events": [{"job_id": f"schedd#1.{i}", "state": "started", "time": time.time()}
+                                             for i in range(10)]})
+
+    def assigned():
+        _heartbeat_as_cache(signed, coordinator, "w1", 10_000)
+        return anonymous.get(url + "/assignments/w1")["files"]
+
+    files = wait_until(assigned, timeout=15, what="assignments for w1")
+    assert len(files) == 9  # 5 groups of 3 files of 1000 bytes; 9,500 bytes of room
+    assert all(f["source"] is None and f["size"] == 1000 for f in files)
+    scores = [f["score"] for f in files]
+    assert scores == sorted(scores, reverse=True)
+    nodes = anonymous.get(url + "/nodes")["nodes"]
+    assert [(n["name"], n["live"], n["assigned_files"]) for n in nodes] == [("w1", True, 9)]
+    top = anonymous.get(url + "/files/top?n=2")["files"]
+    assert len(top) == 2 and top[0]["node"] == "w1"
+    groups = anonymous.get(url + "/groups/top?n=3")["groups"]
+    assert len(groups) == 3 and groups[0]["score"] >= groups[1]["score"]
+
+    released = files[0]["lfn"]
+    assert signed.post(url + "/releases", {"node": "w1", "lfns": [released], "reason": "disk full"}) == {
+        "released": 1}
+
+    def gone():
+        _heartbeat_as_cache(signed, coordinator, "w1", 10_000)
+        return released not in {f["lfn"] for f in anonymous.get(url + "/assignments/w1")["files"]}
+
+    wait_until(gone, timeout=15, what="the released file to leave w1's list")
+
+
+@pytest.mark.parametrize("path, body, fragment", [
+    ("/jobs", {"jobs": [{"job_id": "j", "owner": "a", "inputs": ["/a/../../etc/passwd"]}]}, "'..' segment"),
+    ("/jobs", {"jobs": [{"job_id": "j", "owner": "a"}]}, "inputs"),
+    ("/jobs", {"jobs": [{"job_id": "j", "owner": "a", "inputs": [], "colour": "red"}]}, "colour"),
+    ("/jobs", {"jobs": [{"job_id": "j", "owner": "a", "inputs": ["/a"], "sizes": {"/a": -1}}]}, ">= 0"),
+    ("/jobs", {"jobs": "many"}, "array"),
+    ("/events", {"events": [{"job_id": "j", "state": "exploded", "time": 1.0}]}, "one of"),
+    ("/events", {"events": [{"job_id": "j", "state": "started"}]}, "time"),
+    ("/releases", {"node": "w1", "lfns": ["relative\x00path"]}, "control character"),
+])
+def test_bad_input_is_a_400(coordinator, signed, path, body, fragment):
+    with pytest.raises(HTTPStatusError) as err:
+        signed.post(coordinator.url + BASE + path, body)
+    assert err.value.status == 400
+    assert fragment in str(err.value.payload)
+
+
+def test_bad_lfn_in_an_admin_query_is_a_400_and_an_unknown_one_a_404(coordinator, anonymous):
+    with pytest.raises(HTTPStatusError) as err:
+        anonymous.get(coordinator.url + BASE + "/files/top?n=zero")
+    assert err.value.status == 400
+    with pytest.raises(HTTPStatusError) as err:
+        anonymous.get(coordinator.url + BASE + "/files/never/asked.root")
+    assert err.value.status == 404
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/jobs", {"jobs": []}),
+    ("/events", {"events": []}),
+    ("/releases", {"node": "w1", "lfns": []}),
+    ("/nodes/w1/drain", {"draining": True}),
+])
+def test_unsigned_posts_are_refused(coordinator, anonymous, path, body):
+    with pytest.raises(HTTPStatusError) as err:
+        anonymous.post(coordinator.url + BASE + path, body)
+    assert err.value.status == 401
+
+
+def test_a_wrong_secret_is_refused(coordinator):
+    client = Client(b"not-the-pool-secret-not-the-pool-secret", retries=0)
+    with pytest.raises(HTTPStatusError) as err:
+        client.post(coordinator.url + BASE + "/jobs", {"jobs": _jobs(1)})
+    client.close()
+    assert err.value.status == 401
+
+
+def test_too_large_batches_are_refused(inprocess_node, signed):
+    node = inprocess_node("small", ["coordinator"], sections={"coordinator": {"max_batch": 3}})
+    with pytest.raises(HTTPStatusError) as err:
+        signed.post(node.url + BASE + "/jobs", {"jobs": _jobs(4)})
+    assert err.value.status == 400 and "max_batch" in str(err.value.payload)
+
+
+def test_draining_an_unknown_node_is_a_404(coordinator, signed):
+    with pytest.raises(HTTPStatusError) as err:
+        signed.post(coordinator.url + BASE + "/nodes/ghost/drain", {"draining": True})
+    assert err.value.status == 404
+
+
+def test_routes_are_in_the_openapi_document(coordinator, anonymous):
+    paths = anonymous.get(coordinator.url + "/api/v1/openapi.json")["paths"]
+    for path in ("/jobs", "/events", "/releases", "/assignments/{node}", "/files/top", "/groups/top",
+                 "/files/{lfn}", "/nodes"):
+        assert BASE + path in paths, path

@@ -1,0 +1,135 @@
+"""The store on SQLite and PostgreSQL: schema versioning, idempotent ingest and events, placement, releases."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select, update
+
+from htda.coordinator.model import SCHEMA_VERSION, Job, Meta
+from htda.coordinator.store import JobRecord, SchemaVersionError, Store, group_name
+
+
+def _job(job_id, inputs, task=None, sizes=None):
+    return JobRecord(job_id=job_id, owner="alice", inputs=inputs, task=task, sizes=sizes or {}, cpus=1, memory=2000,
+                     submit_time=100.0)
+
+
+def test_schema_is_created_with_its_version_and_survives_reopening(database, store):
+    assert store.schema_version() == SCHEMA_VERSION
+    store.ingest_jobs([_job("j1", ["/a"])])
+    store.close()
+    again = Store(*database)
+    assert again.counts()["jobs"] == 1
+    again.close()
+
+
+def test_a_newer_schema_stops_start_up(database, store):
+    with store.engine.begin() as conn:
+        conn.execute(update(Meta).where(Meta.key == "schema_version").values(value="999"))
+    store.close()
+    with pytest.raises(SchemaVersionError, match="999"):
+        Store(*database)
+
+
+def test_jobs_are_idempotent_on_job_id(store):
+    first = store.ingest_jobs([_job("j1", ["/a", "/b"]), _job("j2", ["/b", "/c"]), _job("j1", ["/x"])])
+    assert (first.accepted, first.duplicates) == (2, 1)
+    again = store.ingest_jobs([_job("j1", ["/a", "/b"]), _job("j3", ["/a"])])
+    assert (again.accepted, again.duplicates) == (1, 1)
+    assert store.counts()["jobs"] == 3
+    assert store.counts()["files"] == 3  # /x of the duplicate j1 was never recorded
+
+
+def test_groups_jobs_with_the_same_inputs_share_one_and_tasks_collect_the_union(store):
+    result = store.ingest_jobs([_job("j1", ["/a", "/b"], task="t"), _job("j2", ["/b", "/a"], task="t"),
+                                _job("j3", ["/c"], task="t")])
+    groups = {}
+    for gid, fid in result.members:
+        groups.setdefault(gid, set()).add(result.files[fid][0])
+    info = store.groups_info(groups)
+    by_name = {info[gid]["name"]: files for gid, files in groups.items()}
+    assert by_name[group_name(["/a", "/b"])] == {"/a", "/b"}
+    assert by_name[group_name(["/c"])] == {"/c"}
+    assert by_name["task:t"] == {"/a", "/b", "/c"}
+    assert store.counts()["groups"] == 3
+
+
+def test_sizes_are_recorded_and_updated(store):
+    store.ingest_jobs([_job("j1", ["/a", "/b"], sizes={"/a": 10})])
+    result = store.ingest_jobs([_job("j2", ["/a", "/b"], sizes={"/a": 12, "/b": 5})])
+    assert sorted(result.files.values()) == [("/a", 12), ("/b", 5)]
+    assert {lfn: size for _, lfn, size in store.iter_files()} == {"/a": 12, "/b": 5}
+
+
+def test_the_same_event_twice_counts_once(store):
+    store.ingest_jobs([_job("j1", ["/a", "/b"], task="t")])
+    started = {"job_id": "j1", "state": "started", "time": 500.0, "node": "w1"}
+    first = store.record_events([started, dict(started)])
+    assert (first.accepted, first.duplicates, first.unknown) == (1, 1, 0)
+    assert len(first.accesses) == 1
+    again = store.record_events([started, {"job_id": "nope", "state": "started", "time": 1.0}])
+    assert (again.accepted, again.duplicates, again.unknown) == (0, 1, 1)
+    assert again.accesses == []
+    assert store.counts()["accesses"] == 2
+    assert len(list(store.iter_started())) == 1
+
+
+def test_events_update_the_job_and_out_of_order_reports_keep_the_final_state(store):
+    store.ingest_jobs([_job("j1", ["/a"]), _job("j2", ["/a"])])
+    store.record_events([{"job_id": "j1", "state": "started", "time": 10.0, "node": "w1"},
+                         {"job_id": "j2", "state": "removed", "time": 12.0}])
+    store.record_events([{"job_id": "j1", "state": "finished", "time": 20.0},
+                         {"job_id": "j2", "state": "started", "time": 11.0}])
+    with store.engine.connect() as conn:
+        rows = {r.job_id: r for r in conn.execute(
+            select(Job.job_id, Job.state, Job.start_time, Job.end_time, Job.node))}
+    assert (rows["j1"].state, rows["j1"].start_time, rows["j1"].end_time, rows["j1"].node) == \
+        ("finished", 10.0, 20.0, "w1")
+    assert (rows["j2"].state, rows["j2"].start_time, rows["j2"].end_time) == ("removed", 11.0, 12.0)
+
+
+def test_file_history_lists_accesses_newest_first(store):
+    store.ingest_jobs([_job(f"j{i}", ["/a", f"/other{i}"]) for i in range(5)])
+    store.record_events([{"job_id": f"j{i}", "state": "started", "time": 100.0 + i} for i in range(5)])
+    fid = store.file_ids(["/a", "/unknown"])
+    assert list(fid) == ["/a"]
+    history = store.file_history(fid["/a"], limit=2)
+    assert history["accesses"] == 5
+    assert [r["job_id"] for r in history["recent"]] == ["j4", "j3"]
+    assert len(history["groups"]) == 5
+
+
+def test_placement_and_cycle_are_saved(store):
+    store.ingest_jobs([_job("j1", ["/a", "/b", "/c"])])
+    ids = store.file_ids(["/a", "/b", "/c"])
+    store.save_placement({ids["/a"]: "n1", ids["/b"]: "n2"}, cycle=1)
+    store.save_placement({ids["/a"]: None, ids["/b"]: "n1", ids["/c"]: "n1"}, cycle=2)
+    assert store.placement() == {ids["/b"]: "n1", ids["/c"]: "n1"}
+    assert store.cycle() == 2
+
+
+def test_releases_expire_and_are_cleared_per_node(store):
+    store.ingest_jobs([_job("j1", ["/a", "/b"])])
+    ids = store.file_ids(["/a", "/b"])
+    store.add_releases("n1", ids.values(), until=200.0, reason="full")
+    store.add_releases("n2", [ids["/a"]], until=100.0, reason=None)
+    assert store.releases(50.0) == {ids["/a"]: {"n1", "n2"}, ids["/b"]: {"n1"}}
+    assert store.releases(150.0) == {ids["/a"]: {"n1"}, ids["/b"]: {"n1"}}
+    store.clear_releases("n1")
+    assert store.releases(150.0) == {}
+
+
+def test_nodes_are_upserted_and_drained(store):
+    store.save_nodes([{"name": "n1", "url": "http://a", "capacity_bytes": 10, "free_bytes": 5, "last_seen": 1.0}])
+    store.save_nodes([{"name": "n1", "url": "http://b", "capacity_bytes": 20, "free_bytes": 5, "last_seen": 2.0},
+                      {"name": "n2", "url": "http://c", "capacity_bytes": 30, "free_bytes": None, "last_seen": 2.0}])
+    assert store.set_draining("n2", True) and not store.set_draining("ghost", True)
+    rows = {r["name"]: r for r in store.nodes()}
+    assert (rows["n1"]["url"], rows["n1"]["capacity_bytes"], rows["n1"]["draining"]) == ("http://b", 20, False)
+    assert rows["n2"]["draining"] is True
+
+
+def test_long_lfns_are_stored(store):
+    lfn = "/" + "/".join(["d" * 250] * 16)  # ~4 KB: longer than a PostgreSQL index entry may be
+    store.ingest_jobs([_job("j1", [lfn])])
+    assert list(store.file_ids([lfn])) == [lfn]
