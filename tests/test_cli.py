@@ -182,3 +182,60 @@ def test_pin_needs_something_to_pin(capsys, stub):
     old = stub(["coordinator"])
     code, _, err = run(capsys, "--url", old.url, "pin")
     assert code == 2 and "at least one LFN or --group" in err
+
+
+# -- against a real coordinator -----------------------------------------------------------
+@pytest.fixture
+def coordinator(inprocess_node):
+    """An all-in-one node that has seen one started job reading two files."""
+    node = inprocess_node("aio", ["coordinator", "locator", "cache"], sections={"cache": {"cycle": 60.0}})
+    served = {(m.upper(), p) for p, ops in node.app.openapi("t", "0")["paths"].items() for m in ops}
+    if ("POST", f"{API}/coordinator/jobs") not in served:
+        pytest.skip("this tree's coordinator does not serve its REST API yet")
+    node.client.post(f"{node.url}{API}/coordinator/jobs", {"jobs": [
+        {"job_id": "j1", "owner": "alice", "inputs": ["/store/a.root", "/store/b.root"],
+         "sizes": {"/store/a.root": 2048}}]})
+    node.client.post(f"{node.url}{API}/coordinator/events",
+                     {"events": [{"job_id": "j1", "state": "started", "time": 1.7e9}]})
+    node.served = served
+    return node
+
+
+def _secret_file(tmp_path) -> str:
+    path = tmp_path / "cli.secret"
+    path.write_text(SECRET + "\n")
+    path.chmod(0o600)
+    return str(path)
+
+
+def test_top_files_and_groups(capsys, coordinator):
+    code, out, _ = wait_until(lambda: (r := run(capsys, "--url", coordinator.url, "top", "files"))
+                              [1].count("/store/") == 2 and r, what="both files rated")
+    assert code == 0 and out.splitlines()[0].split()[:2] == ["LFN", "SCORE"]
+    code, out, _ = run(capsys, "--url", coordinator.url, "--json", "top", "groups", "--limit", "1")
+    groups = json.loads(out)["groups"]
+    assert code == 0 and len(groups) == 1 and groups[0]["files"] == 2
+
+
+def test_history_of_a_file(capsys, coordinator):
+    code, out, _ = run(capsys, "--url", coordinator.url, "history", "store/a.root")
+    assert code == 0
+    assert "lfn: /store/a.root" in out and "size: 2048" in out and "alice" in out
+    assert "2023-11-14 22:13:20" in out  # the start event's time, shown in UTC
+    code, _, err = run(capsys, "--url", coordinator.url, "history", "/store/never.root")
+    assert code == 2 and "HTTP 404" in err
+
+
+def test_drain_and_undrain(capsys, coordinator, tmp_path):
+    if ("POST", f"{API}/coordinator/nodes/{{node}}/drain") not in coordinator.served:
+        pytest.skip("this tree's coordinator cannot drain nodes yet")
+    secret = _secret_file(tmp_path)
+    wait_until(lambda: run(capsys, "--url", coordinator.url, "--secret-file", secret, "drain", "aio")[0] == 0,
+               what="the cache node to report to the coordinator")
+    answer = coordinator.client.get(f"{coordinator.url}{API}/coordinator/assignments/aio")
+    assert answer["draining"] is True
+    code, out, _ = run(capsys, "--url", coordinator.url, "--secret-file", secret, "drain", "aio", "--undo")
+    assert code == 0 and "no longer draining" in out
+    assert coordinator.client.get(f"{coordinator.url}{API}/coordinator/assignments/aio")["draining"] is False
+    code, _, err = run(capsys, "--url", coordinator.url, "drain", "aio")
+    assert code == 2 and "HTTP 401" in err
