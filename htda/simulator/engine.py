@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,7 +19,7 @@ from .offline import BeladyPolicy, pfoo_lower_bound
 from .policies import CachePolicy
 from .trace import Chunk
 
-__all__ = ["PolicyResult", "Progress", "ReplayResult", "replay"]
+__all__ = ["PolicyResult", "Progress", "ReplayResult", "replay", "windows_of"]
 
 
 @dataclass
@@ -109,11 +109,39 @@ class _GrowingArray:
         return self.data[: self.size]
 
 
+def windows_of(chunks: Iterable[Chunk], window: int) -> Iterator[Chunk]:
+    """The requests of ``chunks`` re-cut into chunks of exactly ``window`` requests (the last may be shorter)."""
+    pending: list[Chunk] = []
+    count = 0
+    for chunk in chunks:
+        pending.append(chunk)
+        count += len(chunk)
+        while count >= window:
+            joined = _concat(pending)
+            yield _slice(joined, 0, window)
+            rest = _slice(joined, window, len(joined))
+            pending, count = ([rest] if len(rest) else []), len(rest)
+    if count:
+        yield _concat(pending)
+
+
+def _concat(chunks: list[Chunk]) -> Chunk:
+    if len(chunks) == 1:
+        return chunks[0]
+    return Chunk(*(np.concatenate([getattr(c, f) for c in chunks]) for f in ("times", "ids", "sizes", "groups")))
+
+
+def _slice(chunk: Chunk, start: int, stop: int) -> Chunk:
+    return Chunk(chunk.times[start:stop], chunk.ids[start:stop], chunk.sizes[start:stop], chunk.groups[start:stop])
+
+
 def replay(chunks: Iterable[Chunk], policies: Sequence[CachePolicy], offline: Sequence[BeladyPolicy] = (),
-           bound_capacities: Sequence[int] = (), progress: Callable[[float, str], None] | None = None
-           ) -> ReplayResult:
+           bound_capacities: Sequence[int] = (), progress: Callable[[float, str], None] | None = None,
+           window: int | None = None) -> ReplayResult:
     """Replay ``chunks`` through ``policies``; then the ``offline`` policies and the PFOO-L bound at each of
-    ``bound_capacities``.  One chunk is one window of the time series."""
+    ``bound_capacities``.  The time series have one entry per ``window`` requests (per chunk if None)."""
+    if window is not None:
+        chunks = windows_of(chunks, window)
     result = ReplayResult()
     online = [PolicyResult(p.label, p.capacity) for p in policies]
     keep_ids = bool(offline or bound_capacities)

@@ -1,0 +1,176 @@
+"""``htda simulate`` (replay a trace through HTDA's policy and the baselines, sweep sizes x half-lives) and
+``htda trace generate`` (write a synthetic analysis trace)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from .engine import Progress
+from .generator import AnalysisWorkload
+from .report import as_dict, best_half_lives, parse_size, plot_over_time, plot_sweep, summary_table, sweep_table
+from .run import RunSpec, simulate
+from .trace import CsvTraceReader, write_csv
+
+__all__ = ["add_parser", "parse_duration"]
+
+_DURATIONS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> float:
+    """``"300"``, ``"90s"``, ``"15m"``, ``"6h"``, ``"2d"``, ``"1w"`` -> seconds."""
+    value = text.strip().lower()
+    unit = _DURATIONS.get(value[-1:], None)
+    try:
+        seconds = float(value[:-1]) * unit if unit else float(value)
+    except ValueError:
+        raise ValueError(f"half-life {text!r} is not a duration (e.g. 300, 15m, 6h, 2d)") from None
+    if not seconds > 0:
+        raise ValueError(f"half-life {text!r} must be > 0")
+    return seconds
+
+
+def _split(text: str) -> list[str]:
+    return [part for part in (p.strip() for p in text.split(",")) if part]
+
+
+def _workload(args: argparse.Namespace) -> AnalysisWorkload:
+    return AnalysisWorkload(requests=args.requests, seed=args.seed, live_datasets=args.live_datasets,
+                            analysts=args.analysts, zipf=args.zipf, turnover=args.turnover, chunk_size=args.chunk)
+
+
+def _source(args: argparse.Namespace) -> tuple[Any, int | None, int | None, str]:
+    """The trace to replay, its length if known, the working set percentages refer to, and a description."""
+    if args.synthetic:
+        w = _workload(args)
+        return w, w.requests, w.working_set_bytes(), f"synthetic analysis workload (seed {w.seed})"
+    if args.history:
+        from .history import HistoryTrace
+
+        h = HistoryTrace(args.history, chunk_size=args.chunk, unknown_size=parse_size(args.unknown_size))
+        return h, h.requests(), None, f"coordinator history {args.history}"
+    if not args.trace:
+        raise ValueError("give a trace file, --synthetic or --history URL")
+    reader = CsvTraceReader(args.trace, chunk_size=args.chunk)
+    return reader, _count_lines(args.trace), None, f"trace {args.trace}"
+
+
+def _count_lines(path: str) -> int:
+    count = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 22):
+            count += block.count(b"\n")
+    return count
+
+
+def _footprint(source: Any) -> int:
+    """Bytes of the distinct objects of a trace (one extra pass), the reference of percentage sizes."""
+    sizes = np.full(0, -1, dtype=np.int64)
+    for chunk in source.chunks():
+        top = int(chunk.ids.max()) + 1
+        if top > len(sizes):
+            sizes = np.concatenate([sizes, np.full(max(top, 2 * len(sizes)) - len(sizes), -1, dtype=np.int64)])
+        sizes[chunk.ids] = chunk.sizes
+    return int(sizes[sizes >= 0].sum())
+
+
+def cmd_simulate(args: argparse.Namespace) -> Any:
+    source, total, working_set, description = _source(args)
+    size_texts = _split(args.sizes)
+    if working_set is None and any(s.strip().endswith("%") for s in size_texts):
+        working_set = _footprint(source)
+        description += " (percentages of its footprint)"
+    spec = RunSpec(capacities=[parse_size(s, working_set) for s in size_texts],
+                   half_lives=[parse_duration(h) for h in _split(args.half_lives)],
+                   baselines=_split(args.policies), rating=args.rating, per_size=args.per_size,
+                   accesses=args.accesses, nodes=args.nodes, belady=not args.no_belady, bound=not args.no_bound)
+    progress = Progress(total or 0, enabled=True if args.progress else None)
+    window = args.window or (max(1000, total // 100) if total else args.chunk)
+    result = simulate(source.chunks(), spec, progress=progress if total else None, window=window)
+    progress.close()
+    if args.json:
+        return as_dict(result)
+    text = "\n\n".join([description, summary_table(result), sweep_table(result, True, working_set),
+                        sweep_table(result, False, working_set), best_half_lives(result, working_set)])
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        written = _write_outputs(args.out, result, spec, working_set, text)
+        text += "\n\nwrote " + ", ".join(written)
+    return text
+
+
+def _write_outputs(out: str, result, spec: RunSpec, working_set: int | None, text: str) -> list[str]:
+    paths = [os.path.join(out, "table.txt"), os.path.join(out, "result.json")]
+    with open(paths[0], "w") as fh:
+        fh.write(text + "\n")
+    with open(paths[1], "w") as fh:
+        json.dump(as_dict(result), fh)
+    capacities = sorted(spec.capacities)
+    if len(capacities) > 1:
+        paths.append(os.path.join(out, "hit_ratio.png"))
+        plot_sweep(result, paths[-1], working_set)
+    paths.append(os.path.join(out, "over_time.png"))
+    plot_over_time(result, capacities[len(capacities) // 2], paths[-1])
+    return paths
+
+
+def cmd_generate(args: argparse.Namespace) -> str:
+    w = _workload(args)
+    rows = write_csv(args.output, w.rows())
+    return (f"wrote {rows:,} requests to {args.output} (working set {w.working_set_bytes() / 1e9:.1f} GB, "
+            f"seed {w.seed})")
+
+
+def _workload_options(p: argparse.ArgumentParser) -> None:
+    d = AnalysisWorkload()
+    g = p.add_argument_group("synthetic workload")
+    g.add_argument("--requests", type=int, default=d.requests, help=f"requests to generate (default {d.requests})")
+    g.add_argument("--seed", type=int, default=d.seed, help="random seed: the same seed gives the same trace")
+    g.add_argument("--live-datasets", type=int, default=d.live_datasets, help="datasets in use at any time")
+    g.add_argument("--analysts", type=int, default=d.analysts, help="analysts making passes at once")
+    g.add_argument("--zipf", type=float, default=d.zipf, help="popularity skew of the datasets (Zipf exponent)")
+    g.add_argument("--turnover", type=int, default=d.turnover,
+                   help="a new dataset replaces the oldest every this many passes")
+
+
+def add_parser(subparsers) -> None:
+    """Register ``htda simulate`` and ``htda trace generate``."""
+    p = subparsers.add_parser(
+        "simulate", help="replay an access trace through HTDA's policy and others, bounded by the optimum",
+        description="Replay a trace (CSV timestamp,object_id,size_bytes[,group_id], the coordinator's database, "
+                    "or a synthetic analysis workload) against caches of the given sizes.  Several sizes and "
+                    "half-lives make a sweep.")
+    p.add_argument("trace", nargs="?", help="CSV trace file")
+    p.add_argument("--synthetic", action="store_true", help="replay a generated analysis workload instead")
+    p.add_argument("--history", metavar="URL", help="replay the accesses of a coordinator database (SQLAlchemy URL)")
+    p.add_argument("--sizes", default="5%,10%,20%,30%,50%",
+                   help="cache sizes: bytes (500G, 1.5TiB) or %% of the working set (default %(default)s)")
+    p.add_argument("--half-lives", default="5m,1h,1d", help="HTDA half-lives to compare (default %(default)s)")
+    p.add_argument("--policies", default="lru,lfu,arc", help="baseline policies (default %(default)s)")
+    p.add_argument("--rating", default="lrfu", help="coordinator rating policy (htda.policies entry point)")
+    p.add_argument("--accesses", choices=("job", "request"), default="job",
+                   help="a group's access: one per job (requests of a group at one timestamp) or per request")
+    p.add_argument("--per-size", action="store_true", help="rate files per byte (the coordinator's size option)")
+    p.add_argument("--nodes", type=int, default=1, help="split each cache over this many nodes")
+    p.add_argument("--no-belady", action="store_true", help="skip Belady's MIN")
+    p.add_argument("--no-bound", action="store_true", help="skip the PFOO-L upper bound")
+    p.add_argument("--out", help="directory for table.txt, result.json and the PNG plots")
+    p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a tty")
+    p.add_argument("--chunk", type=int, default=65536, help="requests read per chunk")
+    p.add_argument("--window", type=int, default=0,
+                   help="requests per point of the over-time series (default: 1%% of the trace)")
+    p.add_argument("--unknown-size", default="1GiB", help="size of history files whose size is unknown")
+    _workload_options(p)
+    p.set_defaults(func=cmd_simulate)
+
+    t = subparsers.add_parser("trace", help="access traces for the simulator")
+    tsub = t.add_subparsers(dest="trace_command", required=True)
+    g = tsub.add_parser("generate", help="write a synthetic analysis workload as a CSV trace")
+    g.add_argument("output", help="CSV file to write")
+    g.add_argument("--chunk", type=int, default=65536, help=argparse.SUPPRESS)
+    _workload_options(g)
+    g.set_defaults(func=cmd_generate)

@@ -1,0 +1,65 @@
+"""The coordinator's own database as a trace: every recorded access, in time order.
+
+Each row of ``htda_accesses`` (one started job reading one input file) is one
+request of the file, sized by ``htda_files.size`` (``unknown_size`` where the
+size was never reported).  Its group is the job's task group when the job
+named a task, otherwise the group of the job's inputs: the larger of the two
+groups the coordinator rates the file by.  The rows are streamed from the
+database in chunks (server-side where the driver supports it), so a long
+history does not have to fit in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sqlalchemy import create_engine, func, select
+
+from ..coordinator.model import Access, File, Job
+from .trace import DEFAULT_CHUNK, Chunk, Interner
+
+__all__ = ["HistoryTrace"]
+
+
+class HistoryTrace:
+    """Iterate the accesses of a coordinator database (any SQLAlchemy URL) as :class:`Chunk` objects."""
+
+    has_groups = True
+
+    def __init__(self, url: str, chunk_size: int = DEFAULT_CHUNK, unknown_size: int = 1 << 30):
+        self.url = url
+        self.chunk_size = chunk_size
+        self.unknown_size = unknown_size
+        self.objects = Interner()
+        self.groups = Interner()
+        self.engine = create_engine(url)
+
+    def requests(self) -> int:
+        """How many accesses the database holds."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(Access)).scalar_one())
+
+    def chunks(self, progress=None) -> Iterator[Chunk]:
+        query = (select(Access.time, Access.file_id, File.size, Job.input_group_id, Job.task_group_id)
+                 .join(File, File.id == Access.file_id).join(Job, Job.id == Access.job)
+                 .order_by(Access.time, Access.job, Access.file_id))
+        done = 0
+        with self.engine.connect() as conn:
+            rows = conn.execution_options(yield_per=self.chunk_size).execute(query)
+            for part in rows.partitions(self.chunk_size):
+                times, ids, sizes, groups = [], [], [], []
+                for t, file_id, size, input_group, task_group in part:
+                    size = self.unknown_size if size is None else int(size)
+                    times.append(float(t))
+                    ids.append(self.objects((file_id, size)))
+                    sizes.append(size)
+                    groups.append(self.groups(task_group if task_group is not None else input_group))
+                done += len(ids)
+                if progress is not None:
+                    progress(done)
+                yield Chunk.from_lists(times, ids, sizes, groups)
+
+    __iter__ = chunks
+
+    def close(self) -> None:
+        self.engine.dispose()

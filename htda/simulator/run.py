@@ -1,0 +1,119 @@
+"""A simulation run: which policies at which cache sizes, built from a :class:`RunSpec`, over one trace.
+
+Baseline policies (``lru``, ``lfu``, ``arc`` and any a site adds) are plugins
+of the entry-point group ``htda.simulator.policies``; HTDA's policy is built
+around a rating policy of the coordinator's group ``htda.policies``
+(``lrfu`` by default), once per half-life.  With ``nodes > 1`` every policy
+runs as that many independent caches of ``capacity / nodes`` bytes, each
+request going to the node of its group (so the files of a group share a
+node, as the coordinator's placement arranges).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ..node.plugins import PluginError, load
+from .engine import ReplayResult, replay
+from .htda_policy import HTDAPolicy
+from .offline import BeladyPolicy
+from .policies import CachePolicy
+from .trace import NO_GROUP, Chunk
+
+__all__ = ["RunSpec", "PartitionedPolicy", "simulate", "htda_label", "SIMULATOR_POLICIES", "RATING_POLICIES"]
+
+SIMULATOR_POLICIES = "htda.simulator.policies"
+RATING_POLICIES = "htda.policies"
+
+
+@dataclass
+class RunSpec:
+    """What to compare: cache sizes (bytes) x (baselines + HTDA at each half-life) + offline bounds."""
+
+    capacities: list[int]
+    half_lives: list[float] = field(default_factory=lambda: [300.0, 3600.0, 86400.0])
+    baselines: list[str] = field(default_factory=lambda: ["lru", "lfu", "arc"])
+    rating: str = "lrfu"
+    per_size: bool = False
+    accesses: str = "job"
+    nodes: int = 1
+    belady: bool = True
+    bound: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.capacities or any(c < 0 for c in self.capacities):
+            raise ValueError("give at least one cache size, each >= 0 bytes")
+        if any(not h > 0 for h in self.half_lives):
+            raise ValueError("half-lives must be > 0 seconds")
+        if self.nodes < 1:
+            raise ValueError("nodes must be >= 1")
+
+
+def htda_label(half_life: float) -> str:
+    """``htda(6h)``-style label of HTDA's policy at one half-life."""
+    for unit, seconds in (("d", 86400), ("h", 3600), ("m", 60)):
+        if half_life >= seconds and half_life % seconds == 0:
+            return f"htda({int(half_life // seconds)}{unit})"
+    return f"htda({half_life:g}s)"
+
+
+class PartitionedPolicy(CachePolicy):
+    """``nodes`` caches of one policy; each request goes to the node of its group (or object)."""
+
+    def __init__(self, make: Callable[[int], CachePolicy], capacity: int, nodes: int):
+        self.parts = [make(capacity // nodes) for _ in range(nodes)]
+        super().__init__(capacity, self.parts[0].label)
+        self.name = self.parts[0].name
+
+    def replay(self, times, ids, sizes, groups):
+        n = len(self.parts)
+        routed: list[tuple[list, list, list, list]] = [([], [], [], []) for _ in range(n)]
+        for request in zip(times, ids, sizes, groups):
+            key = request[3] if request[3] != NO_GROUP else request[1]
+            part = routed[key % n]
+            for column, value in zip(part, request):
+                column.append(value)
+        hits = hit_bytes = 0
+        for policy, requests in zip(self.parts, routed):
+            if requests[0]:
+                h, b = policy.replay(*requests)
+                hits += h
+                hit_bytes += b
+        self.staged = sum(p.staged for p in self.parts)
+        self.evicted = sum(p.evicted for p in self.parts)
+        self.used = sum(p.used for p in self.parts)
+        return hits, hit_bytes
+
+
+def _plugin(group: str, name: str):
+    try:
+        return load(group, name)
+    except PluginError as exc:
+        raise ValueError(str(exc)) from None  # a bad name on the command line is bad input, not a crash
+
+
+def build_policies(spec: RunSpec) -> list[CachePolicy]:
+    """The online policies of ``spec``, one per (policy, cache size)."""
+    makers: list[Callable[[int], CachePolicy]] = []
+    for name in spec.baselines:
+        cls = _plugin(SIMULATOR_POLICIES, name)
+        makers.append(lambda cap, cls=cls: cls(cap))
+    rating_cls = _plugin(RATING_POLICIES, spec.rating)
+    for half_life in spec.half_lives:
+        label = htda_label(half_life) if spec.rating == "lrfu" else f"{htda_label(half_life)}-{spec.rating}"
+        makers.append(lambda cap, h=half_life, label=label: HTDAPolicy(
+            cap, rating_cls(half_life=h), label=label, per_size=spec.per_size, accesses=spec.accesses))
+    policies = []
+    for capacity in spec.capacities:
+        for make in makers:
+            policies.append(make(capacity) if spec.nodes == 1 else PartitionedPolicy(make, capacity, spec.nodes))
+    return policies
+
+
+def simulate(chunks: Iterable[Chunk], spec: RunSpec, progress=None, window: int | None = None) -> ReplayResult:
+    """Replay ``chunks`` through every policy of ``spec``, then Belady and the PFOO-L bound; ``window``
+    requests per point of the time series."""
+    offline = [BeladyPolicy(c) for c in spec.capacities] if spec.belady else []
+    bounds = spec.capacities if spec.bound else []
+    return replay(chunks, build_policies(spec), offline, bounds, progress, window)
