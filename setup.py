@@ -42,6 +42,12 @@ ENTRY_POINTS = {
         "lru = htda.coordinator.rating:LRUPolicy",
         "lfu = htda.coordinator.rating:LFUPolicy",
     ],
+    # cache replacement policies the simulator compares HTDA's with
+    "htda.simulator.policies": [
+        "lru = htda.simulator.policies:LRUPolicy",
+        "lfu = htda.simulator.policies:LFUPolicy",
+        "arc = htda.simulator.policies:ARCPolicy",
+    ],
 }
 
 setup(
