@@ -179,6 +179,10 @@ class Stager:
 
         try:
             with uproot.open(path) as fh:
-                fh.keys()
+                keys = fh.keys(cycle=False)
+                if not keys:
+                    raise ValueError("it has no keys")
+                for key in keys[:16]:  # reads each object's header (a TTree's metadata), not its data
+                    fh[key]
         except Exception as exc:  # noqa: BLE001 - any uproot failure means a broken ROOT file
             raise StagingError(f"{job.lfn}: not a readable ROOT file: {exc}") from None

@@ -14,9 +14,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote
 
+import numpy as np
+
 from htda.testing.nodes import free_port, wait_until
 
-__all__ = ["XRootDServer", "RangeHTTPServer"]
+__all__ = ["XRootDServer", "RangeHTTPServer", "copy_tree", "make_tree", "write_root_file"]
 
 
 class XRootDServer:
@@ -162,3 +164,82 @@ class RangeHTTPServer(ThreadingHTTPServer):
 
 def copy_tree(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, dirs_exist_ok=True, copy_function=shutil.copy2)
+
+
+def write_root_file(path: Path, entries: int = 200, seed: int = 1) -> None:
+    """A small ROOT file with one TTree of numpy arrays, written by uproot."""
+    import uproot
+
+    rng = np.random.default_rng(seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with uproot.recreate(path) as fh:
+        fh["events"] = {"pt": rng.exponential(20.0, entries), "n": rng.integers(0, 10, entries).astype(np.int32)}
+
+
+def make_tree(root: Path, sizes: dict[str, int], seed: int = 7) -> dict[str, bytes]:
+    """Files of random bytes under ``root``; returns LFN -> content."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for lfn, size in sizes.items():
+        path = root / lfn.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        path.write_bytes(data)
+        out[lfn] = data
+    return out
+
+
+class PeerStandIn:
+    """A coordinator and locator stand-in speaking the REST contracts, for the cache's tests.
+
+    The real components are built in their own issues; this one serves a
+    fixed assignment, records releases and holdings, and checks signatures
+    with the node runtime's own verifier, like the real ones.
+    """
+
+    def __init__(self, secret: bytes):
+        from htda.node.auth import Verifier
+        from htda.node.rest import API, RestApp, RestServer, Route
+
+        self.files: list[dict] = []
+        self.draining = False
+        self.releases: list[dict] = []
+        self.holdings: list[dict] = []
+        self.held: dict[str, int] = {}
+        self.app = RestApp(Verifier(secret), ["127.0.0.0/8"])
+        self.app.add([
+            Route("GET", f"{API}/coordinator/assignments/{{node}}", self._assignments, "assignments"),
+            Route("POST", f"{API}/coordinator/releases", self._releases, "releases"),
+            Route("POST", f"{API}/locator/holdings", self._holdings, "holdings"),
+        ])
+        self.server = RestServer(self.app, "127.0.0.1", 0, threads=4)
+
+    def start(self) -> "PeerStandIn":
+        self.server.start()
+        self.url = f"http://127.0.0.1:{self.server.port}"
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def assign(self, files: list[tuple[str, float]] | list[dict], draining: bool = False) -> None:
+        self.files = [f if isinstance(f, dict) else {"lfn": f[0], "score": f[1], "size": None, "source": None}
+                      for f in files]
+        self.draining = draining
+
+    def _assignments(self, request) -> dict:
+        return {"node": request.params["node"], "cycle": 1, "files": self.files, "draining": self.draining}
+
+    def _releases(self, request) -> dict:
+        self.releases.append(request.json)
+        return {"released": len(request.json["lfns"])}
+
+    def _holdings(self, request) -> dict:
+        body = request.json
+        self.holdings.append(body)
+        if body["replace"]:
+            self.held = {}
+        for lfn in body.get("removed", []):
+            self.held.pop(lfn, None)
+        self.held.update({f["lfn"]: f["size"] for f in body["files"]})
+        return {"files": len(self.held)}

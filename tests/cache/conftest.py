@@ -8,39 +8,15 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from htda.cache.testing import RangeHTTPServer, XRootDServer
+from htda.cache.testing import RangeHTTPServer, XRootDServer, make_tree, write_root_file
 
 IS_ROOT = os.geteuid() == 0
 HAS_FUSE = os.path.exists("/dev/fuse") and shutil.which("mergerfs") is not None
 
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting needs root")
 needs_mergerfs = pytest.mark.skipif(not (IS_ROOT and HAS_FUSE), reason="needs root, /dev/fuse and mergerfs")
-
-
-def write_root_file(path: Path, entries: int = 200, seed: int = 1) -> None:
-    """A small ROOT file with one TTree of numpy arrays, written by uproot."""
-    import uproot
-
-    rng = np.random.default_rng(seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with uproot.recreate(path) as fh:
-        fh["events"] = {"pt": rng.exponential(20.0, entries), "n": rng.integers(0, 10, entries).astype(np.int32)}
-
-
-def make_tree(root: Path, sizes: dict[str, int], seed: int = 7) -> dict[str, bytes]:
-    """Files of random bytes under ``root``; returns LFN -> content."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for lfn, size in sizes.items():
-        path = root / lfn.lstrip("/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
-        path.write_bytes(data)
-        out[lfn] = data
-    return out
 
 
 @pytest.fixture

@@ -1,0 +1,181 @@
+"""The cache component in a real node: assignments in, validated copies, reports out, restarts."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from htda.cache.testing import PeerStandIn, make_tree
+from htda.node.client import Client, HTTPStatusError
+from htda.testing.nodes import SECRET, wait_until
+
+
+@pytest.fixture
+def peer():
+    standin = PeerStandIn(SECRET.encode()).start()
+    yield standin
+    standin.stop()
+
+
+@pytest.fixture
+def storage(tmp_path):
+    root = tmp_path / "storage"
+    files = make_tree(root, {f"/store/f{i}.dat": 50_000 + 10_000 * i for i in range(6)})
+    return root, files
+
+
+def cache_section(tmp_path, peer, storage_root, **extra):
+    section = {"storage": "posix", "storage_location": str(storage_root),
+               "devices": [{"path": str(tmp_path / "dev0")}], "coordinators": [peer.url], "locators": [peer.url],
+               "cycle": 0.2, "holdings_interval": 1.0, "retry_delay": 0.1, "revalidate_interval": 0.0}
+    section.update(extra)
+    return {"cache": section}
+
+
+def held(node) -> dict[str, dict]:
+    return {f["lfn"]: f for f in Client(SECRET.encode()).get(f"{node.url}/api/v1/cache/files")["files"]}
+
+
+def copy_path(tmp_path, lfn, dev="dev0"):
+    return tmp_path / dev / "data" / lfn.lstrip("/")
+
+
+def test_stages_assignment_and_reports(inprocess_node, peer, storage, tmp_path):
+    root, files = storage
+    peer.assign([(lfn, float(i)) for i, lfn in enumerate(files)])
+    node = inprocess_node("c1", ["cache"], sections=cache_section(tmp_path, peer, root))
+    wait_until(lambda: len(held(node)) == len(files), what="all files staged")
+    for lfn, data in files.items():
+        assert copy_path(tmp_path, lfn).read_bytes() == data
+    wait_until(lambda: peer.held == {lfn: len(d) for lfn, d in files.items()}, what="holdings at the locator")
+    client = Client(SECRET.encode())
+    devices = client.get(f"{node.url}/api/v1/cache/devices")["devices"]
+    assert devices[0]["used_bytes"] == sum(map(len, files.values())) and devices[0]["files"] == len(files)
+    info = wait_until(lambda: node.components["cache"].heartbeat_info(), what="heartbeat info")
+    assert info["files"] == len(files) and info["used_bytes"] == sum(map(len, files.values()))
+    assert set(info) == {"capacity_bytes", "free_bytes", "used_bytes", "files", "staging"}
+    metrics = client.get_text(f"{node.url}/metrics") if hasattr(client, "get_text") else None
+    assert metrics is None or "htda_cache_staged_bytes_total" in metrics
+    staging = client.get(f"{node.url}/api/v1/cache/staging")
+    assert staging["active"] == [] and staging["failed"] == []
+
+
+def test_eviction_for_higher_scores_and_release(inprocess_node, peer, storage, tmp_path):
+    root, files = storage
+    lfns = sorted(files)
+    capacity = len(files[lfns[0]]) + len(files[lfns[2]]) + 5_000  # room for 0+1 or 0+2, never all three
+    peer.assign([(lfns[0], 5.0), (lfns[1], 4.0), (lfns[2], 1.0)])
+    section = cache_section(tmp_path, peer, root, devices=[{"path": str(tmp_path / "dev0"), "capacity": capacity,
+                                                            "high_watermark": 1.0, "low_watermark": 0.9}])
+    node = inprocess_node("c2", ["cache"], sections=section)
+    wait_until(lambda: set(held(node)) == {lfns[0], lfns[1]}, what="the two best files")
+    wait_until(lambda: any(lfns[2] in r["lfns"] for r in peer.releases), what="release of the third")
+    peer.assign([(lfns[0], 5.0), (lfns[1], 1.0), (lfns[2], 9.0)])
+    wait_until(lambda: set(held(node)) == {lfns[0], lfns[2]}, what="higher score evicting the lower")
+    assert not copy_path(tmp_path, lfns[1]).exists()
+    evictions = Client(SECRET.encode()).get(f"{node.url}/api/v1/cache/evictions")["evictions"]
+    assert evictions[0]["lfn"] == lfns[1] and evictions[0]["reason"] == "outranked"
+    wait_until(lambda: lfns[1] not in peer.held and lfns[2] in peer.held, what="delta at the locator")
+
+
+def test_source_change_is_restaged(inprocess_node, peer, storage, tmp_path):
+    root, files = storage
+    lfn = sorted(files)[0]
+    peer.assign([(lfn, 1.0)])
+    node = inprocess_node("c3", ["cache"], sections=cache_section(tmp_path, peer, root))
+    wait_until(lambda: lfn in held(node), what="staged")
+    (root / lfn.lstrip("/")).write_bytes(b"new content")
+    wait_until(lambda: held(node).get(lfn, {}).get("size") == 11, what="restaged after the source changed")
+    assert copy_path(tmp_path, lfn).read_bytes() == b"new content"
+    (root / lfn.lstrip("/")).unlink()
+    wait_until(lambda: lfn not in held(node), what="dropped after the source vanished")
+    assert not copy_path(tmp_path, lfn).exists()
+
+
+def test_corrupted_copy_on_disk_is_found_and_replaced(inprocess_node, peer, storage, tmp_path):
+    root, files = storage
+    lfn = sorted(files)[0]
+    peer.assign([(lfn, 1.0)])
+    node = inprocess_node("c4", ["cache"], sections=cache_section(tmp_path, peer, root, revalidate_interval=3600.0))
+    wait_until(lambda: lfn in held(node), what="staged")
+    path = copy_path(tmp_path, lfn)
+    st = path.stat()
+    with open(path, "r+b") as fh:  # bit rot: same size, same mtime, other bytes
+        fh.seek(1000)
+        fh.write(b"\xff" * 16)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    for entry in node.components["cache"].service.index.entries():
+        entry.checked_at = 0.0  # due for its scrub now
+    node.components["cache"].run_cycle()
+    evictions = node.components["cache"].service.evictions
+    assert any(e["reason"] == "checksum mismatch on disk" for e in evictions)
+    wait_until(lambda: lfn in held(node), what="restaged")
+    assert path.read_bytes() == files[lfn]
+
+
+def test_restart_keeps_valid_copies_and_drops_bad_ones(tmp_path, peer, storage):
+    from htda.testing.nodes import free_port, start_inprocess, write_config
+
+    root, files = storage
+    lfns = sorted(files)
+    peer.assign([(lfn, 1.0) for lfn in lfns])
+    port = free_port()
+    section = cache_section(tmp_path, peer, root, verify_on_start="checksum")
+    config = write_config(tmp_path, "c5", ["cache"], port, [f"http://127.0.0.1:{port}"], sections=section)
+    node = start_inprocess(config)
+    try:
+        wait_until(lambda: len(held(node)) == len(files), what="staged")
+        staged_at = {lfn: f["staged_at"] for lfn, f in held(node).items()}
+    finally:
+        node.stop()
+    copy_path(tmp_path, lfns[0]).write_bytes(b"garbage")  # wrong size
+    bad = copy_path(tmp_path, lfns[1])
+    st = bad.stat()
+    with open(bad, "r+b") as fh:
+        fh.write(b"\0" * 8)  # same size, same mtime: only the checksum can tell
+    os.utime(bad, ns=(st.st_atime_ns, st.st_mtime_ns))
+    (root / lfns[2].lstrip("/")).write_bytes(b"changed at the source")
+    node = start_inprocess(config)
+    try:
+        recovered = node.components["cache"].recovered
+        assert recovered["dropped"] == 3 and recovered["kept"] == len(files) - 3
+        kept = held(node)
+        assert all(kept[lfn]["staged_at"] == staged_at[lfn] for lfn in lfns[3:])  # not fetched again
+        wait_until(lambda: len(held(node)) == len(files), what="the dropped ones fetched again")
+        for lfn in lfns:
+            assert copy_path(tmp_path, lfn).read_bytes() == (root / lfn.lstrip("/")).read_bytes()
+        reasons = {e["lfn"]: e["reason"] for e in node.components["cache"].service.evictions}
+        assert "checksum" in reasons[lfns[1]] and "source changed" in reasons[lfns[2]]
+    finally:
+        node.stop()
+
+
+def test_admin_input_errors(inprocess_node, peer, storage, tmp_path):
+    root, _ = storage
+    node = inprocess_node("c6", ["cache"], sections=cache_section(tmp_path, peer, root))
+    client = Client(SECRET.encode())
+    with pytest.raises(HTTPStatusError) as err:
+        client.get(f"{node.url}/api/v1/cache/files?limit=lots")
+    assert err.value.status == 400
+    with pytest.raises(HTTPStatusError) as err:
+        client.post(f"{node.url}/api/v1/cache/cycle", {"bogus": 1})
+    assert err.value.status == 400
+    status, _ = client.raw("POST", f"{node.url}/api/v1/cache/cycle", b"{}")
+    assert status == 401
+    assert client.post(f"{node.url}/api/v1/cache/cycle", {})["coordinator"] == peer.url
+
+
+def test_bad_lfns_and_sources_in_an_assignment_are_skipped(inprocess_node, peer, storage, tmp_path):
+    root, files = storage
+    good = sorted(files)[0]
+    peer.assign([{"lfn": "/../etc/passwd", "score": 9.0, "size": None, "source": None},
+                 {"lfn": "/store/x\u0000y", "score": 8.0, "size": 5, "source": None},
+                 {"lfn": "/store/f1.dat", "score": 7.0, "size": None, "source": "file:///etc"},
+                 {"lfn": good, "score": 1.0, "size": None, "source": None}])
+    node = inprocess_node("c7", ["cache"], sections=cache_section(tmp_path, peer, root))
+    wait_until(lambda: good in held(node), what="the good file staged")
+    time.sleep(0.5)
+    assert set(held(node)) == {good}
+    assert not (tmp_path / "etc").exists()
