@@ -1,0 +1,96 @@
+"""Simulator benchmark: replay speed per policy, peak memory of a long replay, and HTDA's policy against
+LRU/LFU and the PFOO-L bound on the synthetic analysis workload.
+
+    python bench/simulator_bench.py            # quick: 1 M requests for speed and memory, 200 k for the table
+    python bench/simulator_bench.py --full     # 10 M requests for speed and memory, 1 M for the table
+
+Peak RSS is measured in a child process per run so the runs do not inherit
+each other's memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+from htda.simulator.generator import AnalysisWorkload
+from htda.simulator.report import best_half_lives, sweep_table
+from htda.simulator.run import RunSpec, simulate
+
+FRACTIONS = (0.05, 0.1, 0.2, 0.3, 0.5)
+
+
+def working_set(requests: int, seed: int) -> int:
+    # The mean dataset size converges long before the end of a long trace: estimate it on a shorter one.
+    return AnalysisWorkload(requests=min(requests, 1_000_000), seed=seed).working_set_bytes()
+
+
+def child(requests: int, bounds: bool, seed: int) -> dict:
+    """One replay at 20 % of the working set; returns speeds and this process's peak RSS."""
+    workload = AnalysisWorkload(requests=requests, seed=seed)
+    spec = RunSpec(capacities=[int(0.2 * working_set(requests, seed))], half_lives=[300.0],
+                   baselines=["lru", "lfu", "arc"], belady=bounds, bound=bounds)
+    started = time.perf_counter()
+    result = simulate(workload.chunks(), spec)
+    wall = time.perf_counter() - started
+    return {
+        "requests": result.requests, "wall_seconds": wall,
+        "requests_per_second": {r.label: result.requests / r.seconds for r in result.results if r.seconds > 0},
+        "byte_hit_ratio": {r.label: result.byte_hit_ratio(r) for r in result.results},
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def run_child(requests: int, bounds: bool, seed: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", str(requests), "--seed", str(seed)]
+                         + ([] if bounds else ["--online-only"]), check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def speed_and_memory(requests: int, seed: int) -> None:
+    print("== replay speed and memory, synthetic analysis workload, cache = 20 % of the working set ==")
+    small = max(requests // 10, 100_000)
+    for n, bounds in ((small, False), (requests, False), (requests, True)):
+        data = run_child(n, bounds, seed)
+        what = "online policies + Belady + PFOO-L" if bounds else "online policies only"
+        print(f"\n{n:,} requests, {what}: wall {data['wall_seconds']:.1f} s "
+              f"(incl. generating the trace), peak RSS {data['peak_rss_mb']:.0f} MB")
+        for label, rate in data["requests_per_second"].items():
+            print(f"  {label:10} {rate:12,.0f} requests/s")
+
+
+def versus_baselines(requests: int, seed: int) -> None:
+    workload = AnalysisWorkload(requests=requests, seed=seed)
+    ws = working_set(requests, seed)
+    spec = RunSpec(capacities=[int(f * ws) for f in FRACTIONS], half_lives=[300.0, 3600.0, 86400.0],
+                   baselines=["lru", "lfu", "arc"], belady=True, bound=True)
+    result = simulate(workload.chunks(), spec)
+    print(f"\n== HTDA vs LRU/LFU/ARC, {requests:,} requests, working set {ws / 1e9:.0f} GB ==")
+    print(sweep_table(result, byte=True, reference=ws))
+    print()
+    print(best_half_lives(result, reference=ws))
+    ratio = {(r.label, r.capacity): result.byte_hit_ratio(r) for r in result.results}
+    wins = all(ratio["htda(5m)", c] > max(ratio["lru", c], ratio["lfu", c]) for c in spec.capacities)
+    print(f"\nhtda(5m) beats LRU and LFU on byte hit ratio at every size from 5 % to 50 %: {'yes' if wins else 'NO'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--full", action="store_true", help="10 M requests (several minutes)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--online-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, not args.online_only, args.seed)))
+        return
+    speed_and_memory(10_000_000 if args.full else 1_000_000, args.seed)
+    versus_baselines(1_000_000 if args.full else 200_000, args.seed)
+
+
+if __name__ == "__main__":
+    main()
