@@ -13,10 +13,6 @@ import pytest
 from htda.cache.testing import RangeHTTPServer, XRootDServer, make_tree, write_root_file
 
 IS_ROOT = os.geteuid() == 0
-HAS_FUSE = os.path.exists("/dev/fuse") and shutil.which("mergerfs") is not None
-
-needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting needs root")
-needs_mergerfs = pytest.mark.skipif(not (IS_ROOT and HAS_FUSE), reason="needs root, /dev/fuse and mergerfs")
 
 
 @pytest.fixture

@@ -1,0 +1,233 @@
+"""Union views on real mounts: every file reads the same through the view as from storage,
+before staging, after staging, after eviction, and with the daemon killed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+
+import pytest
+
+from htda.cache.backends.http import HTTPStorage
+from htda.cache.backends.posix import PosixDevice, PosixStorage
+from htda.cache.staging import Stager, StagingJob
+from htda.cache.testing import PeerStandIn, make_tree, write_root_file
+from htda.cache.union import mount_type, unmount
+from htda.cache.union.mergerfs import MergerfsDriver
+from htda.cache.union.overlayfs import OverlayfsDriver
+from htda.cache.union.symlink import SymlinkDriver
+from htda.testing.nodes import SECRET, wait_until
+
+IS_ROOT = os.geteuid() == 0
+HAS_FUSE = os.path.exists("/dev/fuse") and shutil.which("mergerfs") is not None
+needs_root = pytest.mark.skipif(not IS_ROOT, reason="overlayfs mounts need root")
+needs_mergerfs = pytest.mark.skipif(not (IS_ROOT and HAS_FUSE), reason="needs root, /dev/fuse and mergerfs")
+
+DRIVERS = {"mergerfs": MergerfsDriver, "overlayfs": OverlayfsDriver, "symlink": SymlinkDriver}
+SKIPS = {"mergerfs": needs_mergerfs, "overlayfs": needs_root, "symlink": pytest.mark.skipif(False, reason="")}
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root = tmp_path / "storage"
+    files = make_tree(root, {"/store/a/1.dat": 300_000, "/store/a/2.dat": 70_000, "/store/b/3.dat": 5,
+                             "/store/b/c/4.dat": 0, "/top.dat": 123_456})
+    write_root_file(root / "store/r/e.root")
+    files["/store/r/e.root"] = (root / "store/r/e.root").read_bytes()
+    return root, files
+
+
+@pytest.fixture
+def views():
+    """Drivers started by a test are torn down after it, whatever happened."""
+    started = []
+    yield started
+    for driver in started:
+        try:
+            driver.teardown()
+        except Exception:  # noqa: BLE001 - best effort cleanup of mounts
+            pass
+
+
+def read_view(view, lfn: str) -> bytes:
+    with open(os.path.join(view, lfn.lstrip("/")), "rb") as fh:
+        return fh.read()
+
+
+def assert_view_matches(view, files) -> None:
+    for lfn, data in files.items():
+        assert read_view(view, lfn) == data, f"{lfn} differs through the view"
+
+
+def served_from_cache(driver, view, lfn: str, device: PosixDevice) -> bool | None:
+    path = os.path.join(view, lfn.lstrip("/"))
+    if driver == "mergerfs":
+        return os.getxattr(path, "user.mergerfs.fullpath").decode().startswith(device.data_dir)
+    if driver == "symlink":
+        return os.readlink(path).startswith(device.data_dir)
+    return None  # overlayfs does not say which layer a file came from
+
+
+@pytest.mark.parametrize("driver", [pytest.param(n, marks=SKIPS[n]) for n in DRIVERS])
+def test_view_serves_storage_bytes_before_and_after_staging_and_eviction(driver, tree, tmp_path, views):
+    root, files = tree
+    device = PosixDevice(str(tmp_path / "dev"))
+    view = str(tmp_path / "view")
+    union = DRIVERS[driver](view, device.branches(), str(root), str(tmp_path / "state"),
+                            {"min_interval": "0", "grace": "0"})
+    views.append(union)
+    union.start([])
+    assert_view_matches(view, files)
+    storage, stager = PosixStorage(str(root)), Stager()
+    staged = sorted(files)[::2]
+    for lfn in staged:
+        stager.stage(StagingJob(lfn, storage, device))
+        union.added(lfn)
+    union.refresh()
+    assert_view_matches(view, files)
+    for lfn in staged:
+        assert served_from_cache(driver, view, lfn, device) in (True, None)
+    for lfn in staged[:2]:
+        union.removing(lfn)
+        device.delete(lfn)
+    union.refresh()
+    assert_view_matches(view, files)
+    for lfn in staged[:2]:
+        assert served_from_cache(driver, view, lfn, device) in (False, None)
+
+
+@needs_mergerfs
+def test_mergerfs_writes_go_to_storage_and_new_copies_show_at_once(tree, tmp_path, views):
+    root, files = tree
+    device = PosixDevice(str(tmp_path / "dev"))
+    view = tmp_path / "view"
+    union = MergerfsDriver(str(view), device.branches(), str(root), str(tmp_path / "state"))
+    views.append(union)
+    union.start([])
+    (view / "store/a/out.txt").write_text("written by a job")
+    assert (root / "store/a/out.txt").read_text() == "written by a job"
+    assert not os.path.exists(os.path.join(device.data_dir, "store/a/out.txt"))
+    Stager().stage(StagingJob("/store/a/1.dat", PosixStorage(str(root)), device))  # no refresh needed
+    assert served_from_cache("mergerfs", str(view), "/store/a/1.dat", device)
+    # a restarted daemon adopts the mount and sets its branches at run time
+    again = MergerfsDriver(str(view), device.branches(), str(root), str(tmp_path / "state"))
+    again.start(["/store/a/1.dat"])
+    assert mount_type(str(view)) == "fuse.mergerfs"
+    assert_view_matches(str(view), files)
+
+
+@needs_root
+def test_overlayfs_remount_keeps_open_files_working(tree, tmp_path, views):
+    root, files = tree
+    device = PosixDevice(str(tmp_path / "dev"))
+    view = tmp_path / "view"
+    union = OverlayfsDriver(str(view), device.branches(), str(root), str(tmp_path / "state"),
+                            {"min_interval": "0", "grace": "0"})
+    views.append(union)
+    union.start([])
+    first = os.path.realpath(view)
+    held_open = open(view / "store/a/1.dat", "rb")
+    try:
+        lfn = "/store/a/1.dat"
+        Stager().stage(StagingJob(lfn, PosixStorage(str(root)), device))
+        union.added(lfn)
+        union.refresh()  # new mount, symlink swapped, old mount detached lazily
+        assert os.path.realpath(view) != first
+        assert mount_type(first) is None  # detached (grace 0), yet the open file still reads
+        assert held_open.read() == files[lfn]
+        assert_view_matches(str(view), files)
+    finally:
+        held_open.close()
+    with pytest.raises(OSError):
+        open(view / "store/new.txt", "w")  # read-only: jobs write to storage by its own path
+
+
+def cache_section(tmp_path, peer, storage_root, view, driver, **extra):
+    section = {"storage": "posix", "storage_location": str(storage_root),
+               "devices": [{"path": str(tmp_path / "dev0")}], "coordinators": [peer.url], "locators": [peer.url],
+               "cycle": 0.2, "retry_delay": 0.1, "union": driver, "view": str(view),
+               "view_options": "min_interval=0;grace=0"}
+    section.update(extra)
+    return {"cache": section}
+
+
+@pytest.fixture
+def peer():
+    standin = PeerStandIn(SECRET.encode()).start()
+    yield standin
+    standin.stop()
+
+
+def cleanup_view(driver: str, view, tmp_path) -> None:
+    if driver == "overlayfs":
+        OverlayfsDriver(str(view), [], None, str(tmp_path / "data" / "k")).teardown()
+    elif driver == "mergerfs":
+        unmount(str(view))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("driver", [pytest.param(n, marks=SKIPS[n]) for n in DRIVERS])
+def test_view_keeps_serving_after_the_daemon_is_killed(driver, tree, tmp_path, node_factory, peer):
+    root, files = tree
+    peer.assign([(lfn, 1.0) for lfn in files])
+    view = tmp_path / "view"
+    node = node_factory("k", ["cache"], sections=cache_section(tmp_path, peer, root, view, driver))
+    try:
+        wait_until(lambda: len(node.get("/api/v1/cache/files")["files"]) == len(files), timeout=20,
+                   what="all files staged")
+        assert_view_matches(str(view), files)
+        node.kill()
+        assert_view_matches(str(view), files)  # the daemon is gone; the view is not
+        node.start()
+        wait_until(lambda: node.get("/api/v1/cache/files")["total"] == len(files), what="index rebuilt")
+        assert_view_matches(str(view), files)
+    finally:
+        node.stop()
+        cleanup_view(driver, view, tmp_path)
+
+
+@pytest.mark.slow
+@needs_mergerfs
+def test_daemon_killed_mid_staging_serves_no_bad_byte(tmp_path, node_factory, peer, http_server):
+    files = make_tree(http_server.root, {"/store/slow.dat": 2_000_000, "/store/quick.dat": 10_000})
+    http_server.delay = 0.02  # ~3 MB/s: the big copy takes a while
+    peer.assign([("/store/slow.dat", 2.0), ("/store/quick.dat", 1.0)])
+    view = tmp_path / "view"
+    section = cache_section(tmp_path, peer, http_server.url, view, "mergerfs", storage="http",
+                            view_storage=str(http_server.root))
+    node = node_factory("m", ["cache"], sections=section)
+    try:
+        def copying():
+            active = node.get("/api/v1/cache/staging")["active"]
+            return any(j["lfn"] == "/store/slow.dat" and j["done_bytes"] > 100_000 for j in active)
+
+        wait_until(copying, timeout=20, what="the slow copy under way")
+        node.proc.send_signal(signal.SIGKILL)
+        node.proc.wait(10)
+        staging_dir = tmp_path / "dev0/staging"
+        assert os.listdir(staging_dir), "the kill should have left a partial temporary file"
+        assert not (tmp_path / "dev0/data/store/slow.dat").exists()
+        assert_view_matches(str(view), files)  # storage bytes, never the partial copy
+        http_server.delay = 0.0
+        node.start()
+        wait_until(lambda: node.get("/api/v1/cache/files")["total"] == 2, timeout=20, what="both staged")
+        assert (tmp_path / "dev0/data/store/slow.dat").read_bytes() == files["/store/slow.dat"]
+        assert os.listdir(staging_dir) == []
+        assert_view_matches(str(view), files)
+        held = {f["lfn"]: f["size"] for f in node.get("/api/v1/cache/files")["files"]}
+        assert held == {lfn: len(d) for lfn, d in files.items()}
+    finally:
+        node.stop()
+        cleanup_view("mergerfs", view, tmp_path)
+
+
+def test_http_storage_has_no_local_root(http_server):
+    assert HTTPStorage(http_server.url).local_root() is None
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="needs root")
+def test_mount_type_reports_none_for_plain_dirs(tmp_path):
+    assert mount_type(str(tmp_path)) is None
+    assert subprocess.run(["true"]).returncode == 0
