@@ -206,11 +206,19 @@ def _fail_open(hook: str, data: bytes) -> int:
 def _translate(settings, data: bytes, deadline: float, log) -> int:
     status, body = _post(str(settings["node"]), "/api/v1/submit/translate", data, deadline)
     _signal.setitimer(_signal.ITIMER_REAL, 0)
-    if status != 200 or not body.strip():
+    if status != 200 or not _looks_like_the_job(body, split(data)[1]):
         log(f"agent answered HTTP {status}: {body[:200]!r}: left unchanged")
         return _fail_open("translate", data)
     _write_all(1, body)
     return 0
+
+
+def _looks_like_the_job(answer: bytes, job: bytes) -> bool:
+    """A cheap guard against printing a garbled answer (the router would drop the job): every
+    line is ``Name = expression`` and there are at least as many as the job had."""
+    lines = [line for line in answer.splitlines() if line.strip()]
+    return bool(lines) and len(lines) >= len([x for x in job.splitlines() if x.strip()]) and all(
+        b" = " in line for line in lines)
 
 
 def _lifecycle(hook: str):

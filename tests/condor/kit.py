@@ -93,3 +93,49 @@ class RecordingCoordinator:
 def agent_sections(locators: list[str], coordinators: list[str], **extra) -> dict:
     return {"submit": {"locators": locators, "coordinators": coordinators, "send_interval": 0.05,
                        "lfn_prefixes": PREFIXES, **extra}}
+
+
+class StubbornServer:
+    """A real HTTP server on loopback that answers every request late, or with fixed bytes."""
+
+    def __init__(self, delay: float = 0.0, status: int = 200, body: bytes = b"",
+                 content_type: str = "application/json"):
+        import http.server
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                if outer.delay:
+                    outer.released.wait(outer.delay)
+                try:
+                    self.send_response(outer.status)
+                    self.send_header("Content-Type", content_type)
+                    self.send_header("Content-Length", str(len(outer.body)))
+                    self.end_headers()
+                    self.wfile.write(outer.body)
+                except OSError:
+                    pass  # the client gave up first: that is the point
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.delay, self.status, self.body = delay, status, body
+        self.released = threading.Event()
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> "StubbornServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.released.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,89 @@
+"""The pieces under the hooks: ClassAd parsing, input mapping, job ids and states, hook settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from htda.condor import classads
+from htda.condor.hooks import DEFAULTS, load_settings, split
+from htda.condor.jobinfo import InputMapping, job_ids, job_state
+
+from .kit import PREFIXES, job_ad, parse
+
+MAPPING = InputMapping("HTDA_InputFiles", {p["prefix"]: p["lfn"] for p in PREFIXES})
+
+
+def test_split_follows_the_protocol():
+    assert split(b'[ Name = "r" ]\n------\nA = 1\n') == (b'[ Name = "r" ]', b"A = 1\n")
+    assert split(b"------\nA = 1\n") == (b"", b"A = 1\n")
+    assert split(b"A = 1\n") == (None, b"A = 1\n")
+
+
+def test_parse_job_refuses_what_htcondor_silently_skips():
+    assert classads.parse_job(job_ad())["Owner"] == "alice"
+    for bad in ("A = 1\nno equals here\n", "A = 1\nB = (\n", "A = 1\n = 2\n"):
+        with pytest.raises(classads.AdError):
+            classads.parse_job(bad)
+
+
+def test_evaluate_expressions_and_undefined():
+    ad = parse(job_ad(X="undefined", Y="1/0"))
+    assert classads.evaluate(ad, "RequestCpus") == 2
+    assert classads.evaluate(ad, "X", "d") == "d"
+    assert classads.evaluate(ad, "Y", "d") == "d"
+    assert classads.evaluate(ad, "Missing", 5) == 5
+
+
+@pytest.mark.parametrize("transfer, expected", [
+    ('"/storage/store/a.root, rel/b.root"', ["/store/a.root"]),
+    ('"root://xrootd.example.org//store/c.root,https://web/x.root"', ["/store/c.root"]),
+    ('"/storage/../etc/passwd"', []),  # refused by normalize_lfn, silently not an input
+    ('"a.root b.root"', []),
+])
+def test_transfer_input_mapping(transfer, expected):
+    assert MAPPING.lfns(parse(job_ad(TransferInput=transfer))) == expected
+
+
+def test_relative_entries_resolve_against_iwd():
+    mapping = InputMapping("HTDA_InputFiles", {"/data/": "/store/"})
+    ad = parse(job_ad(TransferInput='"x/f.root"', Iwd='"/data/run"'))
+    assert mapping.lfns(ad) == ["/store/run/x/f.root"]
+
+
+def test_declared_inputs_are_lfns_unless_a_prefix_maps_them():
+    ad = parse(job_ad(HTDA_InputFiles='"/store/a.root,/storage/store/b.root /store/a.root"'))
+    assert MAPPING.lfns(ad) == ["/store/a.root", "/store/b.root"]
+
+
+def test_job_ids_are_shared_by_a_job_and_its_routed_copy():
+    assert job_ids(parse(job_ad())) == ("submit.example.org#4711.3", "submit.example.org#4711")
+    routed = parse(job_ad(ClusterId="9", ProcId="0", RoutedFromJobId='"4711.3"'))
+    assert job_ids(routed)[0] == "submit.example.org#4711.3"
+
+
+@pytest.mark.parametrize("status, state", [("1", None), ("2", "started"), ("3", "removed"), ("4", "finished"),
+                                           ("5", None)])
+def test_job_state(status, state):
+    assert job_state(parse(job_ad(JobStatus=status)))[0] == state
+
+
+def test_affinity_expression_quotes_names():
+    text = classads.affinity_expression([("a", 1.0), ("b", 0.5)], "N")
+    ad = classads.ClassAd({"N": "b"})
+    assert classads.expr(text).eval(scope=ad) == 0.5
+
+
+def test_settings_file(tmp_path):
+    path = tmp_path / "hooks.toml"
+    path.write_text('node = "http://127.0.0.1:9"  # here\ntimeout = 2\nlog = \'/tmp/x\'\nmax_ad_bytes = 0.5\n')
+    settings = load_settings(str(path))
+    assert settings["node"] == "http://127.0.0.1:9" and settings["timeout"] == 2.0 and settings["log"] == "/tmp/x"
+    assert settings["max_ad_bytes"] == DEFAULTS["max_ad_bytes"]  # wrong type: default kept
+    assert load_settings(str(tmp_path / "missing.toml")) == DEFAULTS
+
+
+def test_shipped_hook_settings_parse():
+    from .kit import ROOT
+
+    settings = load_settings(str(ROOT / "config" / "hooks.toml"))
+    assert settings["timeout"] < 1.0 and settings["node"].startswith("http://127.0.0.1:")
