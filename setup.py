@@ -20,6 +20,7 @@ ENTRY_POINTS = {
         "locator = htda.locator:LocatorComponent",
         "cache = htda.cache:CacheComponent",
         "submit = htda.condor.agent:SubmitAgent",
+        "dashboard = htda.dashboard:DashboardComponent",
     ],
     # storage backends (fetch from), cache backends (place on), union-view drivers
     "htda.storage": [

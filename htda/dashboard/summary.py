@@ -1,0 +1,133 @@
+"""The pool summary the dashboard page shows, gathered from the pool's members.
+
+Everything comes from what members already publish: the member list with
+its heartbeat facts (cache usage, staging counts), the coordinator's top
+files, the locators' lookup counters in ``/metrics`` (hit ratio) and each
+cache node's staging queue.  Calls to other members run in parallel with a
+short timeout; a member that does not answer shows up as an error in its
+part of the page, never as a failed page.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from ..node.client import ClientError
+from ..node.rest import API
+
+if TYPE_CHECKING:
+    from ..node.runtime import Node
+
+__all__ = ["SummaryBuilder", "parse_metrics"]
+
+HIT_COUNTERS = ("htda_locator_lookup_files_total", "htda_locator_lookup_hits_total")
+
+
+def parse_metrics(text: str, names: tuple[str, ...]) -> dict[str, float]:
+    """Sum the samples of the named metrics in a Prometheus text exposition (labels summed over)."""
+    sums = dict.fromkeys(names, 0.0)
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in sums:
+            try:  # the value is the last field (this runtime writes no timestamps)
+                sums[name] += float(line.rsplit(" ", 1)[1])
+            except (IndexError, ValueError):
+                continue
+    return sums
+
+
+class SummaryBuilder:
+    """Builds the summary; ``top`` files listed, ``timeout`` per call to another member."""
+
+    def __init__(self, node: "Node", timeout: float, top: int, workers: int = 8):
+        self.node, self.timeout, self.top = node, timeout, top
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="htda-dashboard")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def build(self) -> dict[str, Any]:
+        members = self.node.pool.snapshot()
+        caches = [m for m in members if "cache" in m["roles"]]
+        coordinators = [m for m in members if "coordinator" in m["roles"]]
+        locators = [m for m in members if "locator" in m["roles"]]
+        staging = {m["name"]: self._pool.submit(self._get, m["url"], f"{API}/cache/staging") for m in caches}
+        top = self._pool.submit(self._top_files, coordinators)
+        hits = [self._pool.submit(self._metrics, m) for m in locators]
+        return {
+            "node": self.node.node_info(),
+            "time": time.time(),
+            "heartbeat_interval": self.node.pool.interval,
+            "expiry": self.node.pool.expiry,
+            "members": [self._member(m) for m in members],
+            "totals": _totals(caches),
+            "staging": [_staging(name, future.result()) for name, future in sorted(staging.items())],
+            "top_files": top.result(),
+            "hits": _hit_ratio([f.result() for f in hits]),
+        }
+
+    # -- parts -----------------------------------------------------------------------
+    def _member(self, m: dict[str, Any]) -> dict[str, Any]:
+        late = m["age"] > 2 * self.node.pool.interval
+        return {"name": m["name"], "url": m["url"], "roles": m["roles"], "version": m["version"],
+                "age": m["age"], "started": m["started"], "health": "late" if late else "ok",
+                "cache": (m.get("info") or {}).get("cache")}
+
+    def _get(self, url: str, path: str) -> dict[str, Any]:
+        """A member's JSON answer, or ``{"error": ...}``."""
+        return _guarded(lambda: self.node.client.get(f"{url.rstrip('/')}{path}", timeout=self.timeout, retries=0))
+
+    def _top_files(self, coordinators: list[dict[str, Any]]) -> dict[str, Any]:
+        if not coordinators:
+            return {"error": "no coordinator in the pool"}
+        answer: dict[str, Any] = {}
+        for member in coordinators:  # the first that answers wins, like the cache nodes do
+            answer = self._get(member["url"], f"{API}/coordinator/files/top?n={self.top}")
+            if "error" not in answer:
+                return {"coordinator": member["name"], "files": answer.get("files", [])}
+        return answer
+
+    def _metrics(self, member: dict[str, Any]) -> dict[str, float] | None:
+        if member["name"] == self.node.name:
+            return parse_metrics(self.node.metrics.render(), HIT_COUNTERS)
+        url = f"{member['url'].rstrip('/')}/metrics"
+        try:
+            text = self.node.client.raw("GET", url, timeout=self.timeout)[1].decode("utf-8", "replace")
+        except ClientError:
+            return None
+        return parse_metrics(text, HIT_COUNTERS)
+
+
+def _guarded(call: Callable[[], Any]) -> dict[str, Any]:
+    try:
+        answer = call()
+    except ClientError as exc:
+        return {"error": str(exc)}
+    return answer if isinstance(answer, dict) else {"error": "unexpected answer"}
+
+
+def _totals(caches: list[dict[str, Any]]) -> dict[str, int]:
+    facts = [(m.get("info") or {}).get("cache") or {} for m in caches]
+    keys = ("capacity_bytes", "used_bytes", "free_bytes", "files", "staging")
+    return {"cache_nodes": len(caches), **{k: sum(int(f.get(k) or 0) for f in facts) for k in keys}}
+
+
+def _staging(name: str, answer: dict[str, Any]) -> dict[str, Any]:
+    if "error" in answer:
+        return {"node": name, "error": answer["error"]}
+    return {"node": name, "active": answer.get("active", []), "queued": len(answer.get("queued", [])),
+            "failed": len(answer.get("failed", []))}
+
+
+def _hit_ratio(samples: list[dict[str, float] | None]) -> dict[str, Any] | None:
+    known = [s for s in samples if s]
+    if not known:
+        return None
+    files = sum(s["htda_locator_lookup_files_total"] for s in known)
+    hits = sum(s["htda_locator_lookup_hits_total"] for s in known)
+    return {"looked_up": int(files), "held": int(hits), "ratio": hits / files if files else None}

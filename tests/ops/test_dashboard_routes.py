@@ -1,0 +1,92 @@
+"""The dashboard component's routes: the page, its files, access rules and the pool summary."""
+
+from __future__ import annotations
+
+import pytest
+
+from htda.dashboard.summary import parse_metrics
+from htda.node.client import Client
+from htda.node.rest import API
+from htda.testing.nodes import wait_until
+
+
+@pytest.fixture
+def service(inprocess_node):
+    return inprocess_node("svc", ["coordinator", "locator", "dashboard"])
+
+
+def test_page_and_static_files(service):
+    client = Client(retries=0)
+    status, page = client.raw("GET", f"{service.url}/dashboard")
+    assert status == 200 and b"<title>HTDA pool</title>" in page
+    assert b'data-settings="{&quot;refresh&quot;: 3.0}"' in page
+    for name, marker in (("app.js", b"/api/v1/dashboard/summary"), ("style.css", b".meter")):
+        status, body = client.raw("GET", f"{service.url}/dashboard/static/{name}")
+        assert status == 200 and marker in body
+
+
+@pytest.mark.parametrize("name", ["index.html", "..%2F..%2Fsetup.py", "%2e%2e", "nope.js", "..", "cli.py"])
+def test_only_the_pages_files_are_served(service, name):
+    status, _ = Client(retries=0).raw("GET", f"{service.url}/dashboard/static/{name}")
+    assert status == 404
+
+
+def test_page_carries_a_content_security_policy(service):
+    import pycurl
+
+    curl = pycurl.Curl()
+    headers: list[bytes] = []
+    curl.setopt(pycurl.URL, f"{service.url}/dashboard")
+    curl.setopt(pycurl.HEADERFUNCTION, headers.append)
+    curl.setopt(pycurl.WRITEFUNCTION, lambda data: None)
+    curl.perform()
+    curl.close()
+    text = b"".join(headers).decode().lower()
+    assert "content-security-policy: default-src 'self'" in text
+    assert "x-content-type-options: nosniff" in text
+
+
+@pytest.mark.parametrize("public,expected", [(False, 401), (True, 200)])
+def test_access_outside_the_read_networks(inprocess_node, public, expected):
+    node = inprocess_node("private", ["dashboard"], sections={"dashboard": {"public": public}}, read_networks=[])
+    client = Client(retries=0)
+    assert client.raw("GET", f"{node.url}/dashboard")[0] == expected
+    assert client.raw("GET", f"{node.url}{API}/dashboard/summary")[0] == expected
+
+
+def test_summary_of_a_live_pool(service, inprocess_node):
+    worker = inprocess_node("w1", ["cache"], seeds=[service.url],
+                            sections={"cache": {"devices": [{"path": "c1", "capacity": 1 << 20}], "cycle": 60.0}})
+    wait_until(lambda: (service.pool.member("w1") or None) and service.pool.member("w1").info.get("cache"),
+               what="w1's cache facts")
+    service.client.post(f"{service.url}{API}/coordinator/jobs",
+                        {"jobs": [{"job_id": "j", "owner": "o", "inputs": ["/store/x.root"]}]})
+    service.client.post(f"{service.url}{API}/coordinator/events",
+                        {"events": [{"job_id": "j", "state": "started", "time": 1.0}]})
+    service.client.post(f"{service.url}{API}/locator/lookup", {"lfns": ["/store/x.root", "/store/y.root"]})
+    summary = wait_until(lambda: (s := Client().get(f"{service.url}{API}/dashboard/summary"))["top_files"].get("files")
+                         and s, what="a rated file in the summary")
+    assert [m["name"] for m in summary["members"]] == ["svc", "w1"]
+    assert summary["totals"]["cache_nodes"] == 1 and summary["totals"]["capacity_bytes"] == 1 << 20
+    assert summary["staging"] == [{"node": "w1", "active": [], "queued": 0, "failed": 0}]
+    assert summary["top_files"]["coordinator"] == "svc"
+    assert summary["top_files"]["files"][0]["lfn"] == "/store/x.root"
+    assert summary["hits"] == {"looked_up": 2, "held": 0, "ratio": 0.0}
+    assert {m["health"] for m in summary["members"]} == {"ok"}
+
+    worker.stop()  # still a member until the expiry, but no longer answering
+    summary = wait_until(lambda: (s := Client().get(f"{service.url}{API}/dashboard/summary"))["staging"][0].get("error")
+                         and s, what="the stopped worker's staging to fail")
+    assert "cannot reach peer" in summary["staging"][0]["error"]
+
+
+def test_summary_without_coordinator(inprocess_node):
+    node = inprocess_node("bare", ["dashboard"])
+    summary = Client().get(f"{node.url}{API}/dashboard/summary")
+    assert summary["top_files"] == {"error": "no coordinator in the pool"}
+    assert summary["hits"] is None and summary["staging"] == []
+
+
+def test_parse_metrics_sums_labelled_samples():
+    text = ('# HELP a x\n# TYPE a counter\na{k="v w"} 2\na{k="z"} 3.5\nb 7\nc_total 1\nbad line\n')
+    assert parse_metrics(text, ("a", "b", "missing")) == {"a": 5.5, "b": 7.0, "missing": 0.0}
