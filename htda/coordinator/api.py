@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -47,16 +49,20 @@ RELEASES_BODY = {
                    "reason": {"type": "string", "maxLength": 1024}},
 }
 
-DRAIN_BODY = {
-    "type": "object", "additionalProperties": False, "required": ["draining"],
-    "properties": {"draining": {"type": "boolean"}},
+DRAIN_BODY = {  # "drain" is accepted as another name of "draining"
+    "type": "object", "additionalProperties": False,
+    "properties": {"draining": {"type": "boolean"}, "drain": {"type": "boolean"}},
 }
+
+
+# Bulk requests name the same popular files again and again: remember recent answers (errors are not cached).
+_normalize = functools.lru_cache(maxsize=1 << 16)(normalize_lfn)
 
 
 def checked_lfn(value: str, where: str) -> str:
     """``normalize_lfn`` with its error turned into a 400 naming the field."""
     try:
-        return normalize_lfn(value)
+        return _normalize(value)
     except ValueError as exc:
         raise HTTPError(400, f"{where}: {value[:200]!r}: {exc}") from None
 
@@ -135,15 +141,24 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
                 **history}
 
     def nodes(request: Request) -> dict[str, Any]:
-        return {"cycle": core.cycle, "nodes": core.node_summary(component.cache_nodes())}
+        reports = [dataclasses.asdict(report) for report in component.reports]
+        return {"cycle": core.cycle, "last_cycle": reports[-1] if reports else None, "recent_cycles": reports,
+                "nodes": core.node_summary(component.cache_nodes())}
 
     def drain(request: Request) -> dict[str, Any]:
         name = request.params["node"]
-        draining = request.json["draining"]
+        body = request.json
+        if len(body) != 1:
+            raise HTTPError(400, "body: give exactly one of 'draining' (or its other name 'drain')")
+        draining = next(iter(body.values()))
         if not core.set_draining(name, draining):
             raise HTTPError(404, f"no cache node named {name!r} has reported to this coordinator")
         component.wake()
         return {"node": name, "draining": draining}
+
+    def cycle_now(request: Request) -> dict[str, Any]:
+        report = component.run_cycle()
+        return {"cycle": dataclasses.asdict(report) if report else None}
 
     big = 256 * 1024 * 1024
     return [
@@ -162,6 +177,8 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         Route("GET", f"{BASE}/files/{{lfn:path}}", file_info, "one file's score, groups, placement and history "
               "(admin)", query={"limit": "most recent accesses listed (50)"}, tag=tag),
         Route("GET", f"{BASE}/nodes", nodes, "per cache node: capacity and assignments (admin)", tag=tag),
+        Route("POST", f"{BASE}/cycle", cycle_now, "run a work cycle now and answer its report (null while no "
+              "cache node is live) (admin)", tag=tag),
         Route("POST", f"{BASE}/nodes/{{node}}/drain", drain, "mark a cache node draining, or not (admin)",
               body=DRAIN_BODY, tag=tag),
     ]

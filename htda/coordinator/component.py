@@ -8,13 +8,14 @@ logic lives in :class:`~htda.coordinator.core.Coordinator`, the endpoints in
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from ..node import plugins
 from ..node.component import Component
 from ..node.config import ConfigError, Field, Section, positive
 from . import api
-from .core import CacheNode, Coordinator
+from .core import CacheNode, Coordinator, CycleReport
 from .store import Store
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ class CoordinatorComponent(Component):
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.last_report = None
+        self.reports: deque[CycleReport] = deque(maxlen=20)  # the most recent cycles, for /nodes
         m = node.metrics
         self._received = m.counter("htda_coordinator_received_total", "job records and events received",
                                    ("kind", "outcome"))
@@ -143,7 +144,7 @@ class CoordinatorComponent(Component):
         self._cycles.inc(outcome="ok")
         self._cycle_seconds.inc(report.seconds)
         self._moved.inc(report.moved)
-        self.last_report = report
+        self.reports.append(report)
         return report
 
     def wake(self) -> None:

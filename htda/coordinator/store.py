@@ -410,7 +410,8 @@ class Store:
             total = conn.execute(select(func.count()).select_from(T_ACCESSES)
                                  .where(T_ACCESSES.c.file_id == file_id)).scalar_one()
             recent = conn.execute(
-                select(T_JOBS.c.job_id, T_JOBS.c.owner, T_JOBS.c.task, T_JOBS.c.node, T_ACCESSES.c.time)
+                select(T_JOBS.c.job_id, T_JOBS.c.owner, T_JOBS.c.task, T_JOBS.c.state, T_JOBS.c.node,
+                       T_ACCESSES.c.time)
                 .join(T_JOBS, T_JOBS.c.id == T_ACCESSES.c.job).where(T_ACCESSES.c.file_id == file_id)
                 .order_by(T_ACCESSES.c.time.desc()).limit(limit)).all()
             groups = conn.execute(select(T_MEMBERS.c.group_id).where(T_MEMBERS.c.file_id == file_id)).scalars().all()
