@@ -19,6 +19,7 @@ Any failure removes the temporary file: nothing partial is ever visible.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import threading
@@ -70,6 +71,20 @@ class StagingJob:
                 "queued_at": self.queued_at, "started_at": self.started_at, "error": self.error}
 
 
+def _load_sync_file_range() -> Callable[[int, int, int], None]:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.sync_file_range
+        fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    except (OSError, AttributeError):
+        return lambda fd, offset, length: None
+    return lambda fd, offset, length: fn(fd, offset, length, 2)  # SYNC_FILE_RANGE_WRITE: start, do not wait
+
+
+#: start writing a just-written range to disk, so the final fsync has little left to do (Linux)
+start_writeback = _load_sync_file_range()
+
+
 def _write_all(fd: int, data: memoryview) -> None:
     while data:
         n = os.write(fd, data)
@@ -84,6 +99,8 @@ class Stager:
         Checksum(checksum)  # refuse an unknown kind at start-up, not at the first copy
         self.checksum_kind, self.verify_root, self.readback = checksum, verify_root, readback
         self.buffer_size, self.resume_attempts = buffer_size, resume_attempts
+        #: stream through user space even where the kernel could copy (benchmarks compare both)
+        self.force_stream = False
         #: called after every chunk with the job; tests use it to change the source mid-copy
         self.on_chunk: Callable[[StagingJob], None] | None = None
 
@@ -105,7 +122,7 @@ class Stager:
             raise
 
     def _copy_validate_commit(self, job: StagingJob, tmp: TemporaryCopy, before: FileStat) -> dict[str, Any]:
-        streamed = self._transfer(job, tmp, before)
+        streamed, from_copy = self._transfer(job, tmp, before)
         job.state = "validating"
         os.ftruncate(tmp.fd, job.done_bytes)  # the space was reserved up front
         if job.done_bytes != before.size:
@@ -115,8 +132,7 @@ class Stager:
             raise StagingError(f"{job.lfn}: source changed during the copy ({before} -> {after})")
         digest = streamed.hexdigest()
         self._check_source_checksum(job, digest)
-        if self.readback and digest and checksum_fd(tmp.fd, self.checksum_kind, self.buffer_size) != digest:
-            raise StagingError(f"{job.lfn}: the copy read back from {job.device.path} differs from the source")
+        self._flush_and_read_back(job, tmp, digest, needed=self.readback and not from_copy)
         if self.verify_root and job.lfn.endswith(".root"):
             self._check_root(job, tmp.path)
         meta = {"lfn": job.lfn, "size": before.size, "mtime": before.mtime, "checksum": digest,
@@ -125,6 +141,19 @@ class Stager:
         tmp.commit(job.lfn, before.mtime, meta)
         job.state = "done"
         return meta
+
+    def _flush_and_read_back(self, job: StagingJob, tmp: TemporaryCopy, digest: str, needed: bool) -> None:
+        """fsync the copy while it is read back and checksummed (both release the GIL).
+
+        Not needed when the checksum was already taken from the copy (kernel copies).
+        """
+        flush = threading.Thread(target=os.fsync, args=(tmp.fd,), name="htda-fsync")
+        flush.start()
+        try:
+            if needed and digest and checksum_fd(tmp.fd, self.checksum_kind, self.buffer_size) != digest:
+                raise StagingError(f"{job.lfn}: the copy read back from {job.device.path} differs from the source")
+        finally:
+            flush.join()
 
     def _stat(self, job: StagingJob, during: bool = False) -> FileStat:
         try:
@@ -135,25 +164,46 @@ class Stager:
         except StorageError as exc:
             raise StagingError(f"{job.lfn}: {exc}", permanent=not exc.transient) from None
 
-    def _transfer(self, job: StagingJob, tmp: TemporaryCopy, before: FileStat) -> Checksum:
+    def _transfer(self, job: StagingJob, tmp: TemporaryCopy, before: FileStat) -> tuple[Checksum, bool]:
+        """Copy the bytes; return the running checksum and whether it was taken from the copy itself."""
         ck = Checksum(self.checksum_kind)
+        buf = bytearray(self.buffer_size)
 
-        def sink(chunk: memoryview) -> None:
+        def account(length: int) -> None:
             if job.cancel.is_set():
                 raise StagingCancelled(f"{job.lfn}: cancelled")
-            if job.done_bytes + len(chunk) > before.size:
+            if job.done_bytes + length > before.size:
                 raise StagingError(f"{job.lfn}: source grew during the copy")
-            _write_all(tmp.fd, chunk)
-            ck.update(chunk)
-            job.done_bytes += len(chunk)
+
+        def advanced(length: int) -> None:
+            start_writeback(tmp.fd, job.done_bytes, length)
+            job.done_bytes += length
             if self.on_chunk is not None:
                 self.on_chunk(job)
+
+        def sink(chunk: memoryview) -> None:
+            account(len(chunk))
+            _write_all(tmp.fd, chunk)
+            ck.update(chunk)
+            advanced(len(chunk))
+
+        def copied(position: int, length: int) -> None:
+            # the kernel copied this range; checksum it from the copy (still in the page cache)
+            account(length)
+            view = memoryview(buf)[:length]
+            got = os.preadv(tmp.fd, [view], position)
+            ck.update(view[:got])
+            advanced(length)
 
         attempts = 0
         while True:
             try:
+                if job.done_bytes == 0 and not self.force_stream:
+                    copied_bytes = job.storage.copy_to_fd(job.lfn, tmp.fd, copied, chunk=self.buffer_size)
+                    if copied_bytes is not None:
+                        return ck, True
                 job.storage.read(job.lfn, sink, offset=job.done_bytes, buffer_size=self.buffer_size)
-                return ck
+                return ck, False
             except FileNotFoundError:
                 raise StagingError(f"{job.lfn}: source vanished during the copy") from None
             except OSError as exc:

@@ -58,6 +58,15 @@ class StorageBackend(ABC):
     def read(self, lfn: str, sink: Sink, offset: int = 0, buffer_size: int = 8 << 20) -> int:
         """Stream the file from ``offset`` into ``sink``; return the number of bytes delivered."""
 
+    def copy_to_fd(self, lfn: str, out_fd: int, copied: Callable[[int, int], None], offset: int = 0,
+                   chunk: int = 8 << 20) -> int | None:
+        """Copy the file into ``out_fd`` inside the kernel, calling ``copied(position, length)`` per chunk.
+
+        Returns the bytes copied, or None when this backend (or this pair of
+        file systems) cannot, in which case the caller streams with :meth:`read`.
+        """
+        return None
+
     def checksum(self, lfn: str, kind: str) -> str | None:
         """The source's own checksum of ``kind`` if it can tell cheaply, else None."""
         return None
