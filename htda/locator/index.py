@@ -1,24 +1,51 @@
 """The locator's index: which cache node holds which LFN, and how many bytes of it.
 
 Writers (holdings reports, members leaving) take a lock; readers (lookups) do
-not.  That works because the per-LFN holder maps are never mutated in place:
-a writer builds a new small dict and swaps it in with one assignment, so a
-reader sees either the old or the new map, never one that changes under it.
+not.  That works because the per-LFN entries are never mutated in place: a
+writer builds a new small entry and swaps it in with one assignment, so a
+reader sees either the old or the new one, never one that changes under it.
+An entry carries what a lookup needs precomputed (the holder list, a hashable
+key of the holder set, the file's size), so the lookup loop does two dict
+operations per LFN and sums bytes per holder *set*, expanded to nodes once.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..lfn import normalize_lfn
 
 __all__ = ["HoldingsIndex", "LookupResult"]
 
-#: (holders of each requested LFN, per-node {files, bytes, fraction})
-LookupResult = tuple[dict[str, list[str]], dict[str, dict[str, Any]]]
+class LookupResult(NamedTuple):
+    """What a batch lookup found."""
+
+    files_json: str  # the JSON object {lfn: [node, ...]} for the requested LFNs, in request order
+    nodes: dict[str, dict[str, Any]]  # node -> {files, bytes, fraction}
+    requested: int  # distinct LFNs asked for
+    held: int  # of those, held by some node
+
+
+class _Entry(NamedTuple):
+    sizes: dict[str, int]  # node -> size it reported
+    nodes_json: str  # the holders as a JSON array
+    fragment: str  # '"<lfn>":[holders]', ready for the answer (encoded once, when the entry changes)
+    key: tuple[str, ...]  # the holder set, hashable
+    size: int  # the file's size: the largest reported, at least 1
+
+
+def _entry(lfn: str, sizes: dict[str, int]) -> _Entry:
+    nodes = tuple(sorted(sizes))
+    nodes_json = _dumps(list(nodes))
+    return _Entry(sizes, nodes_json, f"{_dumps(lfn)}:{nodes_json}", nodes, max(max(sizes.values()), 1))
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 class HoldingsIndex:
@@ -26,7 +53,7 @@ class HoldingsIndex:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._files: dict[str, dict[str, int]] = {}  # lfn -> {node: size}; values replaced, never mutated
+        self._files: dict[str, _Entry] = {}  # lfn -> its holders; entries replaced, never mutated
         self._nodes: dict[str, dict[str, int]] = {}  # node -> {lfn: size}
         self._bytes: dict[str, int] = {}  # node -> sum of its sizes
         self._updated: dict[str, float] = {}  # node -> wall time of its last report
@@ -76,21 +103,21 @@ class HoldingsIndex:
             return len(held)
 
     def _set(self, lfn: str, node: str, size: int) -> None:
-        holders = self._files.get(lfn)
-        self._files[lfn] = {**holders, node: size} if holders else {node: size}
+        entry = self._files.get(lfn)
+        self._files[lfn] = _entry(lfn, {**entry.sizes, node: size} if entry else {node: size})
 
     def _unset(self, lfn: str, node: str) -> None:
-        holders = self._files.get(lfn)
-        if holders is None or node not in holders:
+        entry = self._files.get(lfn)
+        if entry is None or node not in entry.sizes:
             return
-        if len(holders) == 1:
+        if len(entry.sizes) == 1:
             del self._files[lfn]
         else:
-            self._files[lfn] = {n: s for n, s in holders.items() if n != node}
+            self._files[lfn] = _entry(lfn, {n: s for n, s in entry.sizes.items() if n != node})
 
     # -- reads -----------------------------------------------------------------
     def lookup(self, lfns: Iterable[str]) -> LookupResult:
-        """Holders of each LFN and, per holder, the share of the requested bytes it holds.
+        """Holders of each LFN (as JSON) and, per holder, the share of the requested bytes it holds.
 
         A file's size is the largest size any holder reported (at least 1
         byte).  A file no node holds has no known size; it counts as the mean
@@ -98,38 +125,43 @@ class HoldingsIndex:
         it dilutes every node's fraction as a typical input would.  Repeated
         LFNs count once.  Raises ValueError for an LFN that is not valid.
         """
-        files = self._files
-        answer: dict[str, list[str]] = {}
-        held_files: dict[str, int] = {}
-        held_bytes: dict[str, int] = {}
-        known_bytes = 0
+        get = self._files.get
+        fragments: list[str] = []
+        set_bytes: dict[tuple[str, ...], int] = {}
+        set_files: dict[tuple[str, ...], int] = {}
         unheld = 0
-        for lfn in lfns:
-            if lfn in answer:
-                continue
-            holders = files.get(lfn)
-            if holders is None:
+        for lfn in dict.fromkeys(lfns):
+            entry = get(lfn)
+            if entry is not None:
+                fragments.append(entry.fragment)
+            else:
                 # Index keys are canonical, so only a miss needs the (slower) validation.
-                holders = files.get(normalize_lfn(lfn))
-                if holders is None:
-                    answer[lfn] = []
+                entry = get(normalize_lfn(lfn))
+                if entry is None:
+                    fragments.append(f"{_dumps(lfn)}:[]")
                     unheld += 1
                     continue
-            answer[lfn] = list(holders)
-            size = max(max(holders.values()), 1)
-            known_bytes += size
-            for node in holders:
-                held_files[node] = held_files.get(node, 0) + 1
+                fragments.append(f"{_dumps(lfn)}:{entry.nodes_json}")
+            key = entry.key
+            set_bytes[key] = set_bytes.get(key, 0) + entry.size
+            set_files[key] = set_files.get(key, 0) + 1
+        held_bytes: dict[str, int] = {}
+        held_files: dict[str, int] = {}
+        for key, size in set_bytes.items():
+            for node in key:
                 held_bytes[node] = held_bytes.get(node, 0) + size
-        held_count = len(answer) - unheld
-        total = known_bytes + unheld * (known_bytes / held_count if held_count else 1)
+                held_files[node] = held_files.get(node, 0) + set_files[key]
+        known_bytes = sum(set_bytes.values())
+        held = len(fragments) - unheld
+        total = known_bytes + unheld * (known_bytes / held if held else 1)
         nodes = {node: {"files": held_files[node], "bytes": b, "fraction": round(b / total, 6)}
                  for node, b in held_bytes.items()}
-        return answer, nodes
+        return LookupResult("{" + ",".join(fragments) + "}", nodes, len(fragments), held)
 
     def holders(self, lfn: str) -> dict[str, int]:
         """{node: size} of one LFN (empty when nobody holds it)."""
-        return dict(self._files.get(lfn, {}))
+        entry = self._files.get(lfn)
+        return dict(entry.sizes) if entry else {}
 
     def nodes(self) -> dict[str, dict[str, Any]]:
         """Per node: files, bytes and the time of its last report."""
