@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..lfn import normalize_lfn
+from ..node.client import ClientError
 from .allocation import Room, Wanted, plan
 from .backends.base import CacheDevice, FileStat, StorageBackend, StorageError
 from .backends.logical import LogicalDevice
@@ -157,24 +158,29 @@ class CacheService:
     def _wanted(self, files: list[dict[str, Any]]) -> list[Wanted]:
         now = time.time()
         out = []
+        listed: set[str] = set()
         for f in files:
             try:
                 lfn = normalize_lfn(f["lfn"])
             except (ValueError, KeyError, TypeError):
                 log.warning("ignoring an assigned file with a bad LFN: %r", f.get("lfn") if isinstance(f, dict) else f)
                 continue
-            failure = self.failures.get(lfn)
-            if failure and failure.retry_at > now:
-                continue
+            listed.add(lfn)
             held = self.index.get(lfn)
+            failure = self.failures.get(lfn)
+            if not held and failure and failure.retry_at > now:
+                continue
             if held and f.get("size") is not None and f["size"] != held.size:
                 self._revalidate(held, checksum=False)  # the coordinator saw another size: has the source changed?
                 held = self.index.get(lfn)
             size = held.size if held else self._size_of(lfn, f)
-            if size is not None:
-                out.append(Wanted(lfn, float(f.get("score") or 0.0), size, f.get("source")))
+            score, source = f.get("score"), f.get("source")
+            if size is not None and isinstance(score, (int, float)) and isinstance(source, (str, type(None))):
+                out.append(Wanted(lfn, float(score), size, source))
         assigned = {w.lfn for w in out}
         self._sizes = {k: v for k, v in self._sizes.items() if k in assigned}
+        with self._lock:  # forget failures of files no longer assigned: nothing left to release
+            self.failures = {k: v for k, v in self.failures.items() if k in listed}
         return out
 
     def _size_of(self, lfn: str, f: dict[str, Any]) -> int | None:
@@ -262,7 +268,8 @@ class CacheService:
     def exhausted(self) -> list[str]:
         """Files whose copies keep failing: released so another node (or storage) serves them."""
         limit = self.config["max_attempts"]
-        return [lfn for lfn, f in self.failures.items() if f.count >= limit]
+        with self._lock:
+            return [lfn for lfn, f in self.failures.items() if f.count >= limit]
 
     # -- eviction --------------------------------------------------------------------
     def evict(self, lfn: str, reason: str) -> bool:
@@ -329,8 +336,6 @@ class CacheService:
                if now - self.released.get(lfn, 0.0) >= self.config["release_interval"]]
         if not due or not coordinator:
             return
-        from ..node.client import ClientError
-
         try:
             self.reporter.client.post(f"{coordinator}/api/v1/coordinator/releases",
                                       {"node": self.reporter.node_name, "lfns": due, "reason": reason},

@@ -13,11 +13,12 @@ import pytest
 from htda.cache.backends.http import HTTPStorage
 from htda.cache.backends.posix import PosixDevice, PosixStorage
 from htda.cache.staging import Stager, StagingJob
-from htda.cache.testing import PeerStandIn, make_tree, write_root_file
+from htda.cache.testing import PeerStandIn, copy_tree, make_tree, write_root_file
 from htda.cache.union import mount_type, unmount
 from htda.cache.union.mergerfs import MergerfsDriver
 from htda.cache.union.overlayfs import OverlayfsDriver
 from htda.cache.union.symlink import SymlinkDriver
+from htda.node.client import Client
 from htda.testing.nodes import SECRET, wait_until
 
 IS_ROOT = os.geteuid() == 0
@@ -231,3 +232,28 @@ def test_http_storage_has_no_local_root(http_server):
 def test_mount_type_reports_none_for_plain_dirs(tmp_path):
     assert mount_type(str(tmp_path)) is None
     assert subprocess.run(["true"]).returncode == 0
+
+
+@pytest.mark.slow
+@needs_mergerfs
+@pytest.mark.parametrize("kind", ["xrootd", "http"])
+def test_view_with_remote_storage_matches_it(kind, tree, tmp_path, inprocess_node, peer, request):
+    """A node fetching from a real xrootd or HTTP server: the view (over the server's export) reads the same."""
+    root, files = tree
+    server = request.getfixturevalue("xrootd_server" if kind == "xrootd" else "http_server")
+    copy_tree(root, server.root)
+    location = server.url + "/" if kind == "xrootd" else server.url
+    view = tmp_path / "view"
+    peer.assign([(lfn, 1.0) for lfn in files])
+    section = cache_section(tmp_path, peer, location, view, "mergerfs", storage=kind, view_storage=str(server.root))
+    try:
+        node = inprocess_node("r", ["cache"], sections=section)
+        assert_view_matches(str(view), files)  # before (or while) staging
+        client = Client(SECRET.encode())
+        wait_until(lambda: client.get(f"{node.url}/api/v1/cache/files")["total"] == len(files), timeout=30,
+                   what=f"all files staged from {kind}")
+        assert_view_matches(str(view), files)
+        for lfn in files:
+            assert (tmp_path / "dev0/data" / lfn.lstrip("/")).read_bytes() == files[lfn]
+    finally:
+        unmount(str(view))
