@@ -10,7 +10,7 @@ from htda.node.auth import Signer
 from htda.node.client import Client
 from htda.testing.nodes import SECRET, NodeProcess, free_port, write_config
 
-__all__ = ["ALL_ROLES", "start_node", "Raw", "unhandled_errors"]
+__all__ = ["ALL_ROLES", "start_node", "Raw", "unhandled_errors", "load_bench"]
 
 #: every component an all-in-one node can run, so every endpoint is served
 ALL_ROLES = ["coordinator", "locator", "cache", "dashboard", "submit"]
@@ -65,3 +65,14 @@ class Raw:
 
     def close(self) -> None:
         self.client.close()
+
+
+def load_bench():
+    """bench/load_bench.py as a module: the load machinery the benchmark and these tests share."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "load_bench.py"
+    spec = importlib.util.spec_from_file_location("htda_load_bench", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
