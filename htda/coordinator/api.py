@@ -19,6 +19,7 @@ __all__ = ["BASE", "EVENTS_BODY", "JOBS_BODY", "RELEASES_BODY", "routes"]
 BASE = f"{API}/coordinator"
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 255}
+_TEXT = {"type": "string", "maxLength": 255}  # may be empty: an empty task is no task
 _LFN = {"type": "string", "minLength": 1, "maxLength": 4096}
 _TIME = {"type": "number", "minimum": 0}
 
@@ -27,10 +28,10 @@ JOBS_BODY = {
     "properties": {"jobs": {"type": "array", "items": {
         "type": "object", "additionalProperties": False, "required": ["job_id", "owner", "inputs"],
         "properties": {
-            "job_id": _NAME, "owner": _NAME, "inputs": {"type": "array", "items": _LFN},
+            "job_id": _NAME, "owner": _TEXT, "inputs": {"type": "array", "items": _LFN},
             "cpus": {"type": "integer", "minimum": 0, "maximum": 1 << 20},
             "memory": {"type": "integer", "minimum": 0, "maximum": 1 << 40},
-            "submit_time": _TIME, "task": _NAME,
+            "submit_time": _TIME, "task": _TEXT,
             "sizes": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
         }}}},
 }
@@ -79,7 +80,7 @@ def _job_record(job: dict[str, Any], index: int) -> JobRecord:
     inputs = list(dict.fromkeys(checked_lfn(lfn, f"{where}.inputs") for lfn in job["inputs"]))
     sizes = {checked_lfn(lfn, f"{where}.sizes"): size for lfn, size in (job.get("sizes") or {}).items()}
     return JobRecord(job_id=job["job_id"], owner=job["owner"], inputs=inputs, cpus=job.get("cpus"),
-                     memory=job.get("memory"), submit_time=job.get("submit_time"), task=job.get("task"),
+                     memory=job.get("memory"), submit_time=job.get("submit_time"), task=job.get("task") or None,
                      sizes=sizes)
 
 

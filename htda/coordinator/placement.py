@@ -142,7 +142,14 @@ class _Planner:
                 held[node] = held.get(node, 0) + self.size(lfn)
         return sorted(self.nodes.values(), key=lambda n: (-held.get(n.name, 0), -n.free))
 
+    def out_of_reach(self, size: int) -> bool:
+        """True when no node can take ``size`` bytes, even by evicting: ``room_bound`` is an upper bound of a
+        node's free plus evictable bytes for this and every later (lower) group."""
+        return all(size > node.room_bound for node in self.nodes.values())
+
     def place_group(self, group: GroupCandidate, pending: list[str]) -> None:
+        if self.out_of_reach(min(self.size(lfn) for lfn in pending)):
+            return  # the common case of the groups below the cut: skip them cheaply
         need = sum(self.size(lfn) for lfn in pending)
         nodes = self.preferred_nodes(group.files)
         whole = [n for n in nodes if all(self.allowed(lfn, n.name) for lfn in pending)]
@@ -211,8 +218,10 @@ def place(
         if pending:
             planner.place_group(group, pending)
     by_free = sorted(planner.nodes.values(), key=lambda n: -n.free)
+    most_free = max((n.free for n in by_free), default=-1)
     for lfn in sorted((f for f in scores if f not in planner.where), key=lambda f: -scores[f]):
-        planner.place_file(lfn, by_free, None)
+        if planner.size(lfn) <= most_free and planner.place_file(lfn, by_free, None):
+            most_free = max(n.free for n in by_free)
     return planner.where
 
 

@@ -37,6 +37,7 @@ class RatingState:
         self.file_keys: dict[int, float] = {}
         self.best_group: dict[int, int] = {}
         self._grown: set[int] = set()  # groups that gained files since the last refresh
+        self._file_tuples: dict[int, tuple[int, ...]] = {}
         self.lock = threading.RLock()
 
     # -- feeding ------------------------------------------------------------------
@@ -53,6 +54,7 @@ class RatingState:
                 if fid not in files:
                     files.add(fid)
                     self._grown.add(gid)
+                    self._file_tuples.pop(gid, None)
 
     def add_accesses(self, accesses: Iterable[tuple[int, int | None, float]]) -> None:
         """Accesses as (input group, task group or None, time): one job start touches both groups."""
@@ -114,17 +116,19 @@ class RatingState:
         those of the real scores at any time, and none underflows."""
         with self.lock:
             keys = self.policy.keys()
-            order = sorted(((self.group_order_key(g, k), g) for g, k in keys.items() if self.members.get(g)),
-                           key=itemgetter(0), reverse=True)
-            if not order:
-                return []
-            top = order[0][0]
+            if self.per_size:
+                order = sorted(((g, self.group_order_key(g, k)) for g, k in keys.items()), key=itemgetter(1),
+                               reverse=True)
+            else:
+                order = sorted(keys.items(), key=itemgetter(1), reverse=True)
             chosen: dict[int, float] = {}
             seen: set[int] = set()
             total = 0
-            for key, gid in order:
+            for gid, key in order:
                 if total >= budget:
                     break
+                if not self.members.get(gid):
+                    continue
                 chosen[gid] = key
                 for fid in self.members[gid]:
                     if fid not in seen:
@@ -134,8 +138,18 @@ class RatingState:
                 gid = self.best_group.get(fid)
                 if fid not in seen and gid is not None and gid not in chosen:
                     chosen[gid] = self.group_order_key(gid, keys.get(gid, NEVER))
-            return [GroupCandidate(gid, 2.0 ** (key - top) if key != NEVER else 0.0,
-                                   tuple(sorted(self.members[gid]))) for gid, key in chosen.items()]
+            if not chosen:
+                return []
+            top = max(chosen.values())
+            return [GroupCandidate(gid, 2.0 ** (key - top) if key != NEVER else 0.0, self._files_of(gid))
+                    for gid, key in chosen.items()]
+
+    def _files_of(self, gid: int) -> tuple[int, ...]:
+        """The files of a group in a fixed order, cached until the group grows."""
+        files = self._file_tuples.get(gid)
+        if files is None:
+            files = self._file_tuples[gid] = tuple(sorted(self.members[gid]))
+        return files
 
     def top_groups(self, n: int, now: float) -> list[tuple[int, float, int]]:
         """(group id, score, number of files) of the ``n`` best groups."""

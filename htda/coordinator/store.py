@@ -63,6 +63,10 @@ class JobRecord:
     submit_time: float | None = None
     task: str | None = None
     sizes: dict[str, int] = field(default_factory=dict)
+    input_group: str = field(init=False)  # the name of the group of its inputs
+
+    def __post_init__(self) -> None:
+        self.input_group = group_name(self.inputs)
 
 
 @dataclass
@@ -186,7 +190,7 @@ class Store:
             group_ids, created = self._ensure_groups(conn, new)
             members = set()
             for job in new:
-                input_group = group_ids[group_name(job.inputs)]
+                input_group = group_ids[job.input_group]
                 if input_group in created:
                     members.update((input_group, file_ids[lfn]) for lfn in job.inputs)
                 if job.task:
@@ -196,7 +200,7 @@ class Store:
             conn.execute(insert(T_JOBS), [{
                 "job_id": job.job_id, "owner": job.owner, "task": job.task, "cpus": job.cpus, "memory": job.memory,
                 "submit_time": job.submit_time, "state": "submitted",
-                "input_group_id": group_ids[group_name(job.inputs)],
+                "input_group_id": group_ids[job.input_group],
                 "task_group_id": group_ids[f"task:{job.task}"] if job.task else None,
             } for job in new])
             result.accepted = len(new)
@@ -233,7 +237,7 @@ class Store:
         return ids
 
     def _ensure_groups(self, conn: Connection, jobs: Sequence[JobRecord]) -> tuple[dict[str, int], set[int]]:
-        kinds = {group_name(job.inputs): "job" for job in jobs}
+        kinds = {job.input_group: "job" for job in jobs}
         kinds.update({f"task:{job.task}": "task" for job in jobs if job.task})
         ids = {name: gid for gid, name in self._select_in(conn, [T_GROUPS.c.id, T_GROUPS.c.name], T_GROUPS.c.name,
                                                           kinds)}
