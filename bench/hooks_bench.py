@@ -4,7 +4,8 @@ A live pool on loopback (``htda-node`` subprocesses): 1 coordinator, 1 locator,
 4 cache-role nodes and the submit agent the hooks talk to.  The locator is
 filled with ``--files`` LFNs (default 100,000) through the holdings endpoint
 under the cache nodes' names.  The hooks are installed with
-``hooks/install-hooks`` (lean ``-IS`` start-up, as deployed) and run as
+``hooks/install-hooks`` (lean ``-IS`` start-up, as deployed; and the native
+variant, ``--native``, when a C compiler is at hand) and run as
 HTCondor runs them: a process per job, the route line, ``------`` and an
 old-format job ad on standard input.
 
@@ -148,6 +149,19 @@ def lookup_rate(url: str, files: int, batch: int, seconds: float, clients: int) 
     return sum(totals) / (time.perf_counter() - started), sum(held)
 
 
+def install_hooks(base: Path, native: bool) -> dict[str, Path]:
+    """The translate hook as deployed by hooks/install-hooks: the Python script and, if a C
+    compiler is at hand, the native program."""
+    installer = str(ROOT / "hooks" / "install-hooks")
+    out = {}
+    subprocess.run([sys.executable, installer, str(base / "py")], check=True, capture_output=True)
+    out["python"] = base / "py" / "htda_translate"
+    if native and subprocess.run([sys.executable, installer, "--native", str(base / "native")],
+                                 capture_output=True).returncode == 0:
+        out["native"] = base / "native" / "htda_translate"
+    return out
+
+
 def import_time_us(hook: Path) -> int:
     """Cumulative import time of the hook's module (python -X importtime), microseconds."""
     proc = subprocess.run([sys.executable, "-X", "importtime", "-IS", str(hook)], input=b"",
@@ -171,6 +185,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000, help="LFNs per lookup request")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each lookup measurement")
     parser.add_argument("--quick", action="store_true", help="10,000 files, 200 jobs, 2 s lookups")
+    parser.add_argument("--no-native", action="store_true", help="skip the native (C) hooks")
     args = parser.parse_args()
     if args.quick:
         args.files, args.jobs, args.seconds = 10_000, 200, 2.0
@@ -194,26 +209,28 @@ def main() -> None:
                   f"{sum(n['files'] for n in nodes.values()):,} entries of {args.files:,} LFNs "
                   f"(filled in {fill_seconds:.2f}s)")
 
-            installed = base / "libexec"
-            subprocess.run([sys.executable, str(ROOT / "hooks" / "install-hooks"), str(installed)], check=True,
-                           capture_output=True)
-            hook = installed / "htda_translate"
+            hooks = install_hooks(base, native=not args.no_native)
             config = base / "hooks.toml"
             config.write_text(f'node = "{agent.url}"\ntimeout = 0.5\nlog = "{base / "hooks.log"}"\n')
 
+            python_hook = hooks["python"]
             print(f"hook start-up: python -IS -c pass {startup_ms([sys.executable, '-IS', '-c', 'pass']):.1f} ms; "
-                  f"hook, agent unreachable {startup_ms([str(hook)]):.1f} ms; "
-                  f"import of htda.condor.hooks {import_time_us(hook) / 1000:.1f} ms (python -X importtime)")
+                  f"python hook, agent unreachable {startup_ms([str(python_hook)]):.1f} ms; "
+                  f"import of htda.condor.hooks {import_time_us(python_hook) / 1000:.1f} ms (python -X importtime)"
+                  + (f"; native hook, agent unreachable {startup_ms([str(hooks['native'])]):.1f} ms"
+                     if "native" in hooks else ""))
 
             rng = random.Random(5)
             stdins = [f"{ROUTE}\n------\n".encode() + JOB.format(
                 cluster=1000 + k, inputs=",".join(job_inputs(rng, args.files, args.inputs))).encode()
                 for k in range(args.jobs)]
-            run_hooks(hook, config, stdins[:20], 1)  # warm-up (page cache, keep-alive to the locator)
-            for parallel in (1, 2):
-                seconds, steered, failed = run_hooks(hook, config, stdins, parallel)
-                print(f"translate hook, {parallel} in parallel: {args.jobs / seconds:7.1f} invocations/s "
-                      f"({args.jobs} jobs, {args.inputs} inputs each, {steered} steered, {failed} failed)")
+            for variant, hook in hooks.items():
+                run_hooks(hook, config, stdins[:20], 1)  # warm-up (page cache, keep-alive to the locator)
+                for parallel in (1, 2):
+                    seconds, steered, failed = run_hooks(hook, config, stdins, parallel)
+                    print(f"translate hook ({variant}), {parallel} in parallel: {args.jobs / seconds:7.1f} "
+                          f"invocations/s ({args.jobs} jobs, {args.inputs} inputs each, {steered} steered, "
+                          f"{failed} failed)")
 
             for clients in (1, 2):
                 rate, held = lookup_rate(locator.url, args.files, args.batch, args.seconds, clients)

@@ -3,12 +3,16 @@ what it is sent (the REST contract, signature checked)."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+
 import pytest
 
 from htda.node.client import Client
 from htda.testing.nodes import SECRET
 
-from .kit import RecordingCoordinator, agent_sections, write_hook_config
+from .kit import HOOKS, RecordingCoordinator, agent_sections, run_hook, write_hook_config
 
 
 @pytest.fixture
@@ -47,3 +51,23 @@ def holdings(locator):
 
     yield report
     client.close()
+
+
+@pytest.fixture(scope="session")
+def native_hooks(tmp_path_factory):
+    """The native job-router hooks, built with hooks/install-hooks --native."""
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler: the native hooks cannot be built here")
+    target = tmp_path_factory.mktemp("native-hooks")
+    subprocess.run([sys.executable, str(HOOKS / "install-hooks"), "--native", str(target)], check=True,
+                   capture_output=True)
+    return target
+
+
+@pytest.fixture(params=["python", "native"])
+def run(request):
+    """``run(name, stdin, config)``: a job-router hook, as the Python script and as the native program."""
+    if request.param == "python":
+        return run_hook
+    native = request.getfixturevalue("native_hooks")
+    return lambda name, stdin, config: run_hook(name, stdin, config, binary=native / name)

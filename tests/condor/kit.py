@@ -49,10 +49,13 @@ class HookRun:
     seconds: float
 
 
-def run_hook(name: str, stdin: bytes, config: Path, direct: bool = False) -> HookRun:
+def run_hook(name: str, stdin: bytes, config: Path, direct: bool = False, binary: Path | None = None) -> HookRun:
     """Run ``hooks/<name>`` as HTCondor would; ``direct`` uses its shebang, else the same
-    interpreter flags (-I -S) with this interpreter."""
-    argv = [str(HOOKS / name)] if direct else [sys.executable, "-IS", str(HOOKS / name)]
+    interpreter flags (-I -S) with this interpreter; ``binary`` runs that file instead (native hooks)."""
+    if binary is not None:
+        argv = [str(binary)]
+    else:
+        argv = [str(HOOKS / name)] if direct else [sys.executable, "-IS", str(HOOKS / name)]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HTDA_HOOKS_CONFIG": str(config)}
     started = time.monotonic()
     proc = subprocess.run(argv, input=stdin, capture_output=True, env=env, timeout=30)

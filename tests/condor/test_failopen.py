@@ -7,7 +7,7 @@ import pytest
 from htda.node.client import Client
 from htda.testing.nodes import free_port
 
-from .kit import INPUTS, StubbornServer, agent_sections, hook_input, job_ad, run_hook, write_hook_config
+from .kit import INPUTS, StubbornServer, agent_sections, hook_input, job_ad, write_hook_config
 
 TIMEOUT = 0.5
 MARGIN = 0.6  # interpreter start-up on a loaded 2-core machine, and process teardown
@@ -24,57 +24,57 @@ def agent_with(inprocess_node, tmp_path, locators, coordinators, name="agent"):
     return write_hook_config(tmp_path / f"{name}.toml", node.url, timeout=TIMEOUT, log=str(tmp_path / "hooks.log"))
 
 
-def test_agent_down(tmp_path):
+def test_agent_down(run, tmp_path):
     config = write_hook_config(tmp_path / "h.toml", f"http://127.0.0.1:{free_port()}", timeout=TIMEOUT,
                                log=str(tmp_path / "hooks.log"))
-    assert_unchanged(run_hook("htda_translate", hook_input(job_ad()), config), job_ad())
+    assert_unchanged(run("htda_translate", hook_input(job_ad()), config), job_ad())
     assert "left unchanged" in (tmp_path / "hooks.log").read_text()
 
 
-def test_agent_hangs(tmp_path):
+def test_agent_hangs(run, tmp_path):
     with StubbornServer(delay=30) as server:
         config = write_hook_config(tmp_path / "h.toml", server.url, timeout=TIMEOUT)
-        run = run_hook("htda_translate", hook_input(job_ad()), config)
+        run = run("htda_translate", hook_input(job_ad()), config)
     assert_unchanged(run, job_ad())
     assert b"left unchanged" in run.stderr  # no log file: stderr, which the router records
 
 
 @pytest.mark.parametrize("status, body", [(200, b"this is not an ad"), (200, b""), (500, b"{}"),
                                           (200, b"A = 1\n")])
-def test_agent_answers_garbage(tmp_path, status, body):
+def test_agent_answers_garbage(run, tmp_path, status, body):
     with StubbornServer(status=status, body=body) as server:
         config = write_hook_config(tmp_path / "h.toml", server.url, timeout=TIMEOUT)
-        assert_unchanged(run_hook("htda_translate", hook_input(job_ad()), config), job_ad())
+        assert_unchanged(run("htda_translate", hook_input(job_ad()), config), job_ad())
 
 
-def test_locator_down(inprocess_node, tmp_path, coordinator):
+def test_locator_down(run, inprocess_node, tmp_path, coordinator):
     config = agent_with(inprocess_node, tmp_path, [f"http://127.0.0.1:{free_port()}"], [coordinator.url])
-    assert_unchanged(run_hook("htda_translate", hook_input(job_ad()), config), job_ad())
+    assert_unchanged(run("htda_translate", hook_input(job_ad()), config), job_ad())
 
 
-def test_no_locator_known(inprocess_node, tmp_path, coordinator):
+def test_no_locator_known(run, inprocess_node, tmp_path, coordinator):
     config = agent_with(inprocess_node, tmp_path, [], [coordinator.url])
-    assert_unchanged(run_hook("htda_translate", hook_input(job_ad()), config), job_ad())
+    assert_unchanged(run("htda_translate", hook_input(job_ad()), config), job_ad())
 
 
-def test_locator_slow(inprocess_node, tmp_path, coordinator):
+def test_locator_slow(run, inprocess_node, tmp_path, coordinator):
     with StubbornServer(delay=30, body=b'{"files": {}, "nodes": {"c1": {"fraction": 1.0}}}') as slow:
         config = agent_with(inprocess_node, tmp_path, [slow.url], [coordinator.url])
-        assert_unchanged(run_hook("htda_translate", hook_input(job_ad()), config), job_ad())
+        assert_unchanged(run("htda_translate", hook_input(job_ad()), config), job_ad())
 
 
 @pytest.mark.parametrize("body", [b"not json", b"[]", b'{"files": {}}', b'{"nodes": {"c1": {"fraction": "x"}}}',
                                   b'{"nodes": {"c\\"1": {"fraction": 0.5}}}', b'{"nodes": {"c1": 7}}'])
-def test_locator_answers_garbage(inprocess_node, tmp_path, coordinator, body):
+def test_locator_answers_garbage(run, inprocess_node, tmp_path, coordinator, body):
     with StubbornServer(body=body) as server:
         config = agent_with(inprocess_node, tmp_path, [server.url], [coordinator.url])
-        assert_unchanged(run_hook("htda_translate", hook_input(job_ad()), config), job_ad())
+        assert_unchanged(run("htda_translate", hook_input(job_ad()), config), job_ad())
 
 
-def test_coordinator_down_does_not_matter(inprocess_node, locator, holdings, tmp_path):
+def test_coordinator_down_does_not_matter(run, inprocess_node, locator, holdings, tmp_path):
     holdings({"c-all": INPUTS})
     config = agent_with(inprocess_node, tmp_path, [locator.url], [f"http://127.0.0.1:{free_port()}"])
-    run = run_hook("htda_translate", hook_input(job_ad()), config)
+    run = run("htda_translate", hook_input(job_ad()), config)
     assert run.code == 0 and b"HTDA_PreferredNodes" in run.stdout  # publishing is queued, not awaited
 
 
@@ -83,23 +83,23 @@ def test_coordinator_down_does_not_matter(inprocess_node, locator, holdings, tmp
     job_ad() + "Broken = (1 +\n",
     job_ad().replace("\n", "\r\n"),
 ])
-def test_malformed_ad(hook_config, ad):
-    assert_unchanged(run_hook("htda_translate", hook_input(ad), hook_config), ad)
+def test_malformed_ad(run, hook_config, ad):
+    assert_unchanged(run("htda_translate", hook_input(ad), hook_config), ad)
 
 
-def test_huge_ad(hook_config):
+def test_huge_ad(run, hook_config):
     ad = job_ad(Huge='"' + "x" * (4 * 1024 * 1024) + '"')
-    assert_unchanged(run_hook("htda_translate", hook_input(ad), hook_config), ad)
+    assert_unchanged(run("htda_translate", hook_input(ad), hook_config), ad)
 
 
-def test_job_without_inputs(hook_config):
+def test_job_without_inputs(run, hook_config):
     ad = job_ad(TransferInput=None)
-    assert_unchanged(run_hook("htda_translate", hook_input(ad), hook_config), ad)
+    assert_unchanged(run("htda_translate", hook_input(ad), hook_config), ad)
 
 
-def test_no_separator_and_empty_input(hook_config):
-    assert_unchanged(run_hook("htda_translate", job_ad().encode(), hook_config), job_ad())
-    assert_unchanged(run_hook("htda_translate", b"", hook_config), "")
+def test_no_separator_and_empty_input(run, hook_config):
+    assert_unchanged(run("htda_translate", job_ad().encode(), hook_config), job_ad())
+    assert_unchanged(run("htda_translate", b"", hook_config), "")
 
 
 def test_agent_refuses_other_networks(inprocess_node, tmp_path, locator, coordinator):
@@ -109,8 +109,8 @@ def test_agent_refuses_other_networks(inprocess_node, tmp_path, locator, coordin
     assert status == 403, body
 
 
-def test_unknown_hook_settings_are_ignored(tmp_path, hook_config):
+def test_unknown_hook_settings_are_ignored(run, tmp_path, hook_config):
     text = hook_config.read_text() + "bogus = 1\ntimeout = \"soon\"\nnot a line\n"
     hook_config.write_text(text)
-    run = run_hook("htda_translate", hook_input(job_ad(TransferInput=None)), hook_config)
+    run = run("htda_translate", hook_input(job_ad(TransferInput=None)), hook_config)
     assert run.code == 0 and run.stdout == job_ad(TransferInput=None).encode()

@@ -23,10 +23,10 @@ def rank(job: classad2.ClassAd, slot: classad2.ClassAd) -> float:
     return float(value)
 
 
-def test_output_echoes_every_attribute_and_adds_steering(agent, hook_config, holdings):
+def test_output_echoes_every_attribute_and_adds_steering(run, agent, hook_config, holdings):
     holdings({"c-all": INPUTS, "c-half": HALF})
     source = job_ad()
-    run = run_hook("htda_translate", hook_input(source), hook_config)
+    run = run("htda_translate", hook_input(source), hook_config)
     assert run.code == 0, run.stderr
     before, after = parse(source), parse(run.stdout)
     changed = {"Rank", "JobMachineAttrs"}
@@ -41,9 +41,9 @@ def test_output_echoes_every_attribute_and_adds_steering(agent, hook_config, hol
     assert "HTDA_NodeName" in after["JobMachineAttrs"]
 
 
-def test_rank_orders_all_half_none_and_keeps_the_users_rank(agent, hook_config, holdings):
+def test_rank_orders_all_half_none_and_keeps_the_users_rank(run, agent, hook_config, holdings):
     holdings({"c-all": INPUTS, "c-half": HALF})
-    run = run_hook("htda_translate", hook_input(job_ad(Rank="TARGET.Memory")), hook_config)
+    run = run("htda_translate", hook_input(job_ad(Rank="TARGET.Memory")), hook_config)
     job = parse(run.stdout)
     all_, half, none = machine("c-all"), machine("c-half"), machine("c-none")
     assert rank(job, all_) > rank(job, half) > rank(job, none)
@@ -53,27 +53,27 @@ def test_rank_orders_all_half_none_and_keeps_the_users_rank(agent, hook_config, 
     assert rank(job, machine("c-half", Memory=4000)) > rank(job, machine("c-none", Memory=64000))
 
 
-def test_machine_name_is_the_fallback_when_no_htda_name_is_published(agent, hook_config, holdings):
+def test_machine_name_is_the_fallback_when_no_htda_name_is_published(run, agent, hook_config, holdings):
     holdings({"c-all.example.org": INPUTS})
-    job = parse(run_hook("htda_translate", hook_input(job_ad()), hook_config).stdout)
+    job = parse(run("htda_translate", hook_input(job_ad()), hook_config).stdout)
     bare = classad2.ClassAd({"Machine": "c-all.example.org", "Memory": 1})
     other = classad2.ClassAd({"Machine": "c-x.example.org", "Memory": 1})
     assert rank(job, bare) > rank(job, other)
 
 
-def test_boolean_and_missing_user_ranks(agent, hook_config, holdings):
+def test_boolean_and_missing_user_ranks(run, agent, hook_config, holdings):
     holdings({"c-half": HALF})
-    job = parse(run_hook("htda_translate", hook_input(job_ad(Rank='TARGET.Machine == "c-x.example.org"')),
+    job = parse(run("htda_translate", hook_input(job_ad(Rank='TARGET.Machine == "c-x.example.org"')),
                          hook_config).stdout)
     assert rank(job, machine("c-x")) > rank(job, machine("c-y"))
     assert rank(job, machine("c-half")) > rank(job, machine("c-x"))
-    job = parse(run_hook("htda_translate", hook_input(job_ad(Rank=None)), hook_config).stdout)
+    job = parse(run("htda_translate", hook_input(job_ad(Rank=None)), hook_config).stdout)
     assert rank(job, machine("c-half")) > rank(job, machine("c-x")) == 0.0
 
 
-def test_job_is_published_with_evaluated_resources(agent, hook_config, holdings, coordinator):
+def test_job_is_published_with_evaluated_resources(run, agent, hook_config, holdings, coordinator):
     holdings({"c-all": INPUTS})
-    assert run_hook("htda_translate", hook_input(job_ad()), hook_config).code == 0
+    assert run("htda_translate", hook_input(job_ad()), hook_config).code == 0
     wait_until(lambda: coordinator.jobs, timeout=5, what="the job to reach the coordinator")
     job = coordinator.jobs[0]
     assert job["job_id"] == "submit.example.org#4711.3"
@@ -85,29 +85,29 @@ def test_job_is_published_with_evaluated_resources(agent, hook_config, holdings,
     assert job["submit_time"] == 1763860000
 
 
-def test_declared_inputs_win_over_transfer_input(agent, hook_config, holdings, coordinator):
+def test_declared_inputs_win_over_transfer_input(run, agent, hook_config, holdings, coordinator):
     holdings({"c-half": HALF})
-    run = run_hook("htda_translate", hook_input(job_ad(HTDA_InputFiles='"/store/data/run1/c.root, /store/x.root"')),
+    run = run("htda_translate", hook_input(job_ad(HTDA_InputFiles='"/store/data/run1/c.root, /store/x.root"')),
                    hook_config)
     assert parse(run.stdout)["HTDA_CachedFraction"] == 0.5
     wait_until(lambda: coordinator.jobs, timeout=5, what="the job to reach the coordinator")
     assert coordinator.jobs[0]["inputs"] == ["/store/data/run1/c.root", "/store/x.root"]
 
 
-def test_no_holder_means_unchanged_but_published(agent, hook_config, coordinator):
+def test_no_holder_means_unchanged_but_published(run, agent, hook_config, coordinator):
     source = hook_input(job_ad())
-    run = run_hook("htda_translate", source, hook_config)
+    run = run("htda_translate", source, hook_config)
     assert run.code == 0 and run.stdout == job_ad().encode()
     wait_until(lambda: coordinator.jobs, timeout=5, what="the job to reach the coordinator")
 
 
-def test_requirements_change_only_when_configured(inprocess_node, locator, coordinator, holdings, tmp_path):
+def test_requirements_change_only_when_configured(run, inprocess_node, locator, coordinator, holdings, tmp_path):
 
     node = inprocess_node("strict", ["submit"], seeds=[locator.url],
                           sections=agent_sections([locator.url], [coordinator.url], steer_requirements=True))
     config = write_hook_config(tmp_path / "strict.toml", node.url)
     holdings({"c-all": INPUTS})
-    job = parse(run_hook("htda_translate", hook_input(job_ad()), config).stdout)
+    job = parse(run("htda_translate", hook_input(job_ad()), config).stdout)
     assert job.lookup("Requirements").eval(scope=job, target=machine("c-all")) is True
     assert job.lookup("Requirements").eval(scope=job, target=machine("c-none")) is False
 
