@@ -87,3 +87,13 @@ def test_shipped_hook_settings_parse():
 
     settings = load_settings(str(ROOT / "config" / "hooks.toml"))
     assert settings["timeout"] < 1.0 and settings["node"].startswith("http://127.0.0.1:")
+
+
+def test_shipped_submit_node_config_validates():
+    from htda.node.runtime import load_config
+
+    from .kit import ROOT
+
+    config = load_config(ROOT / "config" / "htcondor" / "submit-node.toml")
+    assert config["node"]["components"] == ["submit"]
+    assert config["submit"]["allow_networks"] == ["127.0.0.0/8", "::1/128"]
