@@ -59,50 +59,45 @@ def test_http_copy_resumes_after_a_cut(http_server, tmp_path):
     assert (tmp_path / "dev/data/store/big.dat").read_bytes() == files["/store/big.dat"]
 
 
-def test_source_vanishing_mid_copy(tmp_path):
-    make_tree(tmp_path / "s", {"/f.dat": 500_000})
+def stage_with_fault(tmp_path, fault, size: int = 500_000, match: str | None = None):
+    """Stage /f.dat while ``fault(job, path)`` runs after every chunk; the copy must fail and leave nothing."""
+    make_tree(tmp_path / "s", {"/f.dat": size})
     device = PosixDevice(str(tmp_path / "dev"))
     stager = Stager(buffer_size=64 * 1024)
-    stager.on_chunk = lambda job: job.done_bytes >= 100_000 and (tmp_path / "s/f.dat").unlink(missing_ok=True)
-    with pytest.raises(StagingError, match="vanished"):
+    stager.on_chunk = lambda job: fault(job, tmp_path / "s/f.dat")
+    with pytest.raises(StagingError, match=match):
         stage(stager, PosixStorage(str(tmp_path / "s")), device, "/f.dat")
     assert_nothing_left(device)
 
 
-def test_source_changing_mid_copy(tmp_path):
-    make_tree(tmp_path / "s", {"/f.dat": 500_000})
-    device = PosixDevice(str(tmp_path / "dev"))
-    stager = Stager(buffer_size=64 * 1024)
+def test_source_vanishing_mid_copy(tmp_path):
+    stage_with_fault(tmp_path, lambda job, path: job.done_bytes >= 100_000 and path.unlink(missing_ok=True),
+                     match="vanished")
 
-    def rewrite(job):
+
+def test_source_changing_mid_copy(tmp_path):
+    def rewrite(job, path):
         if job.done_bytes == 128 * 1024:
-            path = tmp_path / "s/f.dat"
             with open(path, "r+b") as fh:  # same size, new bytes and mtime: only mtime/checksum can tell
                 fh.seek(400_000)
                 fh.write(b"X" * 1000)
             st = path.stat()
             os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
 
-    stager.on_chunk = rewrite
-    with pytest.raises(StagingError, match="changed"):
-        stage(stager, PosixStorage(str(tmp_path / "s")), device, "/f.dat")
-    assert_nothing_left(device)
+    stage_with_fault(tmp_path, rewrite, match="changed")
 
 
 def test_source_growing_mid_copy(tmp_path):
-    make_tree(tmp_path / "s", {"/f.dat": 300_000})
-    device = PosixDevice(str(tmp_path / "dev"))
-    stager = Stager(buffer_size=64 * 1024)
-
-    def grow(job):
+    def grow(job, path):
         if job.done_bytes == 64 * 1024:
-            with open(tmp_path / "s/f.dat", "ab") as fh:
+            with open(path, "ab") as fh:
                 fh.write(b"more" * 100_000)
 
-    stager.on_chunk = grow
-    with pytest.raises(StagingError):
-        stage(stager, PosixStorage(str(tmp_path / "s")), device, "/f.dat")
-    assert_nothing_left(device)
+    stage_with_fault(tmp_path, grow, size=300_000)
+
+
+def test_source_shrinking_mid_copy(tmp_path):
+    stage_with_fault(tmp_path, lambda job, path: job.done_bytes == 64 * 1024 and os.truncate(path, 100_000))
 
 
 def test_full_device_fails_cleanly(tmpfs, tmp_path):

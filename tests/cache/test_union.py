@@ -13,7 +13,7 @@ import pytest
 from htda.cache.backends.http import HTTPStorage
 from htda.cache.backends.posix import PosixDevice, PosixStorage
 from htda.cache.staging import Stager, StagingJob
-from htda.cache.testing import PeerStandIn, copy_tree, make_tree, write_root_file
+from htda.cache.testing import PeerStandIn, copy_tree, make_tree
 from htda.cache.union import mount_type, unmount
 from htda.cache.union.mergerfs import MergerfsDriver
 from htda.cache.union.overlayfs import OverlayfsDriver
@@ -28,16 +28,6 @@ needs_mergerfs = pytest.mark.skipif(not (IS_ROOT and HAS_FUSE), reason="needs ro
 
 DRIVERS = {"mergerfs": MergerfsDriver, "overlayfs": OverlayfsDriver, "symlink": SymlinkDriver}
 SKIPS = {"mergerfs": needs_mergerfs, "overlayfs": needs_root, "symlink": pytest.mark.skipif(False, reason="")}
-
-
-@pytest.fixture
-def tree(tmp_path):
-    root = tmp_path / "storage"
-    files = make_tree(root, {"/store/a/1.dat": 300_000, "/store/a/2.dat": 70_000, "/store/b/3.dat": 5,
-                             "/store/b/c/4.dat": 0, "/top.dat": 123_456})
-    write_root_file(root / "store/r/e.root")
-    files["/store/r/e.root"] = (root / "store/r/e.root").read_bytes()
-    return root, files
 
 
 @pytest.fixture
@@ -72,8 +62,8 @@ def served_from_cache(driver, view, lfn: str, device: PosixDevice) -> bool | Non
 
 
 @pytest.mark.parametrize("driver", [pytest.param(n, marks=SKIPS[n]) for n in DRIVERS])
-def test_view_serves_storage_bytes_before_and_after_staging_and_eviction(driver, tree, tmp_path, views):
-    root, files = tree
+def test_view_serves_storage_bytes_before_and_after_staging_and_eviction(driver, source_tree, tmp_path, views):
+    root, files = source_tree
     device = PosixDevice(str(tmp_path / "dev"))
     view = str(tmp_path / "view")
     union = DRIVERS[driver](view, device.branches(), str(root), str(tmp_path / "state"),
@@ -100,8 +90,8 @@ def test_view_serves_storage_bytes_before_and_after_staging_and_eviction(driver,
 
 
 @needs_mergerfs
-def test_mergerfs_writes_go_to_storage_and_new_copies_show_at_once(tree, tmp_path, views):
-    root, files = tree
+def test_mergerfs_writes_go_to_storage_and_new_copies_show_at_once(source_tree, tmp_path, views):
+    root, files = source_tree
     device = PosixDevice(str(tmp_path / "dev"))
     view = tmp_path / "view"
     union = MergerfsDriver(str(view), device.branches(), str(root), str(tmp_path / "state"))
@@ -110,18 +100,18 @@ def test_mergerfs_writes_go_to_storage_and_new_copies_show_at_once(tree, tmp_pat
     (view / "store/a/out.txt").write_text("written by a job")
     assert (root / "store/a/out.txt").read_text() == "written by a job"
     assert not os.path.exists(os.path.join(device.data_dir, "store/a/out.txt"))
-    Stager().stage(StagingJob("/store/a/1.dat", PosixStorage(str(root)), device))  # no refresh needed
-    assert served_from_cache("mergerfs", str(view), "/store/a/1.dat", device)
+    Stager().stage(StagingJob("/store/a/one.dat", PosixStorage(str(root)), device))  # no refresh needed
+    assert served_from_cache("mergerfs", str(view), "/store/a/one.dat", device)
     # a restarted daemon adopts the mount and sets its branches at run time
     again = MergerfsDriver(str(view), device.branches(), str(root), str(tmp_path / "state"))
-    again.start(["/store/a/1.dat"])
+    again.start(["/store/a/one.dat"])
     assert mount_type(str(view)) == "fuse.mergerfs"
     assert_view_matches(str(view), files)
 
 
 @needs_root
-def test_overlayfs_remount_keeps_open_files_working(tree, tmp_path, views):
-    root, files = tree
+def test_overlayfs_remount_keeps_open_files_working(source_tree, tmp_path, views):
+    root, files = source_tree
     device = PosixDevice(str(tmp_path / "dev"))
     view = tmp_path / "view"
     union = OverlayfsDriver(str(view), device.branches(), str(root), str(tmp_path / "state"),
@@ -129,9 +119,9 @@ def test_overlayfs_remount_keeps_open_files_working(tree, tmp_path, views):
     views.append(union)
     union.start([])
     first = os.path.realpath(view)
-    held_open = open(view / "store/a/1.dat", "rb")
+    held_open = open(view / "store/a/one.dat", "rb")
     try:
-        lfn = "/store/a/1.dat"
+        lfn = "/store/a/one.dat"
         Stager().stage(StagingJob(lfn, PosixStorage(str(root)), device))
         union.added(lfn)
         union.refresh()  # new mount, symlink swapped, old mount detached lazily
@@ -170,8 +160,8 @@ def cleanup_view(driver: str, view, tmp_path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("driver", [pytest.param(n, marks=SKIPS[n]) for n in DRIVERS])
-def test_view_keeps_serving_after_the_daemon_is_killed(driver, tree, tmp_path, node_factory, peer):
-    root, files = tree
+def test_view_keeps_serving_after_the_daemon_is_killed(driver, source_tree, tmp_path, node_factory, peer):
+    root, files = source_tree
     peer.assign([(lfn, 1.0) for lfn in files])
     view = tmp_path / "view"
     node = node_factory("k", ["cache"], sections=cache_section(tmp_path, peer, root, view, driver))
@@ -237,9 +227,9 @@ def test_mount_type_reports_none_for_plain_dirs(tmp_path):
 @pytest.mark.slow
 @needs_mergerfs
 @pytest.mark.parametrize("kind", ["xrootd", "http"])
-def test_view_with_remote_storage_matches_it(kind, tree, tmp_path, inprocess_node, peer, request):
+def test_view_with_remote_storage_matches_it(kind, source_tree, tmp_path, inprocess_node, peer, request):
     """A node fetching from a real xrootd or HTTP server: the view (over the server's export) reads the same."""
-    root, files = tree
+    root, files = source_tree
     server = request.getfixturevalue("xrootd_server" if kind == "xrootd" else "http_server")
     copy_tree(root, server.root)
     location = server.url + "/" if kind == "xrootd" else server.url
