@@ -83,9 +83,9 @@ class JobReporter:
     """
 
     def __init__(self, url: str, rate: float, batch: int = 1, senders: int = 4, files: int = 2000,
-                 inputs: int = 3, run: str = "load", timeout: float = 5.0, seed: int = 1):
+                 inputs: int = 3, run: str = "load", timeout: float = 5.0, seed: int = 1, size: int = 1 << 20):
         self.url, self.rate, self.batch, self.senders = url.rstrip("/"), rate, batch, senders
-        self.run, self.inputs, self.timeout = run, inputs, timeout
+        self.run, self.inputs, self.timeout, self.size = run, inputs, timeout, size
         self.lfns = [f"/store/load/{run}/file{i:05d}.dat" for i in range(files)]
         self.rng_seed = seed
         self.jobs: dict[str, list[str]] = {}  # every job generated: id -> inputs
@@ -144,7 +144,7 @@ class JobReporter:
             self.jobs[job_id] = inputs
         return {"job_id": job_id, "owner": f"user{sender}", "inputs": inputs, "cpus": 1, "memory": 2000,
                 "submit_time": time.time(), "task": f"schedd{sender}#{task}",
-                "sizes": {lfn: 1 << 20 for lfn in inputs}}
+                "sizes": {lfn: self.size for lfn in inputs}}
 
     def _send_jobs(self, sender: int) -> None:
         client = Client(SECRET.encode(), timeout=self.timeout, retries=0)
@@ -236,14 +236,16 @@ def verify(url: str, reporter: JobReporter, sample: int = 40, timeout: float = 6
 class SimulatedMembers:
     """``count`` pool members heartbeating to ``seed`` through the runtime's own Pool class.
 
-    They claim the cache role with plausible capacity facts, so the
-    coordinator places files on them; nothing listens at their URLs.
+    They claim the cache role with plausible capacity facts (``capacity``
+    bytes, 60 % free), so the coordinator places files on them; nothing
+    listens at their URLs.
     """
 
-    def __init__(self, seed: str, count: int, interval: float = 1.0, expiry: float = 30.0, prefix: str = "sim"):
+    def __init__(self, seed: str, count: int, interval: float = 1.0, expiry: float = 30.0, prefix: str = "sim",
+                 capacity: int = 10**12):
         self.client = Client(SECRET.encode(), retries=0, timeout=5.0)
-        info = {"cache": {"capacity_bytes": 10**12, "free_bytes": 6 * 10**11, "used_bytes": 4 * 10**11,
-                          "files": 1000, "staging": 0}}
+        info = {"cache": {"capacity_bytes": capacity, "free_bytes": capacity * 6 // 10,
+                          "used_bytes": capacity * 4 // 10, "files": 1000, "staging": 0}}
         self.pools = [Pool(Member(f"{prefix}-{i:03d}", "http://127.0.0.1:9", ["cache"], "sim", time.time()),
                            [seed], self.client, interval, expiry, info=lambda: info) for i in range(count)]
 

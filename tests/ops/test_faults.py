@@ -1,0 +1,100 @@
+"""Faults: kill -9 of each role in turn while jobs are reported; the pool recovers by itself
+(a supervisor restarts the process, as systemd's Restart=on-failure does) and no acknowledged
+job record is lost."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from htda.testing.nodes import NodeProcess, free_port, wait_until, write_config
+
+from .helpers import load_bench, unhandled_errors
+
+FILES = 60
+SIZE = 4096
+CAPACITY = FILES * SIZE * 2 // 3  # each worker holds at most two thirds of the files: both get some
+
+
+def _storage(root, run: str) -> None:
+    for i in range(FILES):
+        path = root / "store" / "load" / run / f"file{i:05d}.dat"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(bytes([i % 256]) * SIZE)
+
+
+def _worker(tmp_path, name: str, seed: str) -> NodeProcess:
+    port = free_port()
+    cache = {"storage_location": str(tmp_path / "storage"), "cycle": 0.5, "holdings_interval": 2.0,
+             "devices": [{"path": f"cache-{name}", "capacity": CAPACITY}], "retry_delay": 0.5}
+    config = write_config(tmp_path, name, ["cache"], port, [seed], sections={"cache": cache})
+    return NodeProcess(config).start()
+
+
+def _holders(service: NodeProcess, lfns: list[str]) -> set[str]:
+    return set(service.post("/api/v1/locator/lookup", {"lfns": lfns})["nodes"])
+
+
+def _restart(node: NodeProcess) -> None:
+    """What systemd does after a crash: start the same config again."""
+    node.start()
+
+
+@pytest.mark.slow
+def test_kill_each_role_during_load(tmp_path):
+    bench = load_bench()
+    run = "faults"
+    _storage(tmp_path / "storage", run)
+    service = bench.service_node(tmp_path, cycle=0.5).start()
+    workers = [_worker(tmp_path, name, service.url) for name in ("w1", "w2")]
+    # heartbeating members without room, so the real workers get the files
+    members = bench.SimulatedMembers(service.url, 10, interval=0.5, expiry=3.0, capacity=0).start()
+    reporter = bench.JobReporter(service.url, rate=200, batch=10, files=FILES, run=run, size=SIZE, timeout=3.0)
+    lfns = reporter.lfns
+    try:
+        reporter.start()
+        wait_until(lambda: {"w1", "w2"} <= _holders(service, lfns), timeout=30,
+                   what="both cache workers to hold files")
+
+        # 1. a cache worker dies and is restarted: it rejoins and reports its copies again
+        w1 = workers[0]
+        first_start = next(m["started"] for m in service.get("/api/v1/pool")["members"] if m["name"] == "w1")
+        w1.kill()
+        wait_until(lambda: "w1" not in _holders(service, lfns), timeout=10,
+                   what="the locator to drop the dead worker's copies")
+        _restart(w1)
+        wait_until(lambda: any(m["name"] == "w1" and m["started"] != first_start
+                               for m in service.get("/api/v1/pool")["members"]), timeout=10,
+                   what="the restarted worker to rejoin")
+        wait_until(lambda: "w1" in _holders(service, lfns), timeout=15,
+                   what="the restarted worker's copies to be located again")
+
+        # 2. the service node (coordinator + locator) dies and is restarted
+        acked_before = len(reporter.acked)
+        service.kill()
+        time.sleep(1.0)
+        _restart(service)
+        wait_until(lambda: {"w1", "w2"} <= {m["name"] for m in service.get("/api/v1/pool")["members"]},
+                   timeout=10, what="the workers to rejoin the restarted service node")
+        wait_until(lambda: {"w1", "w2"} <= _holders(service, lfns), timeout=15,
+                   what="the locator to learn the workers' copies again")
+        wait_until(lambda: service.get("/api/v1/coordinator/assignments/w2")["files"], timeout=15,
+                   what="the coordinator to assign files again")
+        wait_until(lambda: len(reporter.acked) > acked_before + 200, timeout=15,
+                   what="job reports to be acknowledged again")
+        reporter.stop(drain=15.0)
+        checked = bench.verify(service.url, reporter)
+        result = reporter.summary()
+        alive = [n.name for n in (service, *workers) if n.proc.poll() is None]
+        bugs = [line for n in (service, *workers) for line in unhandled_errors(n)]
+    finally:
+        reporter.stop(drain=0.0)
+        members.stop()
+        for node in (*workers, service):
+            node.stop()
+    print(f"faults: {result}, check {checked}")
+    assert alive == ["service", "w1", "w2"]
+    assert checked["lost_jobs"] == 0 and checked["duplicates"] == len(reporter.acked) > 1000
+    assert not checked["files_missing_accesses"]
+    assert not bugs, "\n".join(bugs[:10])
