@@ -1,0 +1,149 @@
+"""Processes of the cluster: the XRootD origin, XCache, xrootdfs mounts, and their clean-up.
+
+Every daemon is started in its host's network namespace with ``nsenter --net``
+(see :meth:`Host.cmd`) and stopped by its own pid; mounts live under the run
+directory and are unmounted by path, so :func:`unmount_all` can remove the
+leftovers of a crashed run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from .topology import Host, TopologyError, run
+
+__all__ = ["Daemon", "xrootd_origin", "xcache", "xrootdfs_mount", "unmount", "unmount_all", "wait_port",
+           "XROOTD_PORT", "XCACHE_PORT"]
+
+XROOTD_PORT = 1094
+XCACHE_PORT = 1095
+XRD_ENV = {"XRD_CONNECTIONRETRY": "2", "XRD_REQUESTTIMEOUT": "60", "XRD_STREAMTIMEOUT": "60"}
+
+
+class Daemon:
+    """A background process in a host's namespace, with its log file; ``stop()`` ends it by pid."""
+
+    def __init__(self, name: str, host: Host, argv: list[str], log: Path, env: dict[str, str] | None = None,
+                 cwd: Path | None = None):
+        self.name, self.host, self.log = name, host, log
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(host.cmd(*argv), stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
+                                         env={**os.environ, **(env or {})}, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def check(self) -> None:
+        if not self.alive():
+            tail = self.log.read_text(errors="replace")[-1500:] if self.log.exists() else ""
+            raise TopologyError(f"{self.name} on {self.host.name} exited with {self.proc.returncode}:\n{tail}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def wait_port(host: Host, port: int, daemon: Daemon | None = None, timeout: float = 20.0) -> None:
+    """Wait until something listens on ``host``'s address and ``port`` (checked inside its namespace)."""
+    deadline = time.monotonic() + timeout
+    probe = (f"import socket; s=socket.socket(); s.settimeout(1); "
+             f"s.connect(({host.address!r}, {port})); s.close()")
+    while time.monotonic() < deadline:
+        if daemon is not None:
+            daemon.check()
+        if subprocess.run(host.cmd("python3", "-c", probe), capture_output=True).returncode == 0:
+            return
+        time.sleep(0.3)
+    raise TopologyError(f"nothing listens on {host.address}:{port} after {timeout}s"
+                        + (f" (log: {daemon.log})" if daemon else ""))
+
+
+def _xrootd(name: str, host: Host, config: str, workdir: Path, port: int) -> Daemon:
+    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.chown(workdir, "xrootd", "xrootd")
+    conf = workdir / f"{name}.cfg"
+    conf.write_text(config)
+    # xrootd writes its log to <dir of -l>/<name>/<file>; the .out file catches what comes before it
+    # its own UTS namespace with the host's address as host name: xrootd answers "locate" (which xrootdfs
+    # uses) with its host name, and the machine's name resolves to 127.0.0.1 in every namespace
+    daemon = Daemon(name, host, ["unshare", "--uts", "sh", "-c", f'hostname {host.address} && exec "$@"', "xrootd",
+                                 "xrootd", "-R", "xrootd", "-c", str(conf), "-l", str(workdir / "xrootd.log"),
+                                 "-n", name, "-s", str(workdir / f"{name}.pid")],
+                    workdir / f"{name}.out", cwd=workdir)
+    daemon.log = workdir / name / "xrootd.log"
+    wait_port(host, port, daemon)
+    return daemon
+
+
+def xrootd_origin(host: Host, root: Path, workdir: Path, port: int = XROOTD_PORT) -> Daemon:
+    """The shared file server: a plain xrootd exporting ``root`` (read by the ``xrootd`` user)."""
+    config = f"all.export /\nxrd.port {port}\noss.localroot {root}\nall.adminpath {workdir}/origin/admin\n"
+    return _xrootd("origin", host, config, workdir / "origin", port)
+
+
+def xcache(host: Host, origin: Host, cache_dir: Path, workdir: Path, ram: str = "1g",
+           port: int = XCACHE_PORT, origin_port: int = XROOTD_PORT) -> Daemon:
+    """An XRootD proxy file cache (pfc plugin) in front of the origin; config as in the reference notes."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    shutil.chown(cache_dir, "xrootd", "xrootd")
+    config = (f"all.export /\nxrd.port {port}\nofs.osslib libXrdPss.so\npss.cachelib libXrdPfc.so\n"
+              f"pss.origin {origin.address}:{origin_port}\noss.localroot {cache_dir}\n"
+              f"pfc.blocksize 1M\npfc.ram {ram}\npfc.diskusage 0.90 0.95\nall.adminpath {workdir}/xcache/admin\n")
+    return _xrootd("xcache", host, config, workdir / "xcache", port)
+
+
+def xrootdfs_mount(host: Host, server: Host, port: int, mountpoint: Path, log: Path) -> Daemon:
+    """Mount ``root://server:port//`` at ``mountpoint`` with xrootdfs, its traffic in ``host``'s namespace.
+
+    This is the worker's POSIX view of a remote XRootD server (as an NFS
+    mount would be): the jobs of the no-cache and XCache runs read through
+    it, and it is the storage branch of HTDA's union view.
+    """
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    daemon = Daemon(f"xrootdfs {mountpoint.name}", host,
+                    ["xrootdfs", str(mountpoint), "-f", "-o", f"rdr=root://{server.address}:{port}//",
+                     "-o", "nworkers=8", "-o", "max_read=1048576"], log, env=XRD_ENV)
+    deadline = time.monotonic() + 20
+    while not _listed(mountpoint):
+        daemon.check()
+        if time.monotonic() > deadline:
+            raise TopologyError(f"xrootdfs did not mount {mountpoint} (log: {log})")
+        time.sleep(0.2)
+    return daemon
+
+
+def unmount(mountpoint: Path) -> None:
+    """Lazy-unmount a FUSE mount (also one whose daemon died)."""
+    if os.path.ismount(mountpoint) or _listed(mountpoint):
+        run("umount", "-l", str(mountpoint), check=False)
+
+
+def _listed(mountpoint: Path) -> bool:
+    return any(line.split()[1] == str(mountpoint) for line in Path("/proc/mounts").read_text().splitlines()
+               if len(line.split()) > 1)
+
+
+def unmount_all(under: Path) -> list[str]:
+    """Unmount every mount below ``under`` (deepest first); return their paths."""
+    prefix = str(under.resolve()).rstrip("/") + "/"
+    points = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines() if len(line.split()) > 1]
+    found = sorted({p for p in points if p.startswith(prefix)}, key=len, reverse=True)
+    for point in found:
+        run("umount", "-l", point, check=False)
+    return found
+
