@@ -21,16 +21,16 @@ __all__ = ["add_parser", "parse_duration"]
 _DURATIONS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
-def parse_duration(text: str) -> float:
+def parse_duration(text: str, what: str = "half-life") -> float:
     """``"300"``, ``"90s"``, ``"15m"``, ``"6h"``, ``"2d"``, ``"1w"`` -> seconds."""
     value = text.strip().lower()
     unit = _DURATIONS.get(value[-1:], None)
     try:
         seconds = float(value[:-1]) * unit if unit else float(value)
     except ValueError:
-        raise ValueError(f"half-life {text!r} is not a duration (e.g. 300, 15m, 6h, 2d)") from None
+        raise ValueError(f"{what} {text!r} is not a duration (e.g. 300, 15m, 6h, 2d)") from None
     if not seconds > 0:
-        raise ValueError(f"half-life {text!r} must be > 0")
+        raise ValueError(f"{what} {text!r} must be > 0")
     return seconds
 
 
@@ -87,7 +87,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     spec = RunSpec(capacities=[parse_size(s, working_set) for s in size_texts],
                    half_lives=[parse_duration(h) for h in _split(args.half_lives)],
                    baselines=_split(args.policies), rating=args.rating, per_size=args.per_size,
-                   accesses=args.accesses, nodes=args.nodes, belady=not args.no_belady, bound=not args.no_bound)
+                   accesses=args.accesses, nodes=args.nodes, belady=not args.no_belady, bound=not args.no_bound,
+                   cycle=parse_duration(args.cycle, "cycle") if args.cycle else None, hysteresis=args.hysteresis)
     progress = Progress(total or 0, enabled=True if args.progress else None)
     window = args.window or (max(1000, total // 100) if total else args.chunk)
     result = simulate(source.chunks(), spec, progress=progress if total else None, window=window)
@@ -155,7 +156,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--accesses", choices=("job", "request"), default="job",
                    help="a group's access: one per job (requests of a group at one timestamp) or per request")
     p.add_argument("--per-size", action="store_true", help="rate files per byte (the coordinator's size option)")
-    p.add_argument("--nodes", type=int, default=1, help="split each cache over this many nodes")
+    p.add_argument("--nodes", type=int, default=1,
+                   help="split each cache over this many nodes; HTDA then runs with the coordinator's placement")
+    p.add_argument("--cycle", help="seconds between placement cycles (default 5m with --nodes > 1; on one node: "
+                                   "also run HTDA with placement cycles)")
+    p.add_argument("--hysteresis", type=float, default=2.0, help="placement hysteresis (default %(default)s)")
     p.add_argument("--no-belady", action="store_true", help="skip Belady's MIN")
     p.add_argument("--no-bound", action="store_true", help="skip the PFOO-L upper bound")
     p.add_argument("--out", help="directory for table.txt, result.json and the PNG plots")

@@ -218,11 +218,21 @@ def _offline(result: ReplayResult, ids: np.ndarray, object_sizes: np.ndarray, of
         out.append(res)
     if bound_capacities:
         window = result.requests_series[0] if result.requests_series else 1
-        for bound in pfoo_lower_bound(ids, object_sizes[ids], list(bound_capacities), nexts, window):
+        for bound in pfoo_lower_bound(ids, _SizesByRequest(ids, object_sizes), list(bound_capacities), nexts, window):
             res = PolicyResult("pfoo-l", bound.capacity, bound.hits, bound.hit_bytes, bound=True)
             res.hit_bytes_series = _regroup(bound.hit_bytes_series, result.requests_series, window)
             out.append(res)
     return out
+
+
+class _SizesByRequest:
+    """``sizes[positions]`` of requests, looked up per object: no per-request size array for the whole trace."""
+
+    def __init__(self, ids: np.ndarray, object_sizes: np.ndarray):
+        self.ids, self.object_sizes = ids, object_sizes
+
+    def __getitem__(self, positions):
+        return self.object_sizes[self.ids[positions]]
 
 
 def _regroup(series: np.ndarray, requests_series: list[int], window: int) -> list[float]:

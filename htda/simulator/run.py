@@ -3,10 +3,14 @@
 Baseline policies (``lru``, ``lfu``, ``arc`` and any a site adds) are plugins
 of the entry-point group ``htda.simulator.policies``; HTDA's policy is built
 around a rating policy of the coordinator's group ``htda.policies``
-(``lrfu`` by default), once per half-life.  With ``nodes > 1`` every policy
-runs as that many independent caches of ``capacity / nodes`` bytes, each
-request going to the node of its group (so the files of a group share a
-node, as the coordinator's placement arranges).
+(``lrfu`` by default), once per half-life.
+
+With ``nodes > 1`` the baselines run as that many independent caches of
+``capacity / nodes`` bytes, each request going to the node of its group (so
+the files of a group share a node), and HTDA runs as the pool does: the
+coordinator's placement fills the nodes every ``cycle`` seconds
+(:class:`~.placed.PlacedHTDAPolicy`).  A ``cycle`` on one node adds that
+cycle-driven HTDA next to the demand-fetched one.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from ..node.plugins import PluginError, load
 from .engine import ReplayResult, replay
 from .htda_policy import HTDAPolicy
 from .offline import BeladyPolicy
+from .placed import PlacedHTDAPolicy
 from .policies import CachePolicy
 from .trace import NO_GROUP, Chunk
 
@@ -40,8 +45,15 @@ class RunSpec:
     nodes: int = 1
     belady: bool = True
     bound: bool = True
+    #: seconds between placement cycles; None: 300 with several nodes, no placement on one node
+    cycle: float | None = None
+    hysteresis: float = 2.0
 
     def __post_init__(self) -> None:
+        if self.cycle is None and self.nodes > 1:
+            self.cycle = 300.0
+        if self.cycle is not None and not self.cycle > 0:
+            raise ValueError("the placement cycle must be > 0 seconds")
         if not self.capacities or any(c < 0 for c in self.capacities):
             raise ValueError("give at least one cache size, each >= 0 bytes")
         if any(not h > 0 for h in self.half_lives):
@@ -102,12 +114,20 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
     rating_cls = _plugin(RATING_POLICIES, spec.rating)
     for half_life in spec.half_lives:
         label = htda_label(half_life) if spec.rating == "lrfu" else f"{htda_label(half_life)}-{spec.rating}"
-        makers.append(lambda cap, h=half_life, label=label: HTDAPolicy(
-            cap, rating_cls(half_life=h), label=label, per_size=spec.per_size, accesses=spec.accesses))
+        if spec.nodes == 1:
+            makers.append(lambda cap, h=half_life, label=label: HTDAPolicy(
+                cap, rating_cls(half_life=h), label=label, per_size=spec.per_size, accesses=spec.accesses))
+        if spec.cycle is not None:
+            makers.append(lambda cap, h=half_life, label=label + " placed": PlacedHTDAPolicy(
+                cap, rating_cls(half_life=h), nodes=spec.nodes, cycle=spec.cycle, hysteresis=spec.hysteresis,
+                label=label, accesses=spec.accesses))
     policies = []
     for capacity in spec.capacities:
         for make in makers:
-            policies.append(make(capacity) if spec.nodes == 1 else PartitionedPolicy(make, capacity, spec.nodes))
+            policy = make(capacity)
+            if spec.nodes > 1 and not isinstance(policy, PlacedHTDAPolicy):
+                policy = PartitionedPolicy(make, capacity, spec.nodes)
+            policies.append(policy)
     return policies
 
 

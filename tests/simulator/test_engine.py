@@ -24,15 +24,16 @@ def test_series_add_up_to_totals_and_windows_are_exact():
         assert 0 <= result.byte_hit_ratio(r) <= 1
 
 
-def test_nodes_split_the_cache_and_keep_groups_together():
+def test_nodes_split_the_baselines_and_place_htda():
     workload = AnalysisWorkload(requests=20_000, seed=6)
     capacity = int(0.2 * workload.working_set_bytes())
-    one = simulate(workload.chunks(), RunSpec([capacity], [300.0], ["lru"], belady=False, bound=False))
-    four = simulate(workload.chunks(), RunSpec([capacity], [300.0], ["lru"], nodes=4, belady=False, bound=False))
-    for label in ("lru", htda_label(300.0)):
-        pooled = next(r for r in one.results if r.label == label)
-        split = next(r for r in four.results if r.label == label)
-        assert 0 < split.hits <= pooled.hits * 1.05, label  # four small caches are no better than one big one
+    spec = RunSpec([capacity], [300.0], ["lru"], belady=False, bound=False)
+    one = {r.label: r for r in simulate(workload.chunks(), spec).results}
+    spec.nodes = 4
+    four = {r.label: r for r in simulate(workload.chunks(), RunSpec(**vars(spec) | {"cycle": None})).results}
+    assert set(four) == {"lru", "htda(5m) placed"}  # several nodes: HTDA runs with the coordinator's placement
+    assert 0 < four["lru"].hits <= one["lru"].hits * 1.05  # four small caches are no better than one big one
+    assert four["htda(5m) placed"].hits > 0
 
 
 def test_history_of_a_coordinator_database(tmp_path):

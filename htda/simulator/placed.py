@@ -1,0 +1,114 @@
+"""HTDA as the real pool runs it: the coordinator's rating *and placement*, in work cycles, over N nodes.
+
+Where :class:`~.htda_policy.HTDAPolicy` is a demand-fetched cache (a miss
+stages the file at once), this policy replays what the pool does:
+
+- every request records an access of its group in the coordinator's
+  :class:`~htda.coordinator.rating.RatingPolicy` (one per job and group, as in
+  :class:`~.htda_policy.HTDAPolicy`) and is a hit only if the file is placed
+  on some node at that moment;
+- every ``cycle`` seconds of trace time, the best groups (by the rating's
+  keys, enough of them to fill twice the pool's capacity) become
+  :class:`~htda.coordinator.placement.GroupCandidate` objects and the
+  coordinator's :func:`~htda.coordinator.placement.place` computes the new
+  placement from the previous one (hysteresis included); files that appear in
+  it are staged, files that leave it (or move) are evicted.
+
+Placement stages a group's files before they are read (that is what the
+group rule is for), so this is *not* a demand-fetched cache and the offline
+bounds of :mod:`.offline`, which bound demand-fetched caches, do not bound it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from operator import itemgetter
+
+from ..coordinator.placement import GroupCandidate, place
+from ..coordinator.rating import RatingPolicy
+from .policies import CachePolicy
+from .trace import NO_GROUP
+
+__all__ = ["PlacedHTDAPolicy"]
+
+
+class PlacedHTDAPolicy(CachePolicy):
+    """``nodes`` cache nodes of ``capacity / nodes`` bytes, filled by the coordinator's placement each cycle."""
+
+    name = "htda-placed"
+
+    def __init__(self, capacity: int, rating: RatingPolicy, nodes: int = 1, cycle: float = 300.0,
+                 hysteresis: float = 2.0, label: str | None = None, accesses: str = "job"):
+        super().__init__(capacity, label)
+        if not cycle > 0:
+            raise ValueError("cycle must be > 0 seconds")
+        self.rating = rating
+        self.cycle = float(cycle)
+        self.hysteresis = hysteresis
+        self.per_job = accesses == "job"
+        self.capacities = {f"node{i}": capacity // nodes for i in range(nodes)}
+        self._files: dict[int, dict[int, None]] = {}  # group -> its files, in order of first request
+        self._sizes: dict[int, int] = {}
+        self._last_access: dict[int, float] = {}
+        self._where: dict[int, str] = {}  # the current placement: file -> node
+        self._next_cycle: float | None = None
+        self._accessed = False
+        self.cycles = 0
+
+    def replay(self, times, ids, sizes, groups):
+        files, known_sizes, last_access, where = self._files, self._sizes, self._last_access, self._where
+        access = self.rating.access
+        hits = hit_bytes = 0
+        for t, oid, size, group in zip(times, ids, sizes, groups):
+            if self._next_cycle is None:
+                self._next_cycle = t + self.cycle
+            elif t >= self._next_cycle:
+                self._run_cycle(t)
+                where = self._where
+            if oid in where:
+                hits += 1
+                hit_bytes += size
+            if group == NO_GROUP:
+                group = -2 - oid
+            members = files.get(group)
+            if members is None:
+                members = files[group] = {}
+            members[oid] = None
+            known_sizes[oid] = size
+            if not self.per_job or last_access.get(group) != t:
+                last_access[group] = t
+                access(group, t)
+                self._accessed = True
+        self.rating.take_touched()
+        return hits, hit_bytes
+
+    def _candidates(self, now: float) -> list[GroupCandidate]:
+        """The best groups, until their files would fill the pool twice (room for the hysteresis to choose)."""
+        keys, budget = self.rating.keys(), 2 * self.capacity
+        want = 64
+        while True:
+            chosen, total = [], 0
+            for group, key in heapq.nlargest(want, keys.items(), key=itemgetter(1)):
+                members = tuple(self._files.get(group, ()))
+                chosen.append(GroupCandidate(group, self.rating.score_of_key(key, now), members))
+                total += sum(self._sizes[f] for f in members)
+                if total >= budget:
+                    return chosen
+            if want >= len(keys):
+                return chosen
+            want *= 4  # not enough bytes among the best ``want`` groups: look deeper
+
+    def _run_cycle(self, now: float) -> None:
+        if not self._accessed:
+            new = self._where  # no access since the last cycle: the placement is stable (placement's contract)
+        else:
+            new = place(self._candidates(now), self._sizes, self.capacities, self._where, hysteresis=self.hysteresis)
+        self._accessed = False
+        old, sizes = self._where, self._sizes
+        self.staged += sum(sizes[f] for f, node in new.items() if old.get(f) != node)
+        self.evicted += sum(sizes[f] for f, node in old.items() if new.get(f) != node)
+        self.used = sum(sizes[f] for f in new)
+        self._where = new
+        self.cycles += 1
+        while self._next_cycle <= now:
+            self._next_cycle += self.cycle
