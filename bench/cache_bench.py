@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from htda.cache.backends.posix import PosixDevice, PosixStorage
@@ -72,15 +73,17 @@ def time_cp(src: Path, lfns: list[str], dst: Path) -> float:
     return time.perf_counter() - started
 
 
-def time_stage(src: Path, lfns: list[str], dev_dir: Path, checksum: str, stream: bool) -> float:
+def time_stage(src: Path, lfns: list[str], dev_dir: Path, checksum: str, stream: bool, parallel: int) -> float:
+    """Stage the files as the node does: ``parallel`` copies at once (``max_staging``), each fsync'ed."""
     shutil.rmtree(dev_dir, ignore_errors=True)
     device, storage = PosixDevice(str(dev_dir)), PosixStorage(str(src))
     stager = Stager(checksum=checksum, readback=True, verify_root=False)
     stager.force_stream = stream
     drop_caches()
     started = time.perf_counter()
-    for lfn in lfns:
-        stager.stage(StagingJob(lfn, storage, device))
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        for _ in pool.map(lambda lfn: stager.stage(StagingJob(lfn, storage, device)), lfns):
+            pass
     return time.perf_counter() - started
 
 
@@ -110,26 +113,28 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--size-mb", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--parallel", type=int, default=2, help="copies at once, like cache.max_staging (2)")
     parser.add_argument("--dir", default=None, help="work directory (default: a temporary one under /var/tmp)")
     args = parser.parse_args()
     size = (args.size_mb or (256 if args.full else 32)) << 20
     work = Path(tempfile.mkdtemp(prefix="htda-cache-bench-", dir=args.dir or "/var/tmp"))
     try:
-        return run(work, args.files, size, args.rounds)
+        return run(work, args.files, size, args.rounds, args.parallel)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run(work: Path, count: int, size: int, rounds: int) -> int:
+def run(work: Path, count: int, size: int, rounds: int, parallel: int) -> int:
     src = work / "storage"
     lfns = make_files(src, count, size)
     total_mb = count * size / 1e6
     dropping = drop_caches()
-    print(f"cache bench: {count} files x {size >> 20} MiB in {work} (page cache dropped: {dropping})")
+    print(f"cache bench: {count} files x {size >> 20} MiB in {work}, {parallel} copies at once, "
+          f"best of {rounds} interleaved rounds (page cache dropped: {dropping})")
     variants = {"cp + sync": lambda: time_cp(src, lfns, work / "cp")}
     for checksum, stream in (("adler32", False), ("adler32", True), ("none", False)):
         label = f"stage {checksum}{' streamed' if stream else ''}"
-        variants[label] = lambda c=checksum, s=stream: time_stage(src, lfns, work / "dev", c, s)
+        variants[label] = lambda c=checksum, s=stream: time_stage(src, lfns, work / "dev", c, s, parallel)
     best = interleaved(variants, rounds)
     cp = best.pop("cp + sync")
     print(f"  {'cp + sync':24s} {total_mb / cp:8.1f} MB/s")

@@ -44,10 +44,15 @@ class Room:
     free: int
     high: float = 0.95
     low: float = 0.90
+    #: bytes to leave free on a shared file system (``1 - high`` of it)
+    reserve: int = 0
 
-    def limit(self) -> int:
-        mark = self.high if self.used <= self.high * self.capacity else self.low
-        return int(min(mark * self.capacity, self.used + self.free))
+    def limit(self, mark: float | None = None) -> int:
+        """Bytes our copies may take: ``mark`` x capacity (by default high, or low once above high),
+        never more than the file system can give while keeping its reserve free."""
+        if mark is None:
+            mark = self.high if self.used <= self.high * self.capacity else self.low
+        return int(max(0, min(mark * self.capacity, self.used + self.free - self.reserve)))
 
 
 @dataclass

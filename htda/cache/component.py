@@ -209,8 +209,9 @@ class CacheComponent(Component):
     # -- reports ---------------------------------------------------------------------
     def heartbeat_info(self) -> dict[str, Any]:
         rooms = self.service.rooms()
-        free = sum(max(0, min(int(r.high * r.capacity) - r.used, r.free)) for r in rooms)
-        return {"capacity_bytes": sum(r.capacity for r in rooms), "free_bytes": free,
+        holdable = [r.limit(r.high) for r in rooms]  # what this node can hold now, under its high marks
+        free = sum(max(0, h - r.used) for h, r in zip(holdable, rooms))
+        return {"capacity_bytes": sum(holdable), "free_bytes": free,
                 "used_bytes": self.service.index.used_bytes(), "files": len(self.service.index),
                 "staging": len(self.service.jobs)}
 

@@ -97,15 +97,18 @@ class CacheService:
             for found in dev.scan():
                 entry, reason = validate_found(found, dev, self._storage_of_meta(found.meta),
                                                self.config["verify_on_start"] == "checksum")
+                if entry is not None and found.lfn in self.index:
+                    entry, reason = None, "a second copy on another device"  # one copy per LFN, or evictions miss one
                 if entry is None:
                     invalid.append((dev, found.lfn, reason))
                 else:
                     self.index.add(entry)
-        self._start_view()
-        for dev, lfn, reason in invalid:
-            self._view_call("removing", lfn)
+        for dev, lfn, reason in invalid:  # before the view starts, so a fresh view never shows them
+            if lfn not in self.index:
+                self._view_call("removing", lfn)
             dev.delete(lfn)
             self._record_eviction(lfn, 0, dev, f"invalid at start: {reason}")
+        self._start_view()
         log.info("index rebuilt: %d valid copies kept, %d invalid dropped, %d temporaries removed",
                  len(self.index), len(invalid), removed_temps)
         return {"kept": len(self.index), "dropped": len(invalid), "temporaries": removed_temps}
@@ -202,7 +205,8 @@ class CacheService:
         for dev in self.device.devices():
             used = self.index.used_bytes(dev) + sum(s for d, s in flight if d is dev)
             mark = self.marks[id(dev)]
-            out.append(Room(dev, dev.capacity_bytes(), used, dev.free_bytes(), mark.high, mark.low))
+            reserve = int((1 - mark.high) * dev.filesystem_bytes())
+            out.append(Room(dev, dev.capacity_bytes(), used, dev.free_bytes(), mark.high, mark.low, reserve))
         return out
 
     # -- staging ---------------------------------------------------------------------

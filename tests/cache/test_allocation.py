@@ -52,6 +52,8 @@ def test_watermarks_and_file_system_free_space():
     assert room(A, capacity=1000, used=800, high=0.9, low=0.6).limit() == 900
     assert room(A, capacity=1000, used=950, high=0.9, low=0.6).limit() == 600  # above high: down to low
     assert room(A, capacity=1000, used=100, free=50, high=0.9).limit() == 150  # the disk is the limit
+    assert Room(A, 1000, 100, 50, 0.9, 0.6, reserve=30).limit() == 120  # keep a share of a shared disk free
+    assert Room(A, 1000, 0, 10, 0.9, 0.6, reserve=30).limit() == 0
     held = {"/a": (A, 300), "/b": (A, 300), "/c": (A, 300)}
     wanted = [Wanted("/a", 3.0, 300), Wanted("/b", 2.0, 300), Wanted("/c", 1.0, 300)]
     p = plan(wanted, held, {}, [room(A, capacity=1000, used=900, high=0.8, low=0.6)])

@@ -121,6 +121,10 @@ class CacheDevice(ABC):
     def free_bytes(self) -> int:
         """Bytes still free on the file system beneath the device."""
 
+    def filesystem_bytes(self) -> int:
+        """Size of the file system beneath the device (watermarks keep a share of it free)."""
+        return self.capacity_bytes()
+
     @abstractmethod
     def temporary(self, size_hint: int = 0) -> TemporaryCopy:
         """A new temporary file to stage into."""

@@ -162,6 +162,10 @@ class PosixDevice(CacheDevice):
         st = os.statvfs(self.path)
         return st.f_bavail * st.f_frsize
 
+    def filesystem_bytes(self) -> int:
+        st = os.statvfs(self.path)
+        return st.f_blocks * st.f_frsize
+
     # -- files ---------------------------------------------------------------
     def temporary(self, size_hint: int = 0) -> TemporaryCopy:
         name = f".htda-{secrets.token_hex(8)}"

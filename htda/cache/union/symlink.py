@@ -97,6 +97,8 @@ class SymlinkDriver(UnionDriver):
 
     def removing(self, lfn: str) -> None:
         self._held.discard(lfn)
+        if not os.path.isdir(self.view):
+            return  # not built yet: start() links storage
         if self._in_storage(lfn):
             self._link(lfn, self._storage_path(lfn))
         else:
