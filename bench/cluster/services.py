@@ -115,7 +115,7 @@ def xrootdfs_mount(host: Host, server: Host, port: int, mountpoint: Path, log: P
     it, and it is the storage branch of HTDA's union view.
     """
     mountpoint.mkdir(parents=True, exist_ok=True)
-    daemon = Daemon(f"xrootdfs {mountpoint.name}", host,
+    daemon = Daemon(f"xrootdfs-{mountpoint.name}-{host.name}", host,
                     ["xrootdfs", str(mountpoint), "-f", "-o", f"rdr=root://{server.address}:{port}//",
                      "-o", "nworkers=8", "-o", "max_read=1048576"], log, env=XRD_ENV)
     deadline = time.monotonic() + 20

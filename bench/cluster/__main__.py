@@ -1,0 +1,99 @@
+"""``python -m bench.cluster run|cleanup|dataset``: the cluster benchmark's one command (see README.rst here)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .dataset import DatasetSpec, ensure_dataset
+from .report import correctness, daemon_table, pass_table, plot, table
+from .runner import MODES, RunConfig, run_benchmark
+from .services import unmount_all
+from .topology import TopologyError, check_can_run, cleanup
+from .workload import WorkloadSpec
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.cluster", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="build the cluster, run no-cache, HTDA and XCache, print and plot")
+    clean = sub.add_parser("cleanup", help="remove namespaces, processes and mounts left by a run")
+    data = sub.add_parser("dataset", help="only write (or check) the dataset")
+    for q in (run, clean, data):
+        q.add_argument("--workdir", type=Path, default=Path("/var/tmp/htda-bench"),
+                       help="runs, results and (by default) the dataset live here")
+        q.add_argument("--prefix", default="htdab", help="name prefix of namespaces and links")
+    for q in (run, data):
+        q.add_argument("--dataset-dir", type=Path, help="dataset cache (default: WORKDIR/dataset)")
+        q.add_argument("--dataset-mb", type=float, default=2048, help="total dataset size in MB")
+        q.add_argument("--file-mb", type=float, nargs=2, default=(20, 120), metavar=("MIN", "MAX"))
+        q.add_argument("--compression", default="none", help="none or zlib:N, lzma:N, zstd:N, lz4:N")
+    run.add_argument("--workers", type=int, default=4)
+    run.add_argument("--slots", type=int, default=2, help="job slots per worker")
+    run.add_argument("--storage-rate", default="200mbit", help="tc tbf rate of the storage link")
+    run.add_argument("--service-rate", default="", help="tc tbf rate of the service host's link (default: none)")
+    run.add_argument("--cache-mb", type=int, default=1024, help="HTDA cache device capacity per worker")
+    run.add_argument("--passes", type=int, default=4)
+    run.add_argument("--jobs-per-pass", type=int, default=16)
+    run.add_argument("--files-per-job", type=int, default=3)
+    run.add_argument("--skew", type=float, default=1.0, help="Zipf exponent of group popularity")
+    run.add_argument("--think", type=float, default=10.0, help="seconds between passes")
+    run.add_argument("--modes", default=",".join(MODES), help="comma list of " + ", ".join(MODES))
+    run.add_argument("--small", action="store_true", help="a quick check: 300 MB, 2 workers, 2 passes of 4 jobs")
+    return p
+
+
+def _spec(args) -> DatasetSpec:
+    return DatasetSpec(total_mb=args.dataset_mb, min_file_mb=args.file_mb[0], max_file_mb=args.file_mb[1],
+                       compression=args.compression)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    log = lambda msg: print(f"{time.strftime('%H:%M:%S')} {msg}", flush=True)
+    try:
+        if args.command == "cleanup":
+            mounts = unmount_all(args.workdir)
+            gone = cleanup(args.prefix)
+            log(f"unmounted {len(mounts)} mounts, removed {len(gone)} namespaces: {' '.join(gone) or '-'}")
+            return 0
+        if args.command == "dataset":
+            files = ensure_dataset(args.dataset_dir or args.workdir / "dataset", _spec(args), log=log)
+            log(f"{len(files)} files, {sum(f.size for f in files) / 1e9:.2f} GB")
+            return 0
+        check_can_run()
+        if args.small:
+            args.dataset_mb, args.file_mb, args.workers = 300, (20, 40), 2
+            args.passes, args.jobs_per_pass, args.files_per_job, args.think = 2, 4, 2, 3.0
+            args.dataset_dir = args.dataset_dir or args.workdir / "dataset-small"
+        config = RunConfig(workdir=args.workdir, dataset_dir=args.dataset_dir, prefix=args.prefix,
+                           workers=args.workers, slots=args.slots, storage_rate=args.storage_rate,
+                           service_rate=args.service_rate, cache_mb=args.cache_mb, think=args.think,
+                           modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()), dataset=_spec(args),
+                           workload=WorkloadSpec(passes=args.passes, jobs_per_pass=args.jobs_per_pass,
+                                                 files_per_job=args.files_per_job, skew=args.skew))
+        results = run_benchmark(config, log=log)
+    except (TopologyError, ValueError) as exc:
+        print(f"bench.cluster: {exc}", file=sys.stderr)
+        return 2
+    outdir = args.workdir / "results" / time.strftime("%Y%m%dT%H%M%S")
+    outdir.mkdir(parents=True, exist_ok=True)
+    (outdir / "results.json").write_text(json.dumps(results))
+    same, total, bad = correctness(results)
+    print(f"\nstorage link: {results['shaping']}\n")
+    print(table(results), "\n")
+    print(pass_table(results), "\n")
+    print(daemon_table(results), "\n")
+    print(f"correctness: {same}/{total} jobs gave identical histograms in every mode"
+          + (f"; DIFFERENT: {' '.join(bad[:10])}" if bad else ""))
+    for path in plot(results, outdir):
+        print(f"plot: {path}")
+    print(f"results: {outdir / 'results.json'}")
+    return 0 if not bad else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""HTDA in the cluster: the service node, one cache node per worker, and the job-router hooks.
+
+The service host runs one ``htda-node`` with the coordinator, the locator and
+the submit agent (the hooks' endpoint on the submit host, reached on the
+service host's loopback).  Each worker runs a cache node whose union view
+(mergerfs) stacks its cache device over the worker's xrootdfs mount of the
+storage; the cache stages from the storage's XRootD server.  The hooks are
+the checkout's own executables in ``hooks/``, run in the service host's
+namespace with the job ad on standard input, as HTCondor's job router runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from htda.testing.nodes import write_config
+
+from .services import XROOTD_PORT, Daemon
+from .topology import Host, Topology, TopologyError
+
+__all__ = ["HTDAPool", "SERVICE_PORT", "CACHE_PORT"]
+
+SERVICE_PORT = 8741
+CACHE_PORT = 8742
+HOOKS = Path(__file__).resolve().parents[2] / "hooks"
+ROUTE_AD = '[ Name = "HTDA"; Requirements = JobUniverse == 5 && HTDA_Routed =!= true; EditJobInPlace = true ]'
+
+
+class HTDAPool:
+    """Configs, processes and hooks of HTDA for one run; ``start()`` then ``stop()``."""
+
+    def __init__(self, topo: Topology, workdir: Path, storage_mounts: dict[str, Path], cache_bytes: int,
+                 unknown_size: int, coordinator_cycle: float = 5.0, cache_cycle: float = 2.0):
+        self.topo, self.workdir = topo, workdir
+        self.storage_mounts = storage_mounts
+        self.cache_bytes, self.unknown_size = cache_bytes, unknown_size
+        self.coordinator_cycle, self.cache_cycle = coordinator_cycle, cache_cycle
+        self.daemons: dict[str, Daemon] = {}
+        self.hooks_config = workdir / "hooks.toml"
+        self.hook_log = workdir / "hooks.log"
+
+    # -- configs -----------------------------------------------------------------
+    def _url(self, host: Host, port: int) -> str:
+        return f"http://{host.address}:{port}"
+
+    def _config(self, host: Host, components: list[str], port: int, sections: dict) -> Path:
+        seeds = [self._url(self.topo.service, SERVICE_PORT)]
+        path = write_config(self.workdir, host.name, components, port, seeds, sections=sections, interval=1.0,
+                            expiry=10.0, read_networks=["127.0.0.0/8", f"{self.topo.subnet}.0/24"])
+        # listen on every address of the host's own namespace (loopback for the hooks, eth0 for the pool)
+        text = path.read_text().replace(f'listen = "127.0.0.1:{port}"', f'listen = "0.0.0.0:{port}"')
+        text = text.replace(f'advertise_url = "http://127.0.0.1:{port}"',
+                            f'advertise_url = "{self._url(host, port)}"')
+        path.write_text(text)
+        return path
+
+    def service_config(self) -> Path:
+        return self._config(self.topo.service, ["coordinator", "locator", "submit"], SERVICE_PORT, {
+            "coordinator": {"cycle": self.coordinator_cycle, "unknown_size": self.unknown_size,
+                            "half_life": 3600.0},
+            "submit": {"lookup_timeout": 1.0, "connect_timeout": 0.5, "send_interval": 0.2},
+        })
+
+    def cache_config(self, worker: Host) -> Path:
+        base = self.workdir / worker.name
+        return self._config(worker, ["cache"], CACHE_PORT, {"cache": {
+            "storage": "xrootd", "storage_location": f"root://{self.topo.storage.address}:{XROOTD_PORT}//",
+            "storage_timeout": 60.0,
+            "devices": [{"path": str(base / "cache0"), "capacity": self.cache_bytes}],
+            "union": "mergerfs", "view": str(base / "view"), "view_storage": str(self.storage_mounts[worker.name]),
+            "cycle": self.cache_cycle, "holdings_interval": 10.0, "max_staging": 2,
+        }})
+
+    # -- life cycle --------------------------------------------------------------
+    def start(self) -> None:
+        self.hooks_config.write_text(f'node = "http://127.0.0.1:{SERVICE_PORT}"\ntimeout = 2.0\n'
+                                     f'log = "{self.hook_log}"\n')
+        self.hooks_config.chmod(0o644)
+        self._start("service", self.topo.service, self.service_config())
+        self._wait_healthy("service", self.topo.service, SERVICE_PORT)
+        for worker in self.topo.worker_hosts:
+            self._start(worker.name, worker, self.cache_config(worker))
+        for worker in self.topo.worker_hosts:
+            self._wait_healthy(worker.name, worker, CACHE_PORT)
+            view = self.workdir / worker.name / "view"
+            deadline = time.monotonic() + 30
+            while not os.path.ismount(view):
+                self.daemons[worker.name].check()
+                if time.monotonic() > deadline:
+                    raise TopologyError(f"the union view {view} was not mounted")
+                time.sleep(0.2)
+
+    def _start(self, name: str, host: Host, config: Path) -> None:
+        self.daemons[name] = Daemon(f"htda-node {name}", host, ["python3", "-m", "htda.node.daemon", "--config",
+                                                                 str(config)], config.with_suffix(".log"),
+                                    env={"PYTHONUNBUFFERED": "1"}, cwd=self.workdir)
+
+    def _wait_healthy(self, name: str, host: Host, port: int, timeout: float = 60.0) -> None:
+        probe = (f"import urllib.request; urllib.request.urlopen('http://{host.address}:{port}/healthz', "
+                 "timeout=2).read()")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.daemons[name].check()
+            if subprocess.run(host.cmd("python3", "-c", probe), capture_output=True).returncode == 0:
+                return
+            time.sleep(0.5)
+        raise TopologyError(f"htda-node {name} did not answer /healthz in {timeout}s "
+                            f"(log: {self.daemons[name].log})")
+
+    def wait_members(self, timeout: float = 60.0) -> None:
+        """Wait until the service node sees every cache node."""
+        wanted = {w.name for w in self.topo.worker_hosts}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if wanted <= {m["name"] for m in self.get(self.topo.service, SERVICE_PORT, "/api/v1/pool")["members"]}:
+                return
+            time.sleep(0.5)
+        raise TopologyError(f"cache nodes did not join the pool in {timeout}s")
+
+    def get(self, host: Host, port: int, path: str) -> dict:
+        """A read-only GET from inside the host's namespace (its loopback is a read network)."""
+        code = (f"import urllib.request, sys; sys.stdout.write(urllib.request.urlopen("
+                f"'http://127.0.0.1:{port}{path}', timeout=5).read().decode())")
+        done = subprocess.run(host.cmd("python3", "-c", code), capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise TopologyError(f"GET {path} on {host.name}: {done.stderr.strip()[-300:]}")
+        return json.loads(done.stdout)
+
+    def stop(self) -> None:
+        for daemon in reversed(list(self.daemons.values())):
+            daemon.stop(timeout=15)
+
+    def pids(self) -> dict[str, int]:
+        return {name: d.pid for name, d in self.daemons.items()}
+
+    # -- hooks ---------------------------------------------------------------------
+    def hook(self, name: str, stdin: str) -> str:
+        """Run one of the checkout's hook executables in the service host's namespace; its standard output."""
+        done = subprocess.run(self.topo.service.cmd(str(HOOKS / name)), input=stdin, capture_output=True,
+                              text=True, timeout=30, env={**os.environ, "HTDA_HOOKS_CONFIG": str(self.hooks_config)})
+        if done.returncode != 0:
+            raise TopologyError(f"hook {name} exited with {done.returncode}: {done.stderr.strip()[-300:]}")
+        return done.stdout
+
+    def translate(self, ad: str) -> str:
+        return self.hook("htda_translate", f"{ROUTE_AD}\n------\n{ad}")
+
+    def started(self, ad: str, worker: str, slot: int) -> None:
+        self.hook("htda_update_job_info", _running(ad, worker, slot, 2))
+
+    def finished(self, source_ad: str, ad: str, worker: str, slot: int) -> None:
+        self.hook("htda_job_finalize", f"{source_ad}------\n{_running(ad, worker, slot, 4)}")
+
+
+def _running(ad: str, worker: str, slot: int, status: int) -> str:
+    """The routed job ad as the schedd has it once matched: status, remote host, the machine's HTDA name."""
+    keep = [line for line in ad.splitlines()
+            if line.split("=", 1)[0].strip() not in ("JobStatus", "RemoteHost", "MachineAttrHTDA_NodeName0")]
+    extra = [f"JobStatus = {status}", f'RemoteHost = "slot{slot}@{worker}.htda-bench"',
+             f'MachineAttrHTDA_NodeName0 = "{worker}"']
+    return "\n".join(sorted(keep + extra)) + "\n"
+
