@@ -24,8 +24,10 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 def pool(inprocess_node, tmp_path):
     """A service node (locator) and a worker (cache with one 64 MiB device) that heartbeats to it."""
     service = inprocess_node("service", ["locator"])
+    # high_watermark 1: the heartbeat's capacity is what the node may fill, here all of the device
+    device = {"path": "cache0", "capacity": CAPACITY, "high_watermark": 1.0, "low_watermark": 1.0}
     worker = inprocess_node("worker", ["cache"], seeds=[service.url],
-                            sections={"cache": {"devices": [{"path": "cache0", "capacity": CAPACITY}], "cycle": 60.0}})
+                            sections={"cache": {"devices": [device], "cycle": 60.0}})
     wait_until(lambda: {"service", "worker"} <= {m.name for m in service.members()}, what="worker to join")
     wait_until(lambda: service.pool.member("worker").info.get("cache"), what="the worker's cache facts")
     return service, worker

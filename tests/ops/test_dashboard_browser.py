@@ -16,7 +16,9 @@ MEMBER_NAMES = "[...document.querySelectorAll('#members tbody tr[data-node]')].m
 
 
 def _cache(capacity: int) -> dict:
-    return {"cache": {"devices": [{"path": f"cache-{capacity}", "capacity": capacity}], "cycle": 60.0}}
+    # high_watermark 1: the heartbeat's capacity is what the node may fill, here all of the device
+    device = {"path": f"cache-{capacity}", "capacity": capacity, "high_watermark": 1.0, "low_watermark": 1.0}
+    return {"cache": {"devices": [device], "cycle": 60.0}}
 
 
 @pytest.fixture

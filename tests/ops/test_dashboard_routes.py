@@ -56,7 +56,8 @@ def test_access_outside_the_read_networks(inprocess_node, public, expected):
 
 def test_summary_of_a_live_pool(service, inprocess_node):
     worker = inprocess_node("w1", ["cache"], seeds=[service.url],
-                            sections={"cache": {"devices": [{"path": "c1", "capacity": 1 << 20}], "cycle": 60.0}})
+                            sections={"cache": {"devices": [{"path": "c1", "capacity": 1 << 20, "high_watermark": 1.0,
+                                                             "low_watermark": 1.0}], "cycle": 60.0}})
     wait_until(lambda: (service.pool.member("w1") or None) and service.pool.member("w1").info.get("cache"),
                what="w1's cache facts")
     service.client.post(f"{service.url}{API}/coordinator/jobs",
