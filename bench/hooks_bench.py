@@ -1,7 +1,9 @@
 """Benchmark: job-router hook invocations per second and the locator's batch lookup rate.
 
 A live pool on loopback (``htda-node`` subprocesses): 1 coordinator, 1 locator,
-4 cache-role nodes and the submit agent the hooks talk to.  The locator is
+4 cache-role nodes and the submit agent the hooks talk to; plus, for one extra
+figure, a second submit agent whose node also runs a locator (looked up
+in-process, no HTTP hop).  The locator is
 filled with ``--files`` LFNs (default 100,000) through the holdings endpoint
 under the cache nodes' names.  The hooks are installed with
 ``hooks/install-hooks`` (lean ``-IS`` start-up, as deployed; and the native
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import subprocess
@@ -180,6 +183,12 @@ def import_time_us(hook: Path) -> int:
     return int(match.group(1)) if match else -1
 
 
+def cpu_seconds(node: NodeProcess) -> float:
+    """User + system CPU time of a node process so far (from /proc)."""
+    fields = Path(f"/proc/{node.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def startup_ms(argv: list[str], runs: int = 20) -> float:
     started = time.perf_counter()
     for _ in range(runs):
@@ -210,10 +219,13 @@ def main() -> None:
             for name in CACHES:  # no periodic full report during the run: it would replace the fill
                 pool.start(name, ["cache"], seeds, cache={"holdings_interval": 3600.0})
             agent = pool.start("submit", ["submit"], seeds)
-            wait_until(lambda: set(CACHES) | {"loc", "coord"} <= agent.members() and set(CACHES) <= locator.members(),
-                       timeout=30, what="the pool to form")
+            # A second submit host whose node also runs a locator: the agent looks up in-process.
+            colocated = pool.start("submit2", ["submit", "locator"], seeds)
+            wait_until(lambda: set(CACHES) | {"loc", "coord"} <= agent.members() and set(CACHES) <= locator.members()
+                       and set(CACHES) <= colocated.members(), timeout=30, what="the pool to form")
             time.sleep(2.0)  # the caches' first (empty) full reports land before the fill
             fill_seconds = fill(locator, args.files)
+            fill(colocated, args.files)
             nodes = locator.get("/api/v1/locator/nodes")["nodes"]
             print(f"pool: 1 coordinator, 1 locator, {len(CACHES)} caches, submit agent; locator holds "
                   f"{sum(n['files'] for n in nodes.values()):,} entries of {args.files:,} LFNs "
@@ -222,6 +234,8 @@ def main() -> None:
             hooks = install_hooks(base, native=not args.no_native)
             config = base / "hooks.toml"
             config.write_text(f'node = "{agent.url}"\ntimeout = 0.5\nlog = "{base / "hooks.log"}"\n')
+            config2 = base / "hooks2.toml"
+            config2.write_text(f'node = "{colocated.url}"\ntimeout = 0.5\nlog = "{base / "hooks.log"}"\n')
 
             python_hook = hooks["python"]
             print(f"hook start-up: python -IS -c pass {startup_ms([sys.executable, '-IS', '-c', 'pass']):.1f} ms; "
@@ -234,13 +248,21 @@ def main() -> None:
             stdins = [f"{ROUTE}\n------\n".encode() + JOB.format(
                 cluster=1000 + k, inputs=",".join(job_inputs(rng, args.files, args.inputs))).encode()
                 for k in range(args.jobs)]
-            for variant, hook in hooks.items():
-                run_hooks(hook, config, stdins[:20], 1)  # warm-up (page cache, keep-alive to the locator)
+            runs = [(variant, hook, config, "submit", "loc") for variant, hook in hooks.items()]
+            runs += [(f"{variant}, locator on the agent's node", hook, config2, "submit2", "submit2")
+                     for variant, hook in hooks.items() if variant == "native"]
+            for variant, hook, cfg, agent_name, locator_name in runs:
+                run_hooks(hook, cfg, stdins[:20], 1)  # warm-up (page cache, keep-alive to the locator)
                 for parallel in (1, 2):
-                    seconds, steered, failed = run_hooks(hook, config, stdins, parallel)
+                    cpu_before = {name: cpu_seconds(pool.nodes[name]) for name in {agent_name, locator_name}}
+                    seconds, steered, failed = run_hooks(hook, cfg, stdins, parallel)
+                    cpu = {name: (cpu_seconds(pool.nodes[name]) - before) / args.jobs * 1000
+                           for name, before in cpu_before.items()}
+                    where = (f"agent {cpu[agent_name]:.2f} ms, locator {cpu[locator_name]:.2f} ms"
+                             if agent_name != locator_name else f"agent and locator {cpu[agent_name]:.2f} ms")
                     print(f"translate hook ({variant}), {parallel} in parallel: {args.jobs / seconds:7.1f} "
                           f"invocations/s ({args.jobs} jobs, {args.inputs} inputs each, {steered} steered, "
-                          f"{failed} failed)")
+                          f"{failed} failed; CPU per job: {where})")
 
             for clients in (1, 2):
                 rate, held = lookup_rate(locator.url, args.files, args.batch, args.seconds, clients)

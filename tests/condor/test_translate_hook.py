@@ -117,3 +117,17 @@ def test_the_executable_runs_through_its_own_shebang(agent, hook_config, holding
     run = run_hook("htda_translate", hook_input(job_ad()), hook_config, direct=True)
     assert run.code == 0, run.stderr
     assert parse(run.stdout)["HTDA_PreferredNodes"] == "c-all"
+
+
+def test_a_locator_on_the_agents_node_is_used_directly(inprocess_node, coordinator, tmp_path, run):
+    from htda.node.client import Client
+    from htda.testing.nodes import SECRET
+
+    node = inprocess_node("submit-loc", ["submit", "locator"],
+                          sections=agent_sections([], [coordinator.url]))
+    Client(SECRET.encode(), retries=0).post(f"{node.url}/api/v1/locator/holdings", {
+        "node": "c-all", "files": [{"lfn": k, "size": v} for k, v in INPUTS.items()], "replace": True})
+    out = run("htda_translate", hook_input(job_ad()), write_hook_config(tmp_path / "h.toml", node.url))
+    assert parse(out.stdout)["HTDA_PreferredNodes"] == "c-all"
+    _, metrics = Client(None, retries=0).raw("GET", f"{node.url}/metrics")
+    assert b"\nhtda_locator_lookups_total " not in metrics  # the index was asked directly, not over HTTP
