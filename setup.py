@@ -74,7 +74,8 @@ setup(
     extras_require={
         "postgres": ["psycopg2-binary>=2.9"],
         "test": ["pytest>=7.4", "pytest-timeout>=2.1", "psycopg2-binary>=2.9", "cryptography>=41",
-                 "ruff>=0.4", "matplotlib>=3.7"],
+                 "ruff>=0.4", "matplotlib>=3.7", "hypothesis>=6.80", "schemathesis>=4.0",
+                 "websocket-client>=1.6"],
         "docs": ["sphinx>=7.0"],
     },
     entry_points=ENTRY_POINTS,

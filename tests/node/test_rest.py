@@ -2,23 +2,28 @@
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 from htda.node.client import Client
 from htda.node.rest import RestApp, RestServer, Route
+from htda.node.runtime import load_config
 from htda.testing.nodes import SECRET
+
+ALL_IN_ONE = Path(__file__).resolve().parents[2] / "config" / "all-in-one.toml"
 
 
 @pytest.fixture
 def node(inprocess_node):
-    return inprocess_node("rest-node", ["coordinator", "locator", "cache"])
+    return inprocess_node("rest-node", load_config(ALL_IN_ONE)["node"]["components"])
 
 
 def test_core_endpoints_answer(node):
     client = Client(SECRET.encode())
     info = client.get(f"{node.url}/api/v1/node")
     assert info["name"] == "rest-node" and info["version"] and info["uptime"] >= 0
+    assert info["roles"] == load_config(ALL_IN_ONE)["node"]["components"]
     assert client.get(f"{node.url}/healthz")["status"] == "ok"
     assert [m["name"] for m in client.get(f"{node.url}/api/v1/pool")["members"]] == ["rest-node"]
 
@@ -124,8 +129,6 @@ def test_state_changing_routes_default_to_authenticated():
 def test_repository_copy_of_the_openapi_document_matches_the_served_one(node):
     """docs/openapi.json (the REST reference) is what an all-in-one node serves; regenerate with
     scripts/update-openapi after changing an endpoint."""
-    from pathlib import Path
-
     served = Client().get(f"{node.url}/api/v1/openapi.json")
     kept = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
     served["info"]["version"] = kept["info"]["version"] = ""
