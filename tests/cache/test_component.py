@@ -179,3 +179,31 @@ def test_bad_lfns_and_sources_in_an_assignment_are_skipped(inprocess_node, peer,
     time.sleep(0.5)
     assert set(held(node)) == {good}
     assert not (tmp_path / "etc").exists()
+
+
+def test_small_device_filling_up_evicts_lowest_scores_and_index_stays_true(tmpfs, inprocess_node, peer, tmp_path):
+    """A real 2 MiB tmpfs device: what does not fit is released; when the disk fills from elsewhere,
+    the lowest-scored copies go, and the index always matches the disk."""
+    root = tmp_path / "storage"
+    files = make_tree(root, {f"/store/g{i}.dat": 400_000 for i in range(6)})
+    mount = tmpfs(2 << 20)
+    peer.assign([(lfn, 10.0 - i) for i, lfn in enumerate(sorted(files))])
+    section = cache_section(tmp_path, peer, root, devices=[{"path": str(mount), "high_watermark": 0.9,
+                                                            "low_watermark": 0.5}])
+    node = inprocess_node("c8", ["cache"], sections=section)
+    best = sorted(files)
+    wait_until(lambda: set(held(node)) == set(best[:4]), what="the four best files on the small device")
+    wait_until(lambda: any(set(best[4:]) <= set(r["lfns"]) for r in peer.releases), what="the rest released")
+
+    def index_matches_disk():
+        on_disk = {"/" + str(p.relative_to(mount / "data")) for p in (mount / "data").rglob("*") if p.is_file()}
+        return on_disk == set(held(node))
+
+    assert index_matches_disk()
+    (mount / "hog").write_bytes(b"\0" * 300_000)  # someone else fills the file system
+    wait_until(lambda: set(held(node)) == set(best[:3]), what="evictions down to the room left")
+    assert index_matches_disk()
+    evicted = [e["lfn"] for e in Client(SECRET.encode()).get(f"{node.url}/api/v1/cache/evictions")["evictions"]]
+    assert evicted == [best[3]]
+    staging = Client(SECRET.encode()).get(f"{node.url}/api/v1/cache/staging")
+    assert staging["failed"] == []
