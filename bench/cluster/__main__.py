@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--service-rate", default="", help="tc tbf rate of the service host's link (default: none)")
     run.add_argument("--cache-mb", type=int, default=1024, help="HTDA cache device capacity per worker")
     run.add_argument("--passes", type=int, default=4)
-    run.add_argument("--jobs-per-pass", type=int, default=16)
+    run.add_argument("--jobs-per-pass", type=int, default=12)
     run.add_argument("--files-per-job", type=int, default=3)
     run.add_argument("--skew", type=float, default=1.0, help="Zipf exponent of group popularity")
     run.add_argument("--think", type=float, default=10.0, help="seconds between passes")

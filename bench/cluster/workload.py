@@ -25,7 +25,7 @@ class WorkloadSpec:
     """How many passes and jobs, how jobs group files, how skewed popularity is."""
 
     passes: int = 4
-    jobs_per_pass: int = 16
+    jobs_per_pass: int = 12
     files_per_job: int = 3
     skew: float = 1.0
     analysts: int = 3
