@@ -10,8 +10,10 @@ Tables
                            inputs; jobs with the same inputs share it) and ``task:<task id>`` (the union of the
                            inputs of a task's jobs)
     ``htda_group_files``   group membership
-    ``htda_job_events``    state changes, unique on (job, state): the same report twice counts once
-    ``htda_accesses``      one row per (started job, input file): the history of a file
+    ``htda_job_events``    state changes, unique on (job, state): the same report twice counts once.  A
+                           ``started`` event is the access of each input of the job: the accesses of a file are
+                           the started jobs whose input group holds it (stored once per job, not per file, which
+                           keeps the bulk ingest fast; ``Store.file_history`` joins them)
     ``htda_nodes``         cache nodes seen: capacity reports, last seen, draining flag
     ``htda_assignments``   the current placement: which node should hold which file, since which cycle
     ``htda_releases``      files a node gave back (not placed there again until the release expires)
@@ -25,11 +27,11 @@ code knows stops start-up.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
-    "MIGRATIONS", "SCHEMA_VERSION", "Access", "Assignment", "Base", "File", "Group", "GroupFile", "Job", "JobEvent",
+    "MIGRATIONS", "SCHEMA_VERSION", "Assignment", "Base", "File", "Group", "GroupFile", "Job", "JobEvent",
     "Meta", "NodeRow", "Release",
 ]
 
@@ -76,7 +78,7 @@ class GroupFile(Base):
 
     __tablename__ = "htda_group_files"
     group_id: Mapped[int] = mapped_column(ForeignKey("htda_groups.id"), primary_key=True)
-    file_id: Mapped[int] = mapped_column(ForeignKey("htda_files.id"), primary_key=True)
+    file_id: Mapped[int] = mapped_column(ForeignKey("htda_files.id"), primary_key=True, index=True)
 
 
 class Job(Base):
@@ -94,7 +96,7 @@ class Job(Base):
     end_time: Mapped[float | None] = mapped_column(Float)
     state: Mapped[str] = mapped_column(String(16), default="submitted")
     node: Mapped[str | None] = mapped_column(String(255))
-    input_group_id: Mapped[int] = mapped_column(ForeignKey("htda_groups.id"))
+    input_group_id: Mapped[int] = mapped_column(ForeignKey("htda_groups.id"), index=True)
     task_group_id: Mapped[int | None] = mapped_column(ForeignKey("htda_groups.id"))
 
 
@@ -106,16 +108,6 @@ class JobEvent(Base):
     state: Mapped[str] = mapped_column(String(16), primary_key=True)
     time: Mapped[float] = mapped_column(Float)
     node: Mapped[str | None] = mapped_column(String(255))
-
-
-class Access(Base):
-    """One read of a file by a started job."""
-
-    __tablename__ = "htda_accesses"
-    job: Mapped[int] = mapped_column(ForeignKey("htda_jobs.id"), primary_key=True)
-    file_id: Mapped[int] = mapped_column(ForeignKey("htda_files.id"), primary_key=True)
-    time: Mapped[float] = mapped_column(Float)
-    __table_args__ = (Index("ix_htda_accesses_file", "file_id", "time"),)
 
 
 class NodeRow(Base):

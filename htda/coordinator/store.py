@@ -23,7 +23,6 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from .model import (
     MIGRATIONS,
     SCHEMA_VERSION,
-    Access,
     Assignment,
     Base,
     File,
@@ -43,7 +42,7 @@ log = logging.getLogger("htda.coordinator.store")
 CHUNK = 2000  # values per IN (...) list: well under SQLite's and PostgreSQL's limits
 
 T_FILES, T_GROUPS, T_MEMBERS = File.__table__, Group.__table__, GroupFile.__table__
-T_JOBS, T_EVENTS, T_ACCESSES = Job.__table__, JobEvent.__table__, Access.__table__
+T_JOBS, T_EVENTS = Job.__table__, JobEvent.__table__
 T_NODES, T_ASSIGN, T_RELEASES, T_META = NodeRow.__table__, Assignment.__table__, Release.__table__, Meta.__table__
 
 
@@ -299,14 +298,7 @@ class Store:
 
     def _record_accesses(self, conn: Connection, started: list[tuple[Any, dict[str, Any]]],
                          result: EventResult) -> None:
-        inputs: dict[int, list[int]] = {}
-        for gid, fid in self._select_in(conn, [T_MEMBERS.c.group_id, T_MEMBERS.c.file_id], T_MEMBERS.c.group_id,
-                                        {row.input_group_id for row, _ in started}):
-            inputs.setdefault(gid, []).append(fid)
-        rows = [{"job": row.id, "file_id": fid, "time": ev["time"]}
-                for row, ev in started for fid in inputs.get(row.input_group_id, ())]
-        if rows:
-            conn.execute(self._insert_ignore(T_ACCESSES), rows)
+        # The started event itself is the record of the accesses (see the model); nothing more to write.
         result.accesses = [(row.input_group_id, row.task_group_id, ev["time"]) for row, ev in started]
 
     # -- releases, nodes, placement ---------------------------------------------------------------
@@ -409,24 +401,30 @@ class Store:
                                                T_GROUPS.c.id, group_ids)}
 
     def file_history(self, file_id: int, limit: int = 50) -> dict[str, Any]:
-        """The accesses of one file (most recent first), their count, and its groups."""
+        """The accesses of one file (the started jobs that read it, most recent first), their count, and its
+        groups."""
         with self.engine.connect() as conn:
-            total = conn.execute(select(func.count()).select_from(T_ACCESSES)
-                                 .where(T_ACCESSES.c.file_id == file_id)).scalar_one()
+            groups = conn.execute(select(T_MEMBERS.c.group_id).where(T_MEMBERS.c.file_id == file_id)).scalars().all()
+            readers = T_JOBS.c.input_group_id.in_(select(T_MEMBERS.c.group_id).where(T_MEMBERS.c.file_id == file_id))
+            started = T_JOBS.c.start_time.is_not(None)
+            total = conn.execute(select(func.count()).select_from(T_JOBS).where(readers, started)).scalar_one()
             recent = conn.execute(
                 select(T_JOBS.c.job_id, T_JOBS.c.owner, T_JOBS.c.task, T_JOBS.c.state, T_JOBS.c.node,
-                       T_ACCESSES.c.time)
-                .join(T_JOBS, T_JOBS.c.id == T_ACCESSES.c.job).where(T_ACCESSES.c.file_id == file_id)
-                .order_by(T_ACCESSES.c.time.desc()).limit(limit)).all()
-            groups = conn.execute(select(T_MEMBERS.c.group_id).where(T_MEMBERS.c.file_id == file_id)).scalars().all()
+                       T_JOBS.c.start_time.label("time"))
+                .where(readers, started).order_by(T_JOBS.c.start_time.desc()).limit(limit)).all()
         return {"accesses": total, "recent": [dict(row._mapping) for row in recent], "groups": list(groups)}
 
     def counts(self) -> dict[str, int]:
-        """Row counts of the main tables (admin and metrics)."""
-        tables = {"jobs": T_JOBS, "files": T_FILES, "groups": T_GROUPS, "accesses": T_ACCESSES,
-                  "assignments": T_ASSIGN}
+        """Row counts of the main tables, and the number of file accesses (admin and metrics)."""
+        tables = {"jobs": T_JOBS, "files": T_FILES, "groups": T_GROUPS, "assignments": T_ASSIGN}
+        accesses = (select(func.count()).select_from(T_EVENTS)
+                    .join(T_JOBS, T_JOBS.c.id == T_EVENTS.c.job)
+                    .join(T_MEMBERS, T_MEMBERS.c.group_id == T_JOBS.c.input_group_id)
+                    .where(T_EVENTS.c.state == "started"))
         with self.engine.connect() as conn:
-            return {name: conn.execute(select(func.count()).select_from(t)).scalar_one() for name, t in tables.items()}
+            out = {name: conn.execute(select(func.count()).select_from(t)).scalar_one() for name, t in tables.items()}
+            out["accesses"] = conn.execute(accesses).scalar_one()
+        return out
 
     def drop_all(self) -> None:
         """Drop every table (and the schema, if one was given): for tests."""
