@@ -163,17 +163,21 @@ static void load_settings(void) {
     fclose(f);
 }
 
+/* double a buffer (keeping one byte for a terminating NUL); 0 when memory ran out */
+static int grow(char **buf, size_t *cap) {
+    char *bigger = realloc(*buf, *cap * 2 + 1);
+    if (!bigger) return 0;
+    *buf = bigger;
+    *cap *= 2;
+    return 1;
+}
+
 static char *read_stdin(size_t *len) {
     size_t cap = 65536, n = 0;
     char *buf = malloc(cap + 1);
     if (!buf) return NULL;
     for (;;) {
-        if (n == cap) {
-            char *bigger = realloc(buf, cap * 2 + 1);
-            if (!bigger) break;
-            buf = bigger;
-            cap *= 2;
-        }
+        if (n == cap && !grow(&buf, &cap)) break;
         ssize_t r = read(0, buf + n, cap - n);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) break;
@@ -269,12 +273,7 @@ static char *post(const char *path, const char *body, size_t body_len, double de
         return NULL;
     }
     for (;;) {
-        if (n == cap) {
-            char *bigger = realloc(buf, cap * 2 + 1);
-            if (!bigger) break;
-            buf = bigger;
-            cap *= 2;
-        }
+        if (n == cap && !grow(&buf, &cap)) break;
         if (!wait_fd(fd, POLLIN, deadline)) {
             free(buf);
             goto timeout;
