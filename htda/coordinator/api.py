@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -75,8 +76,16 @@ def _batch(request: Request, field: str, limit: int) -> list[dict[str, Any]]:
     return items
 
 
+def _finite(value: float | None, where: str) -> float | None:
+    """JSON parsers accept NaN and Infinity; a time must be a real number."""
+    if value is not None and not math.isfinite(value):
+        raise HTTPError(400, f"{where}: must be a finite number")
+    return value
+
+
 def _job_record(job: dict[str, Any], index: int) -> JobRecord:
     where = f"body.jobs[{index}]"
+    _finite(job.get("submit_time"), f"{where}.submit_time")
     inputs = list(dict.fromkeys(checked_lfn(lfn, f"{where}.inputs") for lfn in job["inputs"]))
     sizes = {checked_lfn(lfn, f"{where}.sizes"): size for lfn, size in (job.get("sizes") or {}).items()}
     return JobRecord(job_id=job["job_id"], owner=job["owner"], inputs=inputs, cpus=job.get("cpus"),
@@ -97,7 +106,10 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         return {"accepted": result.accepted, "duplicates": result.duplicates}
 
     def events(request: Request) -> dict[str, Any]:
-        result = core.report_events(_batch(request, "events", limit))
+        items = _batch(request, "events", limit)
+        for i, item in enumerate(items):
+            _finite(item["time"], f"body.events[{i}].time")
+        result = core.report_events(items)
         component.count("events", result.accepted, result.duplicates)
         return {"accepted": result.accepted, "duplicates": result.duplicates, "unknown": result.unknown}
 

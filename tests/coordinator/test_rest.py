@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -107,6 +109,24 @@ def test_bad_input_is_a_400(coordinator, signed, path, body, fragment):
         signed.post(coordinator.url + BASE + path, body)
     assert err.value.status == 400
     assert fragment in str(err.value.payload)
+
+
+@pytest.mark.parametrize("path, raw", [
+    ("/events", b'{"events": [{"job_id": "j", "state": "started", "time": NaN}]}'),
+    ("/events", b'{"events": [{"job_id": "j", "state": "started", "time": Infinity}]}'),
+    ("/jobs", b'{"jobs": [{"job_id": "j", "owner": "a", "inputs": [], "submit_time": Infinity}]}'),
+    ("/jobs", b'{"jobs": [{"job_id": "j", "owner": "a", "inputs": ["/a"]'),
+])
+def test_non_finite_numbers_and_broken_json_are_a_400(coordinator, path, raw):
+    from htda.node.auth import Signer
+
+    target = BASE + path
+    header = Signer(SECRET.encode()).header("POST", target, raw)
+    request = urllib.request.Request(coordinator.url + target, data=raw, method="POST",
+                                     headers={"Authorization": header, "Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(request, timeout=10)
+    assert err.value.code == 400
 
 
 def test_bad_lfn_in_an_admin_query_is_a_400_and_an_unknown_one_a_404(coordinator, anonymous):
