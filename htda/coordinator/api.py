@@ -51,6 +51,12 @@ RELEASES_BODY = {
                    "reason": {"type": "string", "maxLength": 1024}},
 }
 
+PINS_BODY = {
+    "type": "object", "additionalProperties": False, "required": ["pin"],
+    "properties": {"lfns": {"type": "array", "items": _LFN}, "groups": {"type": "array", "items": _NAME},
+                   "pin": {"type": "boolean"}},
+}
+
 DRAIN_BODY = {  # "drain" is accepted as another name of "draining"
     "type": "object", "additionalProperties": False,
     "properties": {"draining": {"type": "boolean"}, "drain": {"type": "boolean"}},
@@ -169,6 +175,21 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         component.wake()
         return {"node": name, "draining": draining}
 
+    def pins(request: Request) -> dict[str, Any]:
+        body = request.json
+        lfns = [checked_lfn(lfn, "body.lfns") for lfn in body.get("lfns") or ()]
+        groups = body.get("groups") or []
+        if len(lfns) + len(groups) > limit:
+            raise HTTPError(400, f"body: at most {limit} LFNs and groups per request (coordinator.max_batch)")
+        answer = core.pin(lfns, groups, body["pin"])
+        component.wake()
+        return answer
+
+    def pinned(request: Request) -> dict[str, Any]:
+        state = core.state
+        files = [{"lfn": state.lfns[fid], "node": core.placement.get(fid)} for fid in sorted(state.pinned)]
+        return {"files": sorted(files, key=lambda f: f["lfn"])}
+
     def cycle_now(request: Request) -> dict[str, Any]:
         report = component.run_cycle()
         return {"cycle": dataclasses.asdict(report) if report else None}
@@ -190,6 +211,9 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         Route("GET", f"{BASE}/files/{{lfn:path}}", file_info, "one file's score, groups, placement and history "
               "(admin)", query={"limit": "most recent accesses listed (50)"}, tag=tag),
         Route("GET", f"{BASE}/nodes", nodes, "per cache node: capacity and assignments (admin)", tag=tag),
+        Route("POST", f"{BASE}/pins", pins, "pin or unpin files (by LFN, or all files of groups by name): "
+              "pinned files are placed first and never displaced (admin)", body=PINS_BODY, tag=tag),
+        Route("GET", f"{BASE}/pins", pinned, "the pinned files and their nodes (admin)", tag=tag),
         Route("POST", f"{BASE}/cycle", cycle_now, "run a work cycle now and answer its report (null while no "
               "cache node is live) (admin)", tag=tag),
         Route("POST", f"{BASE}/nodes/{{node}}/drain", drain, "mark a cache node draining, or not (admin)",

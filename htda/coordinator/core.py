@@ -75,6 +75,7 @@ class Coordinator:
         self.placement = self.store.placement()
         self.cycle = self.store.cycle()
         self.draining = {row["name"] for row in self.store.nodes() if row["draining"]}
+        self.state.pinned = self.store.pins()
         self._build_lists()
         return time.perf_counter() - started
 
@@ -104,6 +105,18 @@ class Coordinator:
             return False
         (self.draining.add if draining else self.draining.discard)(node)
         return True
+
+    def pin(self, lfns: Sequence[str], groups: Sequence[str], pin: bool) -> dict[str, Any]:
+        """Pin (or unpin) files and the files of groups (by name); pinned files are placed first, never
+        displaced.  Unknown LFNs are recorded when pinned; unknown groups are named in the answer."""
+        created, ids, unknown = self.store.set_pins(lfns, groups, pin)
+        self.state.add_files(created.files)
+        with self.state.lock:
+            if pin:
+                self.state.pinned |= ids
+            else:
+                self.state.pinned -= ids
+        return {"files": len(ids), "pinned": len(self.state.pinned), "unknown_groups": unknown}
 
     def node_restarted(self, node: str) -> None:
         """A cache node came back (maybe with new disks): its releases no longer hold."""
@@ -140,9 +153,9 @@ class Coordinator:
         lists: dict[str, list[int]] = {}
         for fid, node in self.placement.items():
             lists.setdefault(node, []).append(fid)
-        order = self.state.file_order_key
+        order, pinned = self.state.file_order_key, self.state.pinned
         for fids in lists.values():
-            fids.sort(key=order, reverse=True)
+            fids.sort(key=lambda fid: (fid in pinned, order(fid)), reverse=True)
         self.lists = lists
 
     # -- answers ----------------------------------------------------------------------
@@ -150,8 +163,14 @@ class Coordinator:
         """The full list of files ``node`` should hold, best first (the pull contract)."""
         now = time.time() if now is None else now
         state = self.state
+        fids = self.lists.get(node, ())
         files = [{"lfn": state.lfns[fid], "score": state.score(state.file_order_key(fid), now),
-                  "size": state.sizes.get(fid), "source": None} for fid in self.lists.get(node, ())]
+                  "size": state.sizes.get(fid), "source": None} for fid in fids]
+        # Pinned files lead the list: they score as the best file of the node, so the order stays by score.
+        best = max((f["score"] for fid, f in zip(fids, files) if fid not in state.pinned), default=0.0)
+        for fid, entry in zip(fids, files):
+            if fid in state.pinned:
+                entry["score"] = max(entry["score"], best)
         return {"node": node, "cycle": self.cycle, "files": files, "draining": node in self.draining}
 
     def node_summary(self, live: Sequence[CacheNode]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ Tables
     ``htda_nodes``         cache nodes seen: capacity reports, last seen, draining flag
     ``htda_assignments``   the current placement: which node should hold which file, since which cycle
     ``htda_releases``      files a node gave back (not placed there again until the release expires)
+    ``htda_pins``          files an administrator pinned: always placed first, never displaced
 
 Versioning: ``htda_meta.schema_version`` holds :data:`SCHEMA_VERSION`.  A new
 database gets every table and the current version; a database of an older
@@ -32,7 +33,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
     "MIGRATIONS", "SCHEMA_VERSION", "Assignment", "Base", "File", "Group", "GroupFile", "Job", "JobEvent",
-    "Meta", "NodeRow", "Release",
+    "Meta", "NodeRow", "Pin", "Release",
 ]
 
 SCHEMA_VERSION = 1
@@ -139,3 +140,10 @@ class Release(Base):
     node: Mapped[str] = mapped_column(String(255), primary_key=True)
     until: Mapped[float] = mapped_column(Float)
     reason: Mapped[str | None] = mapped_column(String(255))
+
+
+class Pin(Base):
+    """A file an administrator wants cached whatever its score."""
+
+    __tablename__ = "htda_pins"
+    file_id: Mapped[int] = mapped_column(ForeignKey("htda_files.id"), primary_key=True)

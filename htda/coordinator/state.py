@@ -38,6 +38,7 @@ class RatingState:
         self.best_group: dict[int, int] = {}
         self._grown: set[int] = set()  # groups that gained files since the last refresh
         self._file_tuples: dict[int, tuple[int, ...]] = {}
+        self.pinned: set[int] = set()  # files placed first and never displaced, whatever their score
         self.lock = threading.RLock()
 
     # -- feeding ------------------------------------------------------------------
@@ -112,8 +113,9 @@ class RatingState:
 
     def candidates(self, budget: int, incumbents: Iterable[int]) -> list[GroupCandidate]:
         """The best groups until their distinct files fill ``budget`` bytes, plus the best group of each
-        incumbent file.  Scores are relative to the best group (2 ** (key - best key)): their ratios are
-        those of the real scores at any time, and none underflows."""
+        incumbent file, plus each pinned file on its own with an infinite score.  Scores are relative to the
+        best group (2 ** (key - best key)): their ratios are those of the real scores at any time, and none
+        underflows."""
         with self.lock:
             keys = self.policy.keys()
             if self.per_size:
@@ -138,11 +140,12 @@ class RatingState:
                 gid = self.best_group.get(fid)
                 if fid not in seen and gid is not None and gid not in chosen:
                     chosen[gid] = self.group_order_key(gid, keys.get(gid, NEVER))
+            pins = [GroupCandidate(("pin", fid), math.inf, (fid,)) for fid in sorted(self.pinned)]
             if not chosen:
-                return []
+                return pins
             top = max(chosen.values())
-            return [GroupCandidate(gid, 2.0 ** (key - top) if key != NEVER else 0.0, self._files_of(gid))
-                    for gid, key in chosen.items()]
+            return pins + [GroupCandidate(gid, 2.0 ** (key - top) if key != NEVER else 0.0, self._files_of(gid))
+                           for gid, key in chosen.items()]
 
     def _files_of(self, gid: int) -> tuple[int, ...]:
         """The files of a group in a fixed order, cached until the group grows."""

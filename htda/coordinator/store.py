@@ -32,6 +32,7 @@ from .model import (
     JobEvent,
     Meta,
     NodeRow,
+    Pin,
     Release,
 )
 
@@ -44,6 +45,7 @@ CHUNK = 2000  # values per IN (...) list: well under SQLite's and PostgreSQL's l
 T_FILES, T_GROUPS, T_MEMBERS = File.__table__, Group.__table__, GroupFile.__table__
 T_JOBS, T_EVENTS = Job.__table__, JobEvent.__table__
 T_NODES, T_ASSIGN, T_RELEASES, T_META = NodeRow.__table__, Assignment.__table__, Release.__table__, Meta.__table__
+T_PINS = Pin.__table__
 
 
 class SchemaVersionError(RuntimeError):
@@ -213,6 +215,10 @@ class Store:
                 size = job.sizes.get(lfn)
                 if size is not None or lfn not in sizes:
                     sizes[lfn] = size
+        return self._file_rows(conn, sizes, result)
+
+    def _file_rows(self, conn: Connection, sizes: dict[str, int | None], result: IngestResult) -> dict[str, int]:
+        """Ids of the LFNs of ``sizes``: rows created where missing, sizes updated where known and changed."""
         keys = {file_key(lfn): lfn for lfn in sizes}
         ids: dict[str, int] = {}
         resized = []
@@ -304,10 +310,8 @@ class Store:
     # -- releases, nodes, placement ---------------------------------------------------------------
     def file_ids(self, lfns: Iterable[str]) -> dict[str, int]:
         """Ids of the known LFNs among ``lfns``."""
-        keys = {file_key(lfn): lfn for lfn in lfns}
         with self.engine.connect() as conn:
-            return {keys[key]: fid for fid, key in self._select_in(conn, [T_FILES.c.id, T_FILES.c.key],
-                                                                   T_FILES.c.key, keys)}
+            return self._known_ids(conn, lfns)
 
     def add_releases(self, node: str, file_ids: Iterable[int], until: float, reason: str | None) -> None:
         ids = sorted(set(file_ids))
@@ -327,6 +331,33 @@ class Store:
             for fid, node in conn.execute(select(T_RELEASES.c.file_id, T_RELEASES.c.node)):
                 out.setdefault(fid, set()).add(node)
             return out
+
+    def set_pins(self, lfns: Sequence[str], group_names: Sequence[str], pin: bool) -> tuple[IngestResult, set[int],
+                                                                                          list[str]]:
+        """Pin (or unpin) files by LFN and by group name.  Unknown LFNs are recorded when pinned; returns the
+        new file rows, the ids of every file named, and the group names that are not known."""
+        result = IngestResult()
+        with self._write, self.engine.begin() as conn:
+            ids = set((self._file_rows(conn, dict.fromkeys(lfns), result) if pin else self._known_ids(conn, lfns))
+                      .values())
+            groups = dict(self._select_in(conn, [T_GROUPS.c.name, T_GROUPS.c.id], T_GROUPS.c.name, group_names))
+            ids.update(fid for (fid,) in self._select_in(conn, [T_MEMBERS.c.file_id], T_MEMBERS.c.group_id,
+                                                         groups.values()))
+            chosen = sorted(ids)
+            for chunk in _chunks(chosen):
+                conn.execute(delete(T_PINS).where(T_PINS.c.file_id.in_(chunk)))
+            if pin and chosen:
+                conn.execute(insert(T_PINS), [{"file_id": fid} for fid in chosen])
+        return result, ids, [name for name in group_names if name not in groups]
+
+    def _known_ids(self, conn: Connection, lfns: Iterable[str]) -> dict[str, int]:
+        keys = {file_key(lfn): lfn for lfn in lfns}
+        return {keys[key]: fid for fid, key in self._select_in(conn, [T_FILES.c.id, T_FILES.c.key], T_FILES.c.key,
+                                                               keys)}
+
+    def pins(self) -> set[int]:
+        with self.engine.connect() as conn:
+            return set(conn.execute(select(T_PINS.c.file_id)).scalars())
 
     def clear_releases(self, node: str) -> None:
         with self._write, self.engine.begin() as conn:

@@ -145,3 +145,30 @@ def test_incremental_cycle_rekeys_only_touched_groups(database):
     core.submit_jobs([JobRecord("late", "bob", ["/store/g0/f0"], task="task0")])
     core.report_events([{"job_id": "late", "state": "started", "time": NOW}])
     assert core.run_cycle(nodes, now=NOW).groups_rekeyed == 2
+
+
+def test_pinned_files_are_placed_first_and_stay(database):
+    core = _coordinator(database)
+    _load_history(core)
+    nodes = _nodes(("n1", 700))  # 665 bytes: two groups of 300
+    core.run_cycle(nodes, now=NOW)
+    assert "/store/g0/f0" not in _holders(core)  # the least popular group
+    answer = core.pin(["/store/g0/f0", "/never/asked"], ["task:task1", "task:nope"], pin=True)
+    assert answer == {"files": 5, "pinned": 5, "unknown_groups": ["task:nope"]}
+    core.run_cycle(nodes, now=NOW)
+    holders = _holders(core)
+    pinned = {"/store/g0/f0", "/store/g1/f0", "/store/g1/f1", "/store/g1/f2"}
+    assert pinned <= set(holders)  # /never/asked has no size: 1 GiB does not fit, it is simply not placed
+    files = core.assignments("n1", now=NOW)["files"]
+    assert {f["lfn"] for f in files[:4]} == pinned
+    scores = [f["score"] for f in files]
+    assert scores == sorted(scores, reverse=True)
+    # much more popular new accesses cannot displace pinned files
+    core.submit_jobs([JobRecord("hot", "bob", ["/store/g11/f0"], sizes={"/store/g11/f0": 100})])
+    core.report_events([{"job_id": "hot", "state": "started", "time": NOW}])
+    core.run_cycle(nodes, now=NOW)
+    assert pinned <= set(_holders(core))
+    core.pin([], ["task:task1"], pin=False)
+    assert core.pin(["/store/g0/f0"], [], pin=False)["pinned"] == 1
+    core.store.close()
+    assert _coordinator(database).state.pinned == {core.store.file_ids(["/never/asked"])["/never/asked"]}

@@ -143,6 +143,8 @@ def test_bad_lfn_in_an_admin_query_is_a_400_and_an_unknown_one_a_404(coordinator
     ("/events", {"events": []}),
     ("/releases", {"node": "w1", "lfns": []}),
     ("/nodes/w1/drain", {"draining": True}),
+    ("/pins", {"lfns": ["/a"], "pin": True}),
+    ("/cycle", {}),
 ])
 def test_unsigned_posts_are_refused(coordinator, anonymous, path, body):
     with pytest.raises(HTTPStatusError) as err:
@@ -176,3 +178,15 @@ def test_routes_are_in_the_openapi_document(coordinator, anonymous):
     for path in ("/jobs", "/events", "/releases", "/assignments/{node}", "/files/top", "/groups/top",
                  "/files/{lfn}", "/nodes"):
         assert BASE + path in paths, path
+
+
+def test_pins_through_rest(coordinator, signed, anonymous):
+    url = coordinator.url + BASE
+    signed.post(url + "/jobs", {"jobs": _jobs(5)})
+    answer = signed.post(url + "/pins", {"lfns": ["/store/run0/f0.root", "//new//file.root"], "pin": True})
+    assert answer == {"files": 2, "pinned": 2, "unknown_groups": []}
+    assert [f["lfn"] for f in anonymous.get(url + "/pins")["files"]] == ["/new/file.root", "/store/run0/f0.root"]
+    assert signed.post(url + "/pins", {"groups": ["task:schedd#0"], "pin": False})["pinned"] == 1
+    with pytest.raises(HTTPStatusError) as err:
+        signed.post(url + "/pins", {"lfns": ["/../x"], "pin": True})
+    assert err.value.status == 400
