@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..lfn import normalize_lfn
 from ..node.component import Component
 from ..node.config import Field, Section, positive
-from ..node.rest import API, HTTPError, Request, Response, Route
+from ..node.rest import API, HTTPError, Request, Response, Route, decode_json
 from .index import HoldingsIndex
 
 if TYPE_CHECKING:
@@ -181,10 +181,7 @@ def _lfn(value: str, where: str) -> str:
 
 
 def _lookup_lfns(raw: bytes, limit: int) -> list[str]:
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HTTPError(400, f"request body is not valid JSON: {exc}") from None
+    body = decode_json(raw)
     if not isinstance(body, dict) or set(body) != {"lfns"}:
         raise HTTPError(400, "body: must be an object with exactly one field, 'lfns'")
     lfns = body["lfns"]

@@ -32,7 +32,7 @@ from . import schema as jsonschema
 from .auth import AuthError, Verifier
 from .metrics import Registry
 
-__all__ = ["HTTPError", "Request", "Response", "Route", "RestApp", "RestServer", "API"]
+__all__ = ["HTTPError", "Request", "Response", "Route", "RestApp", "RestServer", "API", "decode_json"]
 
 log = logging.getLogger("htda.rest")
 
@@ -128,14 +128,7 @@ class Request:
     def json(self) -> Any:
         """The body parsed as JSON and checked against the route's schema (400 if not)."""
         if self._json is _UNSET:
-            if not self.body:
-                raise HTTPError(400, "request body must be JSON")
-            try:
-                value = json.loads(self.body)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise HTTPError(400, f"request body is not valid JSON: {exc}") from None
-            except RecursionError:
-                raise HTTPError(400, "request body is nested too deeply") from None
+            value = decode_json(self.body)
             if self.route.body is not None:
                 try:
                     jsonschema.check(value, self.route.body)
@@ -159,6 +152,18 @@ class Request:
 
 
 _UNSET = object()
+
+
+def decode_json(body: bytes) -> Any:
+    """Parse a request body as JSON, turning every kind of bad input into a 400."""
+    if not body:
+        raise HTTPError(400, "request body must be JSON")
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HTTPError(400, f"request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise HTTPError(400, "request body is nested too deeply") from None
 
 
 class RestApp:
