@@ -32,7 +32,8 @@ class PolicyResult:
     hit_bytes: float = 0.0
     staged: int = 0
     evicted: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall-clock time spent in this policy
+    cpu_seconds: float = 0.0  # CPU time of the replaying thread: the speed that does not depend on machine load
     bound: bool = False  # an upper bound (PFOO-L), not a policy
     hits_series: list[float] = field(default_factory=list)  # per window
     hit_bytes_series: list[float] = field(default_factory=list)
@@ -152,9 +153,10 @@ def replay(chunks: Iterable[Chunk], policies: Sequence[CachePolicy], offline: Se
             continue
         lists = (chunk.times.tolist(), chunk.ids.tolist(), chunk.sizes.tolist(), chunk.groups.tolist())
         for policy, res in zip(policies, online):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.thread_time()
             hits, hit_bytes = policy.replay(*lists)
             res.seconds += time.perf_counter() - started
+            res.cpu_seconds += time.thread_time() - cpu_started
             _add(res, hits, hit_bytes)
         result.requests += len(chunk)
         result.bytes += int(chunk.sizes.sum())
@@ -205,7 +207,7 @@ def _offline(result: ReplayResult, ids: np.ndarray, object_sizes: np.ndarray, of
     windows = np.cumsum([0] + result.requests_series)
     for policy in offline:
         res = PolicyResult(policy.label, policy.capacity)
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         for start, stop in zip(windows[:-1], windows[1:]):
             window_ids = ids[start:stop]
             hits, hit_bytes = policy.replay_future(window_ids.tolist(), object_sizes[window_ids].tolist(),
@@ -214,6 +216,7 @@ def _offline(result: ReplayResult, ids: np.ndarray, object_sizes: np.ndarray, of
             if progress is not None:
                 progress(stop, policy.label)
         res.seconds = time.perf_counter() - started
+        res.cpu_seconds = time.thread_time() - cpu_started
         res.staged, res.evicted = policy.staged, policy.evicted
         out.append(res)
     if bound_capacities:

@@ -1,10 +1,12 @@
 """The coordinator's own database as a trace: every recorded access, in time order.
 
-Each row of ``htda_accesses`` (one started job reading one input file) is one
-request of the file, sized by ``htda_files.size`` (``unknown_size`` where the
-size was never reported).  Its group is the job's task group when the job
-named a task, otherwise the group of the job's inputs: the larger of the two
-groups the coordinator rates the file by.  The rows are streamed from the
+A ``started`` event of a job (``htda_job_events``) is, as for the
+coordinator, one access of each of the job's inputs (the files of its input
+group): one request per input, at the event's time, sized by
+``htda_files.size`` (``unknown_size`` where the size was never reported).
+Its group is the job's task group when the job named a task, otherwise the
+group of the job's inputs: the larger of the two groups the coordinator
+rates the file by.  The rows are streamed from the
 database in chunks (server-side where the driver supports it), so a long
 history does not have to fit in memory.
 """
@@ -15,7 +17,7 @@ from collections.abc import Iterator
 
 from sqlalchemy import create_engine, func, select
 
-from ..coordinator.model import Access, File, Job
+from ..coordinator.model import File, GroupFile, Job, JobEvent
 from .trace import DEFAULT_CHUNK, Chunk, Interner
 
 __all__ = ["HistoryTrace"]
@@ -34,15 +36,21 @@ class HistoryTrace:
         self.groups = Interner()
         self.engine = create_engine(url)
 
+    def _accesses(self, *columns):
+        """(started event) x (file of the job's input group): the accesses, as the coordinator counts them."""
+        return (select(*columns).select_from(JobEvent).join(Job, Job.id == JobEvent.job)
+                .join(GroupFile, GroupFile.group_id == Job.input_group_id)
+                .where(JobEvent.state == "started"))
+
     def requests(self) -> int:
         """How many accesses the database holds."""
         with self.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(Access)).scalar_one())
+            return int(conn.execute(self._accesses(func.count())).scalar_one())
 
     def chunks(self, progress=None) -> Iterator[Chunk]:
-        query = (select(Access.time, Access.file_id, File.size, Job.input_group_id, Job.task_group_id)
-                 .join(File, File.id == Access.file_id).join(Job, Job.id == Access.job)
-                 .order_by(Access.time, Access.job, Access.file_id))
+        query = (self._accesses(JobEvent.time, GroupFile.file_id, File.size, Job.input_group_id, Job.task_group_id)
+                 .join(File, File.id == GroupFile.file_id)
+                 .order_by(JobEvent.time, JobEvent.job, GroupFile.file_id))
         done = 0
         with self.engine.connect() as conn:
             rows = conn.execution_options(yield_per=self.chunk_size).execute(query)

@@ -48,10 +48,10 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def summary_table(result: ReplayResult) -> str:
     """One row per (cache size, policy): hit ratios, bytes from storage, churn, replay speed."""
-    header = ["policy", "cache", "hit ratio", "byte hit ratio", "from storage", "staged", "evicted", "req/s"]
+    header = ["policy", "cache", "hit ratio", "byte hit ratio", "from storage", "staged", "evicted", "req/s (cpu)"]
     rows = []
     for r in sorted(result.results, key=lambda r: r.capacity):
-        speed = f"{result.requests / r.seconds:,.0f}" if r.seconds > 0 else "-"
+        speed = f"{result.requests / r.cpu_seconds:,.0f}" if r.cpu_seconds > 0 else "-"
         churn = ("-", "-") if r.bound else (human_bytes(r.staged), human_bytes(r.evicted))
         rows.append([r.label + (" (bound)" if r.bound else ""), human_bytes(r.capacity),
                      f"{result.hit_ratio(r):.4f}", f"{result.byte_hit_ratio(r):.4f}",
@@ -118,6 +118,7 @@ def as_dict(result: ReplayResult) -> dict[str, Any]:
             "hits": r.hits, "hit_bytes": r.hit_bytes, "hit_ratio": result.hit_ratio(r),
             "byte_hit_ratio": result.byte_hit_ratio(r), "fetched_bytes": result.fetched(r),
             "staged_bytes": r.staged, "evicted_bytes": r.evicted, "seconds": r.seconds,
+            "cpu_seconds": r.cpu_seconds,
             "hit_bytes_series": r.hit_bytes_series,
         } for r in result.results],
     }
