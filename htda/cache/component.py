@@ -177,10 +177,7 @@ class CacheComponent(Component):
             if assignment is not None:
                 result.update(self.service.apply(assignment))
             result["revalidated_dropped"] = self.service.revalidate_some()
-            view = self.service.view
-            if view is not None and not self.service.view_error:
-                with self.service._lock:
-                    view.refresh()
+            self.service.refresh_view()
             self.cycles += 1
             result["cycle"] = self.cycles
             self.last_cycle = result

@@ -30,6 +30,9 @@ __all__ = ["CacheService", "Marks", "Assignment"]
 
 log = logging.getLogger("htda.cache")
 
+#: seconds between attempts to start a union view that failed to start
+VIEW_RETRY = 60.0
+
 
 @dataclass(frozen=True)
 class Marks:
@@ -69,6 +72,7 @@ class CacheService:
         self.failed: deque[dict[str, Any]] = deque(maxlen=100)
         self.released: dict[str, float] = {}
         self.view_error = ""
+        self._view_tried = 0.0
         self._sizes: dict[str, int] = {}
         self._lock = threading.RLock()  # jobs, failures, view
         self._pool = ThreadPoolExecutor(max_workers=config["max_staging"], thread_name_prefix="htda-stage")
@@ -120,12 +124,28 @@ class CacheService:
     def _start_view(self) -> None:
         if self.view is None:
             return
+        self._view_tried = time.monotonic()
         try:
             self.view.start([e.lfn for e in self.index.entries()])
             self.view_error = ""
         except (UnionError, OSError) as exc:
             self.view_error = str(exc)
             log.error("union view %s not available: %s (jobs must read from storage)", self.view.view, exc)
+
+    def refresh_view(self) -> None:
+        """Once per cycle: let the view catch up with this cycle's changes (overlayfs remounts);
+        a view that failed to start is tried again every ``VIEW_RETRY`` seconds."""
+        if self.view is None:
+            return
+        if self.view_error:
+            if time.monotonic() - self._view_tried >= VIEW_RETRY:
+                self._start_view()
+            return
+        with self._lock:
+            try:
+                self.view.refresh()
+            except (UnionError, OSError) as exc:
+                log.error("union view: refresh failed: %s", exc)
 
     def _view_call(self, what: str, lfn: str) -> None:
         if self.view is None or self.view_error:
