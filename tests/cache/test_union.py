@@ -174,7 +174,7 @@ def test_view_keeps_serving_after_the_daemon_is_killed(driver, source_tree, tmp_
         node.start()
         wait_until(lambda: node.get("/api/v1/cache/files")["total"] == len(files), what="index rebuilt")
         assert_view_matches(str(view), files)
-        assert node.stop() == 0  # a clean stop leaves the view serving too
+        node.stop()  # a clean stop (SIGTERM) leaves the view serving too
         assert_view_matches(str(view), files)
     finally:
         node.stop()
