@@ -70,6 +70,7 @@ class CoordinatorComponent(Component):
                                 per_size=config["per_size"], hysteresis=config["hysteresis"], fill=config["fill"],
                                 candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],
                                 release_ttl=config["release_ttl"])
+        self._incarnations: dict[str, float] = {}  # cache node -> its 'started', to tell restarts from first sight
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -110,7 +111,10 @@ class CoordinatorComponent(Component):
 
     def on_member_joined(self, member: "Member") -> None:
         if "cache" in member.roles:
-            self.core.node_restarted(member.name)
+            seen = self._incarnations.get(member.name)
+            self._incarnations[member.name] = member.started
+            if seen is not None and seen != member.started:
+                self.core.node_restarted(member.name)  # a new incarnation may have room again
             self.wake()
 
     def on_member_left(self, member: "Member") -> None:

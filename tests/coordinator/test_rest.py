@@ -39,10 +39,10 @@ def _jobs(n: int, start: int = 0) -> list[dict]:
              "sizes": {f"/store/run{i % 5}/f{k}.root": 1000 for k in range(3)}} for i in range(start, start + n)]
 
 
-def _heartbeat_as_cache(signed: Client, node, name: str, capacity: int) -> None:
+def _heartbeat_as_cache(signed: Client, node, name: str, capacity: int, started: float = 1.0) -> None:
     """A cache member's heartbeat, as the pool protocol carries it."""
     signed.post(node.url + "/api/v1/pool/heartbeat", {
-        "name": name, "url": f"http://127.0.0.1:9/{name}", "roles": ["cache"], "version": "test", "started": 1.0,
+        "name": name, "url": f"http://127.0.0.1:9/{name}", "roles": ["cache"], "version": "test", "started": started,
         "info": {"cache": {"capacity_bytes": capacity, "free_bytes": capacity, "used_bytes": 0, "files": 0,
                            "staging": 0}}})
 
@@ -92,6 +92,12 @@ def test_a_cycle_assigns_files_to_a_cache_member(coordinator, signed, anonymous)
         return released not in {f["lfn"] for f in anonymous.get(url + "/assignments/w1")["files"]}
 
     wait_until(gone, timeout=15, what="the released file to leave w1's list")
+
+    def back():  # a restarted cache node (new 'started', more room) may hold again what it released
+        _heartbeat_as_cache(signed, coordinator, "w1", 20_000, started=2.0)
+        return released in {f["lfn"] for f in anonymous.get(url + "/assignments/w1")["files"]}
+
+    wait_until(back, timeout=15, what="the released file to come back after w1 restarted")
 
 
 @pytest.mark.parametrize("path, body, fragment", [
