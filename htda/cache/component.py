@@ -13,7 +13,7 @@ from urllib.parse import quote
 from ..node import plugins
 from ..node.client import ClientError
 from ..node.component import Component
-from ..node.config import REQUIRED, Field, ListOf, Section, one_of, positive
+from ..node.config import REQUIRED, ConfigError, Field, ListOf, Section, one_of, positive
 from ..node.rest import API, HTTPError, Request, Route
 from .backends.base import CacheDevice, StorageBackend
 from .backends.logical import LogicalDevice
@@ -34,21 +34,31 @@ def _fraction(value: float) -> str | None:
     return None if 0 < value <= 1 else "must be a fraction in (0, 1]"
 
 
+def _plugin_of(group: str):
+    def check(value: str) -> str | None:
+        known = plugins.available(group)
+        return None if value in known else f"names no {group} plugin (available: {', '.join(known)})"
+
+    return check
+
+
 DEVICE = Section({
     "path": Field(str, REQUIRED, "directory of the device (relative: to the config file)"),
-    "backend": Field(str, "posix", "cache-device plugin (htda.cachedev)"),
+    "backend": Field(str, "posix", "cache-device plugin (htda.cachedev)", check=_plugin_of(DEVICE_GROUP)),
     "capacity": Field(int, 0, "bytes this device may hold (0: its whole file system)"),
     "high_watermark": Field(float, 0.95, "fill the device up to this fraction of its capacity", check=_fraction),
     "low_watermark": Field(float, 0.90, "once above the high mark, evict down to this fraction", check=_fraction),
 })
 
 SCHEMA = Section({
-    "storage": Field(str, "posix", "default storage plugin (htda.storage): posix, xrootd, http"),
+    "storage": Field(str, "posix", "default storage plugin (htda.storage): posix, xrootd, http",
+                     check=_plugin_of(STORAGE_GROUP)),
     "storage_location": Field(str, "", "its root: a directory, root://host:port//path or https://host/path"),
     "storage_timeout": Field(float, 30.0, "seconds per storage request before it counts as failed", check=positive),
     "storage_ca_file": Field(str, "", "CA bundle for https:// storage"),
     "devices": Field(ListOf(DEVICE), list, "cache devices, e.g. [{path = \"../var/cache0\"}]"),
-    "union": Field(str, "mergerfs", "union-view driver (htda.union): mergerfs, overlayfs, symlink"),
+    "union": Field(str, "mergerfs", "union-view driver (htda.union): mergerfs, overlayfs, symlink",
+                   check=_plugin_of(UNION_GROUP)),
     "view": Field(str, "", "where jobs read the union view ('' = no view)"),
     "view_storage": Field(str, "", "POSIX path of storage in the view (default: a posix storage's root)"),
     "view_options": Field(str, "", "driver options as key=value pairs separated by ';'"),
@@ -82,7 +92,11 @@ class CacheComponent(Component):
         super().__init__(node, config)
         self._storages: dict[str | None, StorageBackend] = {}
         self._storage_lock = threading.Lock()
-        self.default_storage = self._make_storage(config["storage"], self._location(config["storage_location"]))
+        try:
+            self.default_storage = self._make_storage(config["storage"],
+                                                      self._location(config["storage_location"]))
+        except ValueError as exc:
+            raise ConfigError(f"{node.source}: 'cache.storage_location': {exc}") from None
         members: list[CacheDevice] = []
         marks: dict[int, Marks] = {}
         for spec in config["devices"]:

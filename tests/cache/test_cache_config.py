@@ -1,0 +1,36 @@
+"""Bad cache configs stop start-up with one line naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from htda.node.config import ConfigError
+from htda.node.runtime import Node, load_config
+from htda.testing.nodes import free_port, write_config
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"union": "aufs"}, "'cache.union' names no htda.union plugin"),
+    ({"storage": "nfs"}, "'cache.storage' names no htda.storage plugin"),
+    ({"devices": [{"path": "d", "backend": "zfs"}]}, "'cache.devices[0].backend'"),
+    ({"devices": [{"path": "d", "high_watermark": 1.5}]}, "'cache.devices[0].high_watermark' must be a fraction"),
+    ({"checksum": "md17"}, "'cache.checksum' must be one of"),
+    ({"verify_on_start": "maybe"}, "'cache.verify_on_start'"),
+    ({"max_staging": 0}, "'cache.max_staging' must be greater than 0"),
+    ({"storage": "xrootd", "storage_location": "http://x/"}, "'cache.storage_location'"),
+    ({"storage": "http", "storage_location": "/a/dir"}, "'cache.storage_location'"),
+])
+def test_bad_cache_config_is_one_clear_line(tmp_path, section, message):
+    port = free_port()
+    path = write_config(tmp_path, "cfg", ["cache"], port, [], sections={"cache": section})
+    with pytest.raises(ConfigError) as err:
+        Node(load_config(path))
+    assert message in str(err.value) and str(path) in str(err.value)
+
+
+def test_example_configs_load():
+    for name in ("worker", "all-in-one"):
+        config = load_config(Path(__file__).resolve().parents[2] / "config" / f"{name}.toml")
+        assert config["cache"]["devices"], name
