@@ -66,6 +66,8 @@ class Coordinator:
         self.lists: dict[str, list[int]] = {}  # node -> file ids, best first
         self.draining: set[str] = set()
         self._cycle_lock = threading.Lock()
+        self._last_inputs: tuple | None = None  # what the last placement was computed from
+        self._last_candidates = 0
 
     # -- start-up -------------------------------------------------------------------
     def load(self) -> float:
@@ -132,17 +134,25 @@ class Coordinator:
                                     "free_bytes": n.free_bytes, "last_seen": now} for n in nodes])
             capacities = {n.name: int(n.capacity_bytes * self.fill) for n in nodes if n.name not in self.draining}
             rekeyed = self.state.refresh()
-            budget = int(sum(capacities.values()) * self.candidate_factor)
-            groups = self.state.candidates(budget, self.placement) if capacities else []
             excluded = self.store.releases(now)
-            new = place(groups, self.state.sizes, capacities, self.placement, hysteresis=self.hysteresis,
-                        excluded=excluded, unknown_size=self.state.unknown_size)
+            inputs = (sorted(capacities.items()), sorted((fid, sorted(nodes)) for fid, nodes in excluded.items()),
+                      sorted(self.state.pinned), self.state.revision)
+            if rekeyed or inputs != self._last_inputs:
+                budget = int(sum(capacities.values()) * self.candidate_factor)
+                groups = self.state.candidates(budget, self.placement) if capacities else []
+                new = place(groups, self.state.sizes, capacities, self.placement, hysteresis=self.hysteresis,
+                            excluded=excluded, unknown_size=self.state.unknown_size)
+                self._last_candidates = len(groups)
+            else:  # nothing the placement depends on changed: it would return the current one (see placement)
+                new = self.placement
             changes = moves(self.placement, new)
             self.cycle += 1
             self.store.save_placement({fid: after for fid, (_, after) in changes.items()}, self.cycle)
-            self.placement = new
-            self._build_lists()
-            report = CycleReport(self.cycle, rekeyed, len(groups), len(new), len(changes),
+            if changes or rekeyed or inputs != self._last_inputs:
+                self.placement = new
+                self._build_lists()
+            self._last_inputs = inputs
+            report = CycleReport(self.cycle, rekeyed, self._last_candidates, len(new), len(changes),
                                  time.perf_counter() - started)
         log.info("cycle %d: %d groups re-keyed, %d candidate groups, %d files placed, %d moved, %.3f s",
                  report.cycle, report.groups_rekeyed, report.candidates, report.placed, report.moved,

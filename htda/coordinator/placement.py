@@ -68,7 +68,8 @@ class _Node:
     capacity: int
     free: int
     files: dict[str, float] = field(default_factory=dict)  # lfn -> score
-    by_score: list[tuple[float, str]] = field(default_factory=list)  # min-heap; stale entries skipped
+    by_score: list[tuple[float, str]] = field(default_factory=list)  # min-heap once heaped; stale entries skipped
+    heaped: bool = False  # the heap is built on the first eviction scan: most runs never need one
     room_bound: float = float("inf")  # free + evictable never grows during a run: skip hopeless scans
 
 
@@ -76,18 +77,19 @@ class _Planner:
     """The state of one :func:`place` run."""
 
     def __init__(self, capacities: Mapping[str, int], sizes: Mapping[str, int | None], scores: Mapping[str, float],
-                 excluded: Mapping[str, Collection[str]], hysteresis: float, unknown_size: int):
+                 excluded: Mapping[str, Collection[str]], hysteresis: float, unknown_size: int,
+                 current: Mapping[str, str]):
         self.nodes = {name: _Node(name, int(cap), int(cap)) for name, cap in sorted(capacities.items())}
-        self.sizes = sizes
+        get = sizes.get
+        self.size_of = {lfn: unknown_size if (size := get(lfn)) is None else max(0, int(size))
+                        for lfn in (*scores, *current)}
         self.scores = scores
         self.excluded = excluded
         self.hysteresis = hysteresis
-        self.unknown_size = unknown_size
         self.where: dict[str, str] = {}
 
     def size(self, lfn: str) -> int:
-        size = self.sizes.get(lfn)
-        return self.unknown_size if size is None else max(0, int(size))
+        return self.size_of[lfn]
 
     def allowed(self, lfn: str, node: str) -> bool:
         return node not in self.excluded.get(lfn, ())
@@ -95,8 +97,11 @@ class _Planner:
     def put(self, lfn: str, node: _Node) -> None:
         score = self.scores.get(lfn, 0.0)
         node.files[lfn] = score
-        node.free -= self.size(lfn)
-        heapq.heappush(node.by_score, (score, lfn))
+        node.free -= self.size_of[lfn]
+        if node.heaped:
+            heapq.heappush(node.by_score, (score, lfn))
+        else:
+            node.by_score.append((score, lfn))
         self.where[lfn] = node.name
 
     def evict(self, lfn: str) -> None:
@@ -111,6 +116,9 @@ class _Planner:
             return True
         if need > node.room_bound:
             return False
+        if not node.heaped:
+            heapq.heapify(node.by_score)
+            node.heaped = True
         popped: list[tuple[float, str]] = []
         seen: set[str] = set()
         room = node.free
@@ -208,10 +216,11 @@ def place(
         raise ValueError("hysteresis must be >= 1")
     ordered = sorted(groups, key=lambda g: -g.score)
     scores = file_scores(ordered)
-    planner = _Planner(capacities, sizes, scores, excluded or {}, hysteresis, unknown_size)
+    planner = _Planner(capacities, sizes, scores, excluded or {}, hysteresis, unknown_size, current)
+    size_of, allowed = planner.size_of, planner.allowed
     for lfn, node_name in sorted(current.items(), key=lambda item: -scores.get(item[0], 0.0)):
         node = planner.nodes.get(node_name)
-        if node is not None and planner.allowed(lfn, node_name) and node.free >= planner.size(lfn):
+        if node is not None and node.free >= size_of[lfn] and allowed(lfn, node_name):
             planner.put(lfn, node)
     for group in ordered:
         pending = [lfn for lfn in dict.fromkeys(group.files) if lfn not in planner.where]
@@ -220,7 +229,7 @@ def place(
     by_free = sorted(planner.nodes.values(), key=lambda n: -n.free)
     most_free = max((n.free for n in by_free), default=-1)
     for lfn in sorted((f for f in scores if f not in planner.where), key=lambda f: -scores[f]):
-        if planner.size(lfn) <= most_free and planner.place_file(lfn, by_free, None):
+        if size_of[lfn] <= most_free and planner.place_file(lfn, by_free, None):
             most_free = max(n.free for n in by_free)
     return planner.where
 

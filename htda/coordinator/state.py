@@ -38,12 +38,15 @@ class RatingState:
         self.best_group: dict[int, int] = {}
         self._grown: set[int] = set()  # groups that gained files since the last refresh
         self._file_tuples: dict[int, tuple[int, ...]] = {}
+        self.revision = 0  # counts changes of files and sizes
         self.pinned: set[int] = set()  # files placed first and never displaced, whatever their score
         self.lock = threading.RLock()
 
     # -- feeding ------------------------------------------------------------------
     def add_files(self, files: dict[int, tuple[str, int | None]]) -> None:
         with self.lock:
+            if files:
+                self.revision += 1  # new files or new sizes: the placement must look again
             for fid, (lfn, size) in files.items():
                 self.lfns[fid] = lfn
                 self.sizes[fid] = size
