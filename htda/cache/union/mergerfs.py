@@ -20,7 +20,7 @@ from .base import UnionDriver, UnionError, mount_type, run, unmount
 __all__ = ["MergerfsDriver"]
 
 OPTIONS = ("allow_other", "category.create=ff", "category.search=ff", "cache.files=partial",
-           "minfreespace=0", "fsname=htda-view", "dropcacheonclose=false")
+           "minfreespace=0", "fsname=htda-view", "dropcacheonclose=false", "fuse_msg_size=256")
 
 
 class MergerfsDriver(UnionDriver):
