@@ -18,6 +18,7 @@ from ..node.rest import API, HTTPError, Request, Route
 from .backends.base import CacheDevice, StorageBackend
 from .backends.logical import LogicalDevice
 from .checksum import KINDS
+from .periodic import Periodic
 from .reporting import HoldingsReporter
 from .service import Assignment, CacheService, Marks
 from .staging import Stager
@@ -116,10 +117,8 @@ class CacheComponent(Component):
                                     config, node.metrics)
         self.cycles = 0
         self.last_cycle: dict[str, Any] = {}
-        self._wake = threading.Event()
-        self._stop = threading.Event()
         self._cycle_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic("htda-cache-cycle", config["cycle"], self.run_cycle, self.log)
 
     # -- plugins -----------------------------------------------------------------
     def _location(self, value: str) -> str:
@@ -157,14 +156,10 @@ class CacheComponent(Component):
     def start(self) -> None:
         self.recovered = self.service.recover()
         self.reporter.start()
-        self._thread = threading.Thread(target=self._run, name="htda-cache-cycle", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread:
-            self._thread.join(timeout=10)
+        self._loop.stop()
         self.service.shutdown()
         self.reporter.stop()
 
@@ -172,16 +167,7 @@ class CacheComponent(Component):
         if "locator" in member.roles:
             self.reporter.request_full()
         if "coordinator" in member.roles:
-            self._wake.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.run_cycle()
-            except Exception:  # noqa: BLE001 - one bad cycle must not end the cache
-                self.log.exception("cache cycle failed")
-            self._wake.wait(timeout=self.config["cycle"])
-            self._wake.clear()
+            self._loop.wake()
 
     def run_cycle(self) -> dict[str, Any]:
         """One pass: pull, plan, evict, stage, revalidate, refresh the view."""
@@ -272,7 +258,7 @@ class CacheComponent(Component):
 
     def _cycle_now(self, request: Request) -> dict[str, Any]:
         request.json  # noqa: B018 - validates the (empty) body
-        if self._stop.is_set():
+        if self._loop.stopping:
             raise HTTPError(503, "the cache is stopping")
         started = time.time()
         result = self.run_cycle()

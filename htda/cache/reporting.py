@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from ..node.client import Client, ClientError
+from .periodic import Periodic
 
 __all__ = ["HoldingsReporter"]
 
@@ -33,9 +34,7 @@ class HoldingsReporter:
         self._full_due = True
         self._last_full = 0.0
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic("htda-cache-holdings", min(interval, 5.0), self.flush, log, run_first=False)
         self.sent = 0
         self.failures = 0
 
@@ -43,38 +42,23 @@ class HoldingsReporter:
         with self._lock:
             self._removed.discard(lfn)
             self._added[lfn] = size
-        self._wake.set()
+        self._loop.wake()
 
     def removed(self, lfn: str) -> None:
         with self._lock:
             self._added.pop(lfn, None)
             self._removed.add(lfn)
-        self._wake.set()
+        self._loop.wake()
 
     def request_full(self) -> None:
         self._full_due = True
-        self._wake.set()
+        self._loop.wake()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="htda-cache-holdings", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread:
-            self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(timeout=min(self.interval, 5.0))
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                self.flush()
-            except Exception:  # noqa: BLE001 - a reporting bug must not stop the thread
-                log.exception("holdings report failed")
+        self._loop.stop(timeout=5)
 
     def flush(self) -> None:
         """Send what is due now: the full list, or the pending delta."""
