@@ -31,9 +31,10 @@ JOBS_BODY = {
         "properties": {
             "job_id": _NAME, "owner": _TEXT, "inputs": {"type": "array", "items": _LFN},
             "cpus": {"type": "integer", "minimum": 0, "maximum": 1 << 20},
-            "memory": {"type": "integer", "minimum": 0, "maximum": 1 << 40},
+            "memory": {"type": "integer", "minimum": 0, "maximum": (1 << 31) - 1},  # MB; a 32-bit column
             "submit_time": _TIME, "task": _TEXT,
-            "sizes": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+            "sizes": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0,
+                                                                  "maximum": 1 << 62}},
         }}}},
 }
 

@@ -33,6 +33,11 @@ def _fraction(value: float) -> str | None:
     return None if 0.0 < value <= 1.0 else "must be in (0, 1]"
 
 
+def _byte_count(value: Any) -> bool:
+    """A believable number of bytes from a heartbeat (it fits the database's 64-bit columns)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
+
+
 class CoordinatorComponent(Component):
     """Job history in a database, LRFU rating of file groups, placement over the pool's cache nodes."""
 
@@ -129,9 +134,9 @@ class CoordinatorComponent(Component):
         for member in self.node.members("cache"):
             info = member.info.get("cache") or {}
             capacity = info.get("capacity_bytes")
-            if isinstance(capacity, int) and not isinstance(capacity, bool) and capacity >= 0:
+            if _byte_count(capacity):
                 free = info.get("free_bytes")
-                nodes.append(CacheNode(member.name, member.url, capacity, free if isinstance(free, int) else None))
+                nodes.append(CacheNode(member.name, member.url, capacity, free if _byte_count(free) else None))
         return nodes
 
     def run_cycle(self):

@@ -106,6 +106,8 @@ def test_a_cycle_assigns_files_to_a_cache_member(coordinator, signed, anonymous)
     ("/jobs", {"jobs": [{"job_id": "j", "owner": "a", "inputs": [], "colour": "red"}]}, "colour"),
     ("/jobs", {"jobs": [{"job_id": "j", "owner": "a", "inputs": ["/a"], "sizes": {"/a": -1}}]}, ">= 0"),
     ("/jobs", {"jobs": "many"}, "array"),
+    ("/jobs", {"jobs": [{"job_id": "j", "owner": "a", "inputs": ["/a"], "sizes": {"/a": 1 << 70}}]}, "<="),
+    ("/jobs", {"jobs": [{"job_id": "j", "owner": "a", "inputs": [], "memory": 1 << 40}]}, "<="),
     ("/events", {"events": [{"job_id": "j", "state": "exploded", "time": 1.0}]}, "one of"),
     ("/events", {"events": [{"job_id": "j", "state": "started"}]}, "time"),
     ("/releases", {"node": "w1", "lfns": ["relative\x00path"]}, "control character"),
