@@ -164,3 +164,30 @@ def test_cancel_mid_copy(tmp_path):
 def test_unknown_checksum_refused_at_start():
     with pytest.raises(ValueError):
         Stager(checksum="md17")
+
+
+@pytest.mark.parametrize("kind", ["xrootd", "http"])
+def test_remote_source_vanishing_or_changing_mid_copy(kind, request, tmp_path):
+    """The same faults against a real xrootd and a real HTTP server: nothing partial survives."""
+    server = request.getfixturevalue("xrootd_server" if kind == "xrootd" else "http_server")
+    files = make_tree(server.root, {"/store/v.dat": 3_000_000, "/store/c.dat": 3_000_000})
+    os.chmod(server.root / "store", 0o777)
+    storage = XRootDStorage(server.url + "/", {"timeout": 5}) if kind == "xrootd" else HTTPStorage(server.url)
+    device = PosixDevice(str(tmp_path / "dev"))
+
+    def vanish(job):
+        if job.done_bytes >= 64 * 1024:
+            (server.root / job.lfn.lstrip("/")).unlink(missing_ok=True)
+
+    def change(job):
+        path = server.root / job.lfn.lstrip("/")
+        if job.done_bytes >= 64 * 1024 and path.stat().st_size == len(files[job.lfn]):
+            with open(path, "ab") as fh:
+                fh.write(b"appended")
+
+    for lfn, fault, why in (("/store/v.dat", vanish, "vanished"), ("/store/c.dat", change, "changed|grew")):
+        stager = Stager(buffer_size=64 * 1024)
+        stager.on_chunk = fault
+        with pytest.raises(StagingError, match=why):
+            stage(stager, storage, device, lfn)
+        assert_nothing_left(device)
