@@ -155,12 +155,15 @@ class Pool:
     def beat_once(self) -> None:
         """Send one heartbeat to every seed and merge the answers."""
         payload = self.payload()
+        # A slow answer is not a lost heartbeat: wait up to a third of the expiry (bounded by the
+        # client's own timeout) so a busy seed does not look dead, but never less than one interval.
+        timeout = max(0.5, self.interval, min(self.expiry / 3, self.client.timeout))
         for seed in self.seeds:
             if seed == self.me.url.rstrip("/"):
                 continue
             try:
                 answer = self.client.post(f"{seed}/api/v1/pool/heartbeat", payload,
-                                          timeout=max(0.5, self.interval), idempotent=True, retries=0)
+                                          timeout=timeout, idempotent=True, retries=0)
                 self.heartbeats_sent += 1
                 self.merge(answer.get("members", []) if isinstance(answer, dict) else [])
             except ClientError as exc:
