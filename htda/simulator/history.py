@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from sqlalchemy import create_engine, func, select
 
 from ..coordinator.model import File, GroupFile, Job, JobEvent
+from ..coordinator.store import _with_driver
 from .trace import DEFAULT_CHUNK, Chunk, Interner
 
 __all__ = ["HistoryTrace"]
@@ -28,13 +29,16 @@ class HistoryTrace:
 
     has_groups = True
 
-    def __init__(self, url: str, chunk_size: int = DEFAULT_CHUNK, unknown_size: int = 1 << 30):
+    def __init__(self, url: str, chunk_size: int = DEFAULT_CHUNK, unknown_size: int = 1 << 30,
+                 schema: str | None = None):
         self.url = url
         self.chunk_size = chunk_size
         self.unknown_size = unknown_size
         self.objects = Interner()
         self.groups = Interner()
-        self.engine = create_engine(url)
+        self.engine = create_engine(_with_driver(url))  # the coordinator's choice of PostgreSQL driver
+        if schema:  # the coordinator's ``schema`` option: its tables live in that PostgreSQL schema
+            self.engine = self.engine.execution_options(schema_translate_map={None: schema})
 
     def _accesses(self, *columns):
         """(started event) x (file of the job's input group): the accesses, as the coordinator counts them."""

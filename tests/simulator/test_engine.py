@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from htda.simulator.engine import replay, windows_of
@@ -36,21 +38,44 @@ def test_nodes_split_the_baselines_and_place_htda():
     assert four["htda(5m) placed"].hits > 0
 
 
-def test_history_of_a_coordinator_database(tmp_path):
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def coordinator_db(request, tmp_path):
+    """``(url, schema)``: a SQLite file, or a fresh schema of the PostgreSQL server (dropped after)."""
+    import sqlalchemy
+
+    from htda.coordinator.store import _with_driver
+
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'coord.db'}", None
+        return
+    url, schema = "postgresql://postgres@127.0.0.1:5432/test", f"htda_sim_{uuid.uuid4().hex[:12]}"
+    engine = sqlalchemy.create_engine(_with_driver(url))
+    try:
+        engine.connect().close()
+    except sqlalchemy.exc.OperationalError as exc:
+        pytest.skip(f"PostgreSQL at {url} unreachable: {str(exc).splitlines()[0]}")
+    yield url, schema
+    with engine.begin() as conn:
+        conn.execute(sqlalchemy.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    engine.dispose()
+
+
+def test_history_of_a_coordinator_database(coordinator_db):
     from htda.coordinator.store import JobRecord, Store
     from htda.simulator.history import HistoryTrace
 
-    url = f"sqlite:///{tmp_path / 'coord.db'}"
-    store = Store(url)
+    url, schema = coordinator_db
+    store = Store(url, schema=schema)
     jobs = [JobRecord(f"j{i}", "alice", ["/d/a", "/d/b"] if i % 2 else ["/d/c"], task="t1" if i % 2 else None,
                       sizes={"/d/a": 10, "/d/b": 20}) for i in range(6)]
     store.ingest_jobs(jobs)
     store.record_events([{"job_id": f"j{i}", "state": "started", "time": 100.0 + i} for i in range(6)])
+    store.record_events([{"job_id": "j1", "state": "started", "time": 200.0}])  # a duplicate counts once
     store.close()
-    trace = HistoryTrace(url, unknown_size=7)
+    trace = HistoryTrace(url, unknown_size=7, schema=schema)
     assert trace.requests() == 9
     chunk = next(iter(trace.chunks()))
-    assert chunk.times.tolist() == sorted(chunk.times.tolist())
+    assert chunk.times.tolist() == [100.0, 101.0, 101.0, 102.0, 103.0, 103.0, 104.0, 105.0, 105.0]
     assert sorted(set(chunk.sizes.tolist())) == [7, 10, 20]  # /d/c has no size: unknown_size
     assert len(set(chunk.groups.tolist())) == 2  # the task t1, and the input group of /d/c
     result = replay(trace.chunks(), [LRUPolicy(100)])
