@@ -51,7 +51,8 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, int | None, str]
     if args.history:
         from .history import HistoryTrace
 
-        h = HistoryTrace(args.history, chunk_size=args.chunk, unknown_size=parse_size(args.unknown_size))
+        h = HistoryTrace(args.history, chunk_size=args.chunk, unknown_size=parse_size(args.unknown_size),
+                         schema=args.schema or None)
         return h, h.requests(), None, f"coordinator history {args.history}"
     if not args.trace:
         raise ValueError("give a trace file, --synthetic or --history URL")
@@ -169,6 +170,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--window", type=int, default=0,
                    help="requests per point of the over-time series (default: 1%% of the trace)")
     p.add_argument("--unknown-size", default="1GiB", help="size of history files whose size is unknown")
+    p.add_argument("--schema", default="", help="PostgreSQL schema of the coordinator's tables (its config's)")
     _workload_options(p)
     p.set_defaults(func=cmd_simulate)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sqlalchemy import create_engine, func, select
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..coordinator.model import File, GroupFile, Job, JobEvent
 from ..coordinator.store import _with_driver
@@ -48,10 +49,23 @@ class HistoryTrace:
 
     def requests(self) -> int:
         """How many accesses the database holds."""
-        with self.engine.connect() as conn:
-            return int(conn.execute(self._accesses(func.count())).scalar_one())
+        try:
+            with self.engine.connect() as conn:
+                return int(conn.execute(self._accesses(func.count())).scalar_one())
+        except SQLAlchemyError as exc:
+            raise self._error(exc) from None
+
+    def _error(self, exc: SQLAlchemyError) -> ValueError:
+        reason = str(exc.orig if getattr(exc, "orig", None) is not None else exc).splitlines()[0]
+        return ValueError(f"cannot read the coordinator's history from {self.engine.url!r}: {reason}")
 
     def chunks(self, progress=None) -> Iterator[Chunk]:
+        try:
+            yield from self._chunks(progress)
+        except SQLAlchemyError as exc:
+            raise self._error(exc) from None
+
+    def _chunks(self, progress) -> Iterator[Chunk]:
         query = (self._accesses(JobEvent.time, GroupFile.file_id, File.size, Job.input_group_id, Job.task_group_id)
                  .join(File, File.id == GroupFile.file_id)
                  .order_by(JobEvent.time, JobEvent.job, GroupFile.file_id))

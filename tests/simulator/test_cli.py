@@ -56,6 +56,13 @@ def test_bad_arguments_are_clear_errors(argv, message):
         run_cli(*argv)
 
 
+def test_unreadable_history_is_a_clear_error(tmp_path):
+    not_a_coordinator = tmp_path / "other.db"
+    not_a_coordinator.write_bytes(b"")
+    with pytest.raises(ValueError, match="cannot read the coordinator's history .* no such table"):
+        run_cli("simulate", "--history", f"sqlite:///{not_a_coordinator}")
+
+
 def test_malformed_trace_names_the_line(tmp_path):
     trace = tmp_path / "bad.csv"
     trace.write_text("1,/a,10\n2,/b\n")
