@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import zlib
 
 import pytest
@@ -12,7 +13,7 @@ from htda.cache.backends.http import HTTPStorage
 from htda.cache.backends.logical import LogicalDevice
 from htda.cache.backends.posix import PosixDevice, PosixStorage
 from htda.cache.backends.xrootd import XRootDStorage
-from htda.cache.testing import copy_tree
+from htda.cache.testing import copy_tree, make_tree
 
 
 def read_all(storage, lfn: str, offset: int = 0) -> bytes:
@@ -121,3 +122,13 @@ def test_logical_device_fills_by_free_space(tmpfs):
     assert logical.holder("/a/b.dat") is devs[1]
     assert [h.lfn for h in logical.scan()] == ["/a/b.dat"]
     assert logical.branches() == [devs[0].data_dir, devs[1].data_dir]
+
+
+@pytest.mark.slow
+def test_http_stalled_transfer_times_out(http_server):
+    make_tree(http_server.root, {"/store/stall.dat": 400_000})
+    http_server.delay = 60.0  # a 64 KiB chunk, then silence
+    started = time.monotonic()
+    with pytest.raises(StorageError):  # curl averages speed over ~5 s, then the 1 s low-speed limit hits
+        read_all(HTTPStorage(http_server.url, {"low_speed_time": 1}), "/store/stall.dat")
+    assert time.monotonic() - started < 20
