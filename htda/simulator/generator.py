@@ -61,19 +61,17 @@ class AnalysisWorkload:
             raise ValueError("file_size must be (low, high) with 0 < low <= high")
 
     # -- the trace -----------------------------------------------------------
-    def chunks(self, progress=None) -> Iterator[Chunk]:
-        """The requests as chunks; ``progress(n)`` is called with the number of requests so far."""
-        return self._chunks_of(_State(self), progress)
+    def chunks(self) -> Iterator[Chunk]:
+        """The requests as chunks of at most ``chunk_size``."""
+        return self._chunks_of(_State(self))
 
     __iter__ = chunks
 
-    def _chunks_of(self, state: _State, progress=None) -> Iterator[Chunk]:
+    def _chunks_of(self, state: _State) -> Iterator[Chunk]:
         emitted = 0
         while emitted < self.requests:
             chunk = state.next_chunk(min(self.chunk_size, self.requests - emitted))
             emitted += len(chunk)
-            if progress is not None:
-                progress(emitted)
             yield chunk
 
     def _final_state(self) -> _State:

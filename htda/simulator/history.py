@@ -59,17 +59,16 @@ class HistoryTrace:
         reason = str(exc.orig if getattr(exc, "orig", None) is not None else exc).splitlines()[0]
         return ValueError(f"cannot read the coordinator's history from {self.engine.url!r}: {reason}")
 
-    def chunks(self, progress=None) -> Iterator[Chunk]:
+    def chunks(self) -> Iterator[Chunk]:
         try:
-            yield from self._chunks(progress)
+            yield from self._chunks()
         except SQLAlchemyError as exc:
             raise self._error(exc) from None
 
-    def _chunks(self, progress) -> Iterator[Chunk]:
+    def _chunks(self) -> Iterator[Chunk]:
         query = (self._accesses(JobEvent.time, GroupFile.file_id, File.size, Job.input_group_id, Job.task_group_id)
                  .join(File, File.id == GroupFile.file_id)
                  .order_by(JobEvent.time, JobEvent.job, GroupFile.file_id))
-        done = 0
         with self.engine.connect() as conn:
             rows = conn.execution_options(yield_per=self.chunk_size).execute(query)
             for part in rows.partitions(self.chunk_size):
@@ -80,9 +79,6 @@ class HistoryTrace:
                     ids.append(self.objects((file_id, size)))
                     sizes.append(size)
                     groups.append(self.groups(task_group if task_group is not None else input_group))
-                done += len(ids)
-                if progress is not None:
-                    progress(done)
                 yield Chunk.from_lists(times, ids, sizes, groups)
 
     __iter__ = chunks

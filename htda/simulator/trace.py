@@ -73,8 +73,7 @@ class CsvTraceReader:
     """Iterate a CSV trace as :class:`Chunk` objects of at most ``chunk_size`` requests.
 
     ``objects`` and ``groups`` intern names; ``sizes`` holds the size of
-    every object id (the table the offline bounds need).  ``progress``, if
-    given, is called with the number of bytes of the file read so far.
+    every object id (the table the offline bounds need).
     """
 
     def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK):
@@ -88,7 +87,7 @@ class CsvTraceReader:
     def __iter__(self) -> Iterator[Chunk]:
         return self.chunks()
 
-    def chunks(self, progress=None) -> Iterator[Chunk]:
+    def chunks(self) -> Iterator[Chunk]:
         with open(self.path, newline="", encoding="utf-8") as fh:
             rows = self._parse(fh)
             while True:
@@ -102,8 +101,6 @@ class CsvTraceReader:
                         break
                 if not ids:
                     return
-                if progress is not None:
-                    progress(fh.buffer.tell() if hasattr(fh, "buffer") else 0)
                 yield Chunk.from_lists(times, ids, sizes, groups)
 
     def _parse(self, fh: io.TextIOBase) -> Iterator[tuple[float, int, int, int]]:
