@@ -157,6 +157,15 @@ class RangeHTTPServer(ThreadingHTTPServer):
         self._thread.start()
         return self
 
+    def use_tls(self, certificate: str, private_key: str) -> None:
+        """Serve HTTPS instead (call before :meth:`start`)."""
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certificate, private_key)
+        self.socket = context.wrap_socket(self.socket, server_side=True)
+        self.url = self.url.replace("http://", "https://")
+
     def stop(self) -> None:
         self.shutdown()
         self.server_close()

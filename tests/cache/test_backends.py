@@ -132,3 +132,23 @@ def test_http_stalled_transfer_times_out(http_server):
     with pytest.raises(StorageError):  # curl averages speed over ~5 s, then the 1 s low-speed limit hits
         read_all(HTTPStorage(http_server.url, {"low_speed_time": 1}), "/store/stall.dat")
     assert time.monotonic() - started < 20
+
+
+def test_https_storage_with_a_private_ca(tmp_path, source_tree):
+    from htda.cache.testing import RangeHTTPServer
+    from htda.testing.certs import make_ca, make_cert
+
+    root, files = source_tree
+    (tmp_path / "pki").mkdir()
+    ca = make_ca(tmp_path / "pki")
+    cert, key = make_cert(tmp_path / "pki", "storage", ca)
+    server = RangeHTTPServer(root)
+    server.use_tls(str(cert), str(key))
+    server.start()
+    try:
+        storage = HTTPStorage(server.url, {"ca_file": str(tmp_path / "pki/ca.pem")})
+        check_backend(storage, files, root)
+        with pytest.raises(StorageError):  # a server whose certificate the CA did not sign is refused
+            HTTPStorage(server.url).stat("/store/a/one.dat")
+    finally:
+        server.stop()
