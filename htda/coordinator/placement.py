@@ -47,13 +47,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 __all__ = ["GroupCandidate", "file_scores", "moves", "place"]
 
 
-@dataclass(frozen=True)
-class GroupCandidate:
-    """A group worth caching: its id, its score and its files (LFNs)."""
+class GroupCandidate(NamedTuple):
+    """A group worth caching: its id, its score and its files (LFNs).  A named tuple: cycles build many."""
 
     group: Hashable
     score: float
@@ -217,21 +217,34 @@ def place(
     ordered = sorted(groups, key=lambda g: -g.score)
     scores = file_scores(ordered)
     planner = _Planner(capacities, sizes, scores, excluded or {}, hysteresis, unknown_size, current)
-    size_of, allowed = planner.size_of, planner.allowed
-    for lfn, node_name in sorted(current.items(), key=lambda item: -scores.get(item[0], 0.0)):
-        node = planner.nodes.get(node_name)
-        if node is not None and node.free >= size_of[lfn] and allowed(lfn, node_name):
-            planner.put(lfn, node)
+    _keep(planner, current, scores)
+    where = planner.where
     for group in ordered:
-        pending = [lfn for lfn in dict.fromkeys(group.files) if lfn not in planner.where]
+        pending = [lfn for lfn in group.files if lfn not in where]
         if pending:
-            planner.place_group(group, pending)
+            planner.place_group(group, list(dict.fromkeys(pending)))
     by_free = sorted(planner.nodes.values(), key=lambda n: -n.free)
     most_free = max((n.free for n in by_free), default=-1)
     for lfn in sorted((f for f in scores if f not in planner.where), key=lambda f: -scores[f]):
-        if size_of[lfn] <= most_free and planner.place_file(lfn, by_free, None):
+        if planner.size_of[lfn] <= most_free and planner.place_file(lfn, by_free, None):
             most_free = max(n.free for n in by_free)
     return planner.where
+
+
+def _keep(planner: _Planner, current: Mapping[str, str], scores: Mapping[str, float]) -> None:
+    """Pass 1: files stay where they are; a node that cannot hold all of its files any more keeps its best."""
+    size_of, allowed = planner.size_of, planner.allowed
+    held: dict[str, list[str]] = {}
+    for lfn, node_name in current.items():
+        if node_name in planner.nodes and allowed(lfn, node_name):
+            held.setdefault(node_name, []).append(lfn)
+    for node_name, lfns in held.items():
+        node = planner.nodes[node_name]
+        if sum(map(size_of.__getitem__, lfns)) > node.free:
+            lfns.sort(key=lambda lfn: -scores.get(lfn, 0.0))  # only a shrunken node needs the order
+        for lfn in lfns:
+            if node.free >= size_of[lfn]:
+                planner.put(lfn, node)
 
 
 def moves(old: Mapping[str, str], new: Mapping[str, str]) -> dict[str, tuple[str | None, str | None]]:

@@ -39,6 +39,7 @@ class RatingState:
         self._grown: set[int] = set()  # groups that gained files since the last refresh
         self._file_tuples: dict[int, tuple[int, ...]] = {}
         self.revision = 0  # counts changes of files and sizes
+        self._order: list[int] = []  # group ids by key, best first, as of the last candidates()
         self.pinned: set[int] = set()  # files placed first and never displaced, whatever their score
         self.lock = threading.RLock()
 
@@ -122,26 +123,28 @@ class RatingState:
         with self.lock:
             keys = self.policy.keys()
             if self.per_size:
-                order = sorted(((g, self.group_order_key(g, k)) for g, k in keys.items()), key=itemgetter(1),
-                               reverse=True)
+                order = [g for g, _ in sorted(((g, self.group_order_key(g, k)) for g, k in keys.items()),
+                                              key=itemgetter(1), reverse=True)]
             else:
-                order = sorted(keys.items(), key=itemgetter(1), reverse=True)
+                order = self._sorted_groups(keys)
+            size = self.size
             chosen: dict[int, float] = {}
             seen: set[int] = set()
             total = 0
-            for gid, key in order:
+            for gid in order:
                 if total >= budget:
                     break
-                if not self.members.get(gid):
+                files = self.members.get(gid)
+                if not files:
                     continue
-                chosen[gid] = key
-                for fid in self.members[gid]:
-                    if fid not in seen:
-                        seen.add(fid)
-                        total += self.size(fid)
-            for fid in incumbents:
+                chosen[gid] = self.group_order_key(gid, keys[gid])
+                new = files - seen
+                if new:
+                    seen |= new
+                    total += sum(map(size, new))
+            for fid in set(incumbents).difference(seen):
                 gid = self.best_group.get(fid)
-                if fid not in seen and gid is not None and gid not in chosen:
+                if gid is not None and gid not in chosen:
                     chosen[gid] = self.group_order_key(gid, keys.get(gid, NEVER))
             pins = [GroupCandidate(("pin", fid), math.inf, (fid,)) for fid in sorted(self.pinned)]
             if not chosen:
@@ -149,6 +152,19 @@ class RatingState:
             top = max(chosen.values())
             return pins + [GroupCandidate(gid, 2.0 ** (key - top) if key != NEVER else 0.0, self._files_of(gid))
                            for gid, key in chosen.items()]
+
+    def _sorted_groups(self, keys: dict[int, float]) -> list[int]:
+        """Groups by key, best first.  The list is kept from cycle to cycle: keys only grow, so re-sorting it is
+        nearly linear (Timsort merges the few groups that moved)."""
+        order = self._order
+        if len(order) != len(keys):
+            known = set(order)
+            order.extend(g for g in keys if g not in known)
+        try:
+            order.sort(key=keys.__getitem__, reverse=True)
+        except KeyError:  # a group was forgotten: start afresh
+            order[:] = sorted(keys, key=keys.__getitem__, reverse=True)
+        return order
 
     def _files_of(self, gid: int) -> tuple[int, ...]:
         """The files of a group in a fixed order, cached until the group grows."""
