@@ -170,6 +170,8 @@ class CacheService:
         for lfn in work.cancel:
             self._cancel(lfn)
         for lfn in work.evict:
+            if lfn in scores and assignment.draining:
+                continue  # nothing new comes in while draining: no need to make room
             self.evict(lfn, "outranked" if lfn in scores else "unassigned")
         started = 0
         if not assignment.draining:

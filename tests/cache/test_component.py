@@ -207,3 +207,17 @@ def test_small_device_filling_up_evicts_lowest_scores_and_index_stays_true(tmpfs
     assert evicted == [best[3]]
     staging = Client(SECRET.encode()).get(f"{node.url}/api/v1/cache/staging")
     assert staging["failed"] == []
+
+
+def test_draining_node_fetches_nothing_new(inprocess_node, peer, storage, tmp_path):
+    root, files = storage
+    lfns = sorted(files)
+    peer.assign([(lfns[0], 1.0)])
+    node = inprocess_node("c9", ["cache"], sections=cache_section(tmp_path, peer, root))
+    wait_until(lambda: set(held(node)) == {lfns[0]}, what="first file staged")
+    peer.assign([(lfns[0], 1.0), (lfns[1], 2.0)], draining=True)
+    result = Client(SECRET.encode()).post(f"{node.url}/api/v1/cache/cycle", {})
+    assert result["stage"] == 0 and result["evict"] == 0
+    assert set(held(node)) == {lfns[0]}
+    peer.assign([(lfns[0], 1.0), (lfns[1], 2.0)])
+    wait_until(lambda: set(held(node)) == {lfns[0], lfns[1]}, what="second file staged once draining ends")
