@@ -35,9 +35,9 @@ def _fraction(value: float) -> str | None:
     return None if 0 < value <= 1 else "must be a fraction in (0, 1]"
 
 
-def _plugin_of(group: str):
+def _plugin_of(group: str, exclude: tuple[str, ...] = ()):
     def check(value: str) -> str | None:
-        known = plugins.available(group)
+        known = [p for p in plugins.available(group) if p not in exclude]
         return None if value in known else f"names no {group} plugin (available: {', '.join(known)})"
 
     return check
@@ -45,7 +45,8 @@ def _plugin_of(group: str):
 
 DEVICE = Section({
     "path": Field(str, REQUIRED, "directory of the device (relative: to the config file)"),
-    "backend": Field(str, "posix", "cache-device plugin (htda.cachedev)", check=_plugin_of(DEVICE_GROUP)),
+    "backend": Field(str, "posix", "cache-device plugin (htda.cachedev); the logical one is made by the node",
+                     check=_plugin_of(DEVICE_GROUP, exclude=("logical",))),
     "capacity": Field(int, 0, "bytes this device may hold (0: its whole file system)"),
     "high_watermark": Field(float, 0.95, "fill the device up to this fraction of its capacity", check=_fraction),
     "low_watermark": Field(float, 0.90, "once above the high mark, evict down to this fraction", check=_fraction),

@@ -15,6 +15,7 @@ from htda.testing.nodes import free_port, write_config
     ({"union": "aufs"}, "'cache.union' names no htda.union plugin"),
     ({"storage": "nfs"}, "'cache.storage' names no htda.storage plugin"),
     ({"devices": [{"path": "d", "backend": "zfs"}]}, "'cache.devices[0].backend'"),
+    ({"devices": [{"path": "d", "backend": "logical"}]}, "'cache.devices[0].backend'"),  # made by the node itself
     ({"devices": [{"path": "d", "high_watermark": 1.5}]}, "'cache.devices[0].high_watermark' must be a fraction"),
     ({"checksum": "md17"}, "'cache.checksum' must be one of"),
     ({"verify_on_start": "maybe"}, "'cache.verify_on_start'"),
