@@ -45,6 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", "-c", required=True, help="node config file (TOML)")
     parser.add_argument("--check", action="store_true", help="validate the config and exit")
     args = parser.parse_args(argv)
+    stopping = threading.Event()
+
+    def _stop(signum: int, _frame: object) -> None:
+        logging.getLogger("htda.node").info("received %s, shutting down", signal.Signals(signum).name)
+        stopping.set()
+
+    # Installed before start-up, so a stop request while components start still ends in a clean stop.
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     try:
         config = load_config(args.config)
         if args.check:
@@ -59,15 +68,6 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"htda-node: cannot start: {exc}", file=sys.stderr)
         return 1
-
-    stopping = threading.Event()
-
-    def _stop(signum: int, _frame: object) -> None:
-        logging.getLogger("htda.node").info("received %s, shutting down", signal.Signals(signum).name)
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
     sd_notify(f"READY=1\nSTATUS=serving at {node.url}")
     while not stopping.wait(1.0):
         pass
