@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -41,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--files-per-job", type=int, default=3)
     run.add_argument("--skew", type=float, default=1.0, help="Zipf exponent of group popularity")
     run.add_argument("--think", type=float, default=10.0, help="seconds between passes")
+    run.add_argument("--rank-only", action="store_true",
+                     help="HTDA steers by Rank alone (submit.steer_requirements = false, HTDA's default); "
+                          "by default the HTDA run sets it true: a job steered to cache nodes waits for one of them")
     run.add_argument("--modes", default=",".join(MODES), help="comma list of " + ", ".join(MODES))
     run.add_argument("--small", action="store_true", help="a quick check: 300 MB, 2 workers, 2 passes of 4 jobs")
     return p
@@ -53,6 +57,8 @@ def _spec(args) -> DatasetSpec:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so every finally/__exit__ tears the cluster down
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     log = lambda msg: print(f"{time.strftime('%H:%M:%S')} {msg}", flush=True)
     try:
         if args.command == "cleanup":
@@ -72,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         config = RunConfig(workdir=args.workdir, dataset_dir=args.dataset_dir, prefix=args.prefix,
                            workers=args.workers, slots=args.slots, storage_rate=args.storage_rate,
                            service_rate=args.service_rate, cache_mb=args.cache_mb, think=args.think,
+                           steer_requirements=not args.rank_only,
                            modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()), dataset=_spec(args),
                            workload=WorkloadSpec(passes=args.passes, jobs_per_pass=args.jobs_per_pass,
                                                  files_per_job=args.files_per_job, skew=args.skew))

@@ -34,11 +34,13 @@ class HTDAPool:
     """Configs, processes and hooks of HTDA for one run; ``start()`` then ``stop()``."""
 
     def __init__(self, topo: Topology, workdir: Path, storage_mounts: dict[str, Path], cache_bytes: int,
-                 unknown_size: int, coordinator_cycle: float = 5.0, cache_cycle: float = 2.0):
+                 unknown_size: int, coordinator_cycle: float = 5.0, cache_cycle: float = 2.0,
+                 steer_requirements: bool = False):
         self.topo, self.workdir = topo, workdir
         self.storage_mounts = storage_mounts
         self.cache_bytes, self.unknown_size = cache_bytes, unknown_size
         self.coordinator_cycle, self.cache_cycle = coordinator_cycle, cache_cycle
+        self.steer_requirements = steer_requirements
         self.daemons: dict[str, Daemon] = {}
         self.hooks_config = workdir / "hooks.toml"
         self.hook_log = workdir / "hooks.log"
@@ -62,7 +64,8 @@ class HTDAPool:
         return self._config(self.topo.service, ["coordinator", "locator", "submit"], SERVICE_PORT, {
             "coordinator": {"cycle": self.coordinator_cycle, "unknown_size": self.unknown_size,
                             "half_life": 3600.0},
-            "submit": {"lookup_timeout": 1.0, "connect_timeout": 0.5, "send_interval": 0.2},
+            "submit": {"lookup_timeout": 1.0, "connect_timeout": 0.5, "send_interval": 0.2,
+                       "steer_requirements": self.steer_requirements},
         })
 
     def cache_config(self, worker: Host) -> Path:

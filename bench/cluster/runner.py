@@ -54,6 +54,7 @@ class RunConfig:
     cache_mb: int = 1024
     xcache_ram: str = "1g"
     think: float = 10.0
+    steer_requirements: bool = True  # HTDA's submit.steer_requirements: jobs wait for a node holding inputs
     modes: tuple[str, ...] = MODES
     dataset: DatasetSpec = field(default_factory=DatasetSpec)
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
@@ -168,7 +169,8 @@ class Cluster:
             roots = mounts
             if mode == "htda":
                 mean = sum(f.size for f in self.files) // len(self.files)
-                pool = HTDAPool(self.topo, moddir, mounts, self.config.cache_mb << 20, unknown_size=mean)
+                pool = HTDAPool(self.topo, moddir, mounts, self.config.cache_mb << 20, unknown_size=mean,
+                                steer_requirements=self.config.steer_requirements)
                 pool.start()
                 pool.wait_members()
                 roots = {w.name: moddir / w.name / "view" for w in self.topo.worker_hosts}
@@ -214,12 +216,14 @@ class Cluster:
             submitted.append((job, source, routed, classads.parse_job(routed)))
         waiting, running, records = list(submitted), {}, []
         while waiting or running:
-            while waiting:
-                job, source, routed, ad = waiting[0]
+            for entry in list(waiting):  # a negotiation cycle: every idle job, in order, gets a slot if one matches
+                if not negotiator.free():
+                    break
+                job, source, routed, ad = entry
                 slot = negotiator.place(job.job_id, ad)
                 if slot is None:
-                    break
-                waiting.pop(0)
+                    continue
+                waiting.remove(entry)
                 cached = self._cached_bytes(mode, slot.worker, job)
                 if pool:
                     pool.started(routed, slot.worker, slot.number)
