@@ -23,7 +23,9 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="build the cluster, run no-cache, HTDA and XCache, print and plot")
     clean = sub.add_parser("cleanup", help="remove namespaces, processes and mounts left by a run")
     data = sub.add_parser("dataset", help="only write (or check) the dataset")
-    for q in (run, clean, data):
+    again = sub.add_parser("report", help="print the tables (and redraw the plots) of a results.json")
+    again.add_argument("results", type=Path)
+    for q in (run, clean, data, again):
         q.add_argument("--workdir", type=Path, default=Path("/var/tmp/htda-bench"),
                        help="runs, results and (by default) the dataset live here")
         q.add_argument("--prefix", default="htdab", help="name prefix of namespaces and links")
@@ -70,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             files = ensure_dataset(args.dataset_dir or args.workdir / "dataset", _spec(args), log=log)
             log(f"{len(files)} files, {sum(f.size for f in files) / 1e9:.2f} GB")
             return 0
+        if args.command == "report":
+            return _print(json.loads(args.results.read_text()), args.results.parent)
         check_can_run()
         if args.small:
             args.dataset_mb, args.file_mb, args.workers = 300, (20, 40), 2
@@ -89,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     outdir = args.workdir / "results" / time.strftime("%Y%m%dT%H%M%S")
     outdir.mkdir(parents=True, exist_ok=True)
     (outdir / "results.json").write_text(json.dumps(results))
+    return _print(results, outdir)
+
+
+def _print(results: dict, outdir: Path) -> int:
+    """The tables, the correctness check and the plots; exit status 1 if any job's histogram differs."""
     same, total, bad = correctness(results)
     print(f"\nstorage link: {results['shaping']}\n")
     print(table(results), "\n")

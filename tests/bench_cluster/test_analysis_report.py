@@ -61,6 +61,7 @@ def test_rates_hit_ratio_and_later_passes():
     jobs = [_job("a", 1, 0, 10, 100e6), _job("b", 2, 10, 20, 300e6, cached=150e6)]
     row = report.summarize(_mode("htda", jobs), passes=2)
     assert row["rate_later"] == pytest.approx(30.0) and row["rate_all"] == pytest.approx(20.0)
+    assert row["job_rate_later"] == pytest.approx(30.0)
     assert row["hit_ratio"] == pytest.approx(150 / 400)
     assert report.summarize(_mode("xcache", jobs, link=100e6), passes=2)["hit_ratio"] == pytest.approx(0.75)
 
