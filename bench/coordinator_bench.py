@@ -131,9 +131,9 @@ def wait_for_cycle(client: Client, url: str, after: int, timeout: float) -> dict
     return wait_until(done, timeout=timeout, interval=0.2, what=f"a work cycle after cycle {after}")
 
 
-def run_cycle(client: Client, url: str) -> dict:
+def run_cycle(client: Client, url: str, full: bool = False) -> dict:
     """A work cycle now, through the admin endpoint; its report."""
-    report = client.post(url + "/cycle", {})["cycle"]
+    report = client.post(url + "/cycle", {"full": True} if full else {})["cycle"]
     assert report is not None, "no live cache node"
     return report
 
@@ -197,7 +197,11 @@ def main() -> None:
                                                t_start=time.time() - 60))
             incremental = run_cycle(client, url)
             print(f"incremental cycle ({args.incremental:,} new starts, {incremental['groups_rekeyed']:,} groups "
-                  f"re-keyed, moved {incremental['moved']}): {incremental['seconds']:.3f} s")
+                  f"re-keyed, kind '{incremental['kind']}', moved {incremental['moved']}): "
+                  f"{incremental['seconds']:.3f} s")
+            full = run_cycle(client, url, full=True)
+            print(f"the same as a full placement would have ({full['kind']}, moved {full['moved']} more): "
+                  f"{full['seconds']:.3f} s")
             status = proc_status(node.proc.pid)
             print(f"coordinator RSS: {status['VmRSS']:.0f} MB now, {status['VmHWM']:.0f} MB peak")
             members.stop.set()

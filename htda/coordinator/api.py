@@ -58,6 +58,8 @@ PINS_BODY = {
                    "pin": {"type": "boolean"}},
 }
 
+CYCLE_BODY = {"type": "object", "additionalProperties": False, "properties": {"full": {"type": "boolean"}}}
+
 DRAIN_BODY = {  # "drain" is accepted as another name of "draining"
     "type": "object", "additionalProperties": False,
     "properties": {"draining": {"type": "boolean"}, "drain": {"type": "boolean"}},
@@ -192,7 +194,8 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         return {"files": sorted(files, key=lambda f: f["lfn"])}
 
     def cycle_now(request: Request) -> dict[str, Any]:
-        report = component.run_cycle()
+        full = bool(request.body) and request.json.get("full", False)
+        report = component.run_cycle(full=full)
         return {"cycle": dataclasses.asdict(report) if report else None}
 
     big = 256 * 1024 * 1024
@@ -215,8 +218,8 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         Route("POST", f"{BASE}/pins", pins, "pin or unpin files (by LFN, or all files of groups by name): "
               "pinned files are placed first and never displaced (admin)", body=PINS_BODY, tag=tag),
         Route("GET", f"{BASE}/pins", pinned, "the pinned files and their nodes (admin)", tag=tag),
-        Route("POST", f"{BASE}/cycle", cycle_now, "run a work cycle now and answer its report (null while no "
-              "cache node is live) (admin)", tag=tag),
+        Route("POST", f"{BASE}/cycle", cycle_now, "run a work cycle now (full: place every candidate again) and "
+              "answer its report (null while no cache node is live) (admin)", body=CYCLE_BODY, tag=tag),
         Route("POST", f"{BASE}/nodes/{{node}}/drain", drain, "mark a cache node draining, or not (admin)",
               body=DRAIN_BODY, tag=tag),
     ]

@@ -61,6 +61,8 @@ class CoordinatorComponent(Component):
         "release_ttl": Field(float, 3600.0, "seconds a released file stays off the node that released it",
                              check=positive),
         "max_batch": Field(int, 100_000, "most jobs, events or LFNs in one request", check=positive),
+        "full_every": Field(int, 10, "after this many cycles that only re-placed the groups accessed since the "
+                                     "last one, place every candidate again", check=positive),
     })
 
     def __init__(self, node, config: dict[str, Any]):
@@ -74,7 +76,7 @@ class CoordinatorComponent(Component):
         self.core = Coordinator(store, policy_cls(half_life=config["half_life"], epoch=config["epoch"]),
                                 per_size=config["per_size"], hysteresis=config["hysteresis"], fill=config["fill"],
                                 candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],
-                                release_ttl=config["release_ttl"])
+                                release_ttl=config["release_ttl"], full_every=config["full_every"])
         self._incarnations: dict[str, float] = {}  # cache node -> its 'started', to tell restarts from first sight
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -139,14 +141,14 @@ class CoordinatorComponent(Component):
                 nodes.append(CacheNode(member.name, member.url, capacity, free if _byte_count(free) else None))
         return nodes
 
-    def run_cycle(self):
+    def run_cycle(self, full: bool = False):
         """One work cycle now (the thread calls it; tests may too); None while no cache node is live."""
         nodes = self.cache_nodes()
         if not nodes:
             self.log.debug("no live cache node: the placement is kept as it is")
             return None
         try:
-            report = self.core.run_cycle(nodes)
+            report = self.core.run_cycle(nodes, full=full)
         except Exception:
             self._cycles.inc(outcome="error")
             raise

@@ -42,6 +42,7 @@ class CycleReport:
     """What one work cycle did (logged, counted in metrics, returned by tests)."""
 
     cycle: int
+    kind: str  # "full" (every candidate placed), "changes" (only the groups accessed since), "unchanged"
     groups_rekeyed: int
     candidates: int
     placed: int
@@ -54,7 +55,7 @@ class Coordinator:
 
     def __init__(self, store: Store, policy: RatingPolicy, *, per_size: bool = False, hysteresis: float = 2.0,
                  fill: float = 0.95, candidate_factor: float = 1.5, unknown_size: int = 1 << 30,
-                 release_ttl: float = 3600.0):
+                 release_ttl: float = 3600.0, full_every: int = 10):
         self.store = store
         self.state = RatingState(policy, per_size=per_size, unknown_size=unknown_size)
         self.hysteresis = hysteresis
@@ -68,6 +69,8 @@ class Coordinator:
         self._cycle_lock = threading.Lock()
         self._last_inputs: tuple | None = None  # what the last placement was computed from
         self._last_candidates = 0
+        self._since_full = 0  # cycles placed incrementally since the last full placement
+        self.full_every = full_every
 
     # -- start-up -------------------------------------------------------------------
     def load(self) -> float:
@@ -125,26 +128,37 @@ class Coordinator:
         self.store.clear_releases(node)
 
     # -- the work cycle ---------------------------------------------------------------
-    def run_cycle(self, nodes: Sequence[CacheNode], now: float | None = None) -> CycleReport:
-        """Rate what changed, pick and place the files worth caching, rebuild the assignment lists."""
+    def run_cycle(self, nodes: Sequence[CacheNode], now: float | None = None, full: bool = False) -> CycleReport:
+        """Rate what changed, pick and place the files worth caching, rebuild the assignment lists (``full``:
+        place every candidate again, whatever changed)."""
         now = time.time() if now is None else now
         with self._cycle_lock:
             started = time.perf_counter()
             self.store.save_nodes([{"name": n.name, "url": n.url, "capacity_bytes": n.capacity_bytes,
                                     "free_bytes": n.free_bytes, "last_seen": now} for n in nodes])
             capacities = {n.name: int(n.capacity_bytes * self.fill) for n in nodes if n.name not in self.draining}
-            rekeyed = self.state.refresh()
+            touched = self.state.refresh()
+            rekeyed = len(touched)
             excluded = self.store.releases(now)
             inputs = (sorted(capacities.items()), sorted((fid, sorted(nodes)) for fid, nodes in excluded.items()),
                       sorted(self.state.pinned), self.state.revision)
-            if rekeyed or inputs != self._last_inputs:
+            options = {"hysteresis": self.hysteresis, "excluded": excluded, "unknown_size": self.state.unknown_size}
+            if full:
+                self._last_inputs = None
+            if inputs == self._last_inputs and not touched:
+                kind, new = "unchanged", self.placement  # nothing the placement depends on changed
+            elif inputs == self._last_inputs and self._since_full < self.full_every:
+                groups, scores = self.state.changed_candidates(touched, self.placement)
+                kind = "changes"
+                new = place(groups, self.state.sizes, capacities, self.placement, current_scores=scores, **options)
+                self._since_full += 1
+            else:
+                kind = "full"
                 budget = int(sum(capacities.values()) * self.candidate_factor)
                 groups = self.state.candidates(budget, self.placement) if capacities else []
-                new = place(groups, self.state.sizes, capacities, self.placement, hysteresis=self.hysteresis,
-                            excluded=excluded, unknown_size=self.state.unknown_size)
+                new = place(groups, self.state.sizes, capacities, self.placement, **options)
                 self._last_candidates = len(groups)
-            else:  # nothing the placement depends on changed: it would return the current one (see placement)
-                new = self.placement
+                self._since_full = 0
             changes = moves(self.placement, new)
             self.cycle += 1
             self.store.save_placement({fid: after for fid, (_, after) in changes.items()}, self.cycle)
@@ -152,10 +166,10 @@ class Coordinator:
                 self.placement = new
                 self._build_lists()
             self._last_inputs = inputs
-            report = CycleReport(self.cycle, rekeyed, self._last_candidates, len(new), len(changes),
+            report = CycleReport(self.cycle, kind, rekeyed, self._last_candidates, len(new), len(changes),
                                  time.perf_counter() - started)
-        log.info("cycle %d: %d groups re-keyed, %d candidate groups, %d files placed, %d moved, %.3f s",
-                 report.cycle, report.groups_rekeyed, report.candidates, report.placed, report.moved,
+        log.info("cycle %d (%s): %d groups re-keyed, %d candidate groups, %d files placed, %d moved, %.3f s",
+                 report.cycle, kind, report.groups_rekeyed, report.candidates, report.placed, report.moved,
                  report.seconds)
         return report
 

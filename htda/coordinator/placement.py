@@ -87,6 +87,7 @@ class _Planner:
         self.excluded = excluded
         self.hysteresis = hysteresis
         self.where: dict[str, str] = {}
+        self.evicted: list[str] = []
 
     def size(self, lfn: str) -> int:
         return self.size_of[lfn]
@@ -105,6 +106,7 @@ class _Planner:
         self.where[lfn] = node.name
 
     def evict(self, lfn: str) -> None:
+        self.evicted.append(lfn)
         node = self.nodes[self.where.pop(lfn)]
         del node.files[lfn]
         node.free += self.size(lfn)
@@ -203,6 +205,7 @@ def place(
     hysteresis: float = 2.0,
     excluded: Mapping[str, Collection[str]] | None = None,
     unknown_size: int = 1 << 30,
+    current_scores: Mapping[str, float] | None = None,
 ) -> dict[str, str]:
     """The new placement ``{lfn: node}``; see the module docstring for the rules.
 
@@ -211,24 +214,48 @@ def place(
     it may hold; ``current`` is the placement of the previous cycle;
     ``excluded`` maps an LFN to the nodes that released it; ``hysteresis``
     (>= 1) is how many times better a file must score to displace one in place.
+
+    With ``current_scores`` (the scores of the placed files, on the groups'
+    scale) ``groups`` are only the groups whose scores rose since
+    ``current`` was computed: pass 1 keeps every placed file as usual, pass 2
+    runs for those groups only, and pass 3 offers the space left to their
+    files and to the files pass 2 evicted.  The work is then proportional to
+    what is placed plus what changed, not to every candidate; a full run now
+    and then catches up with the rest (e.g. a group that fits in space an
+    eviction left).
     """
     if hysteresis < 1.0:
         raise ValueError("hysteresis must be >= 1")
     ordered = sorted(groups, key=lambda g: -g.score)
     scores = file_scores(ordered)
+    if current_scores is not None:
+        scores = {**current_scores, **{lfn: s for lfn, s in scores.items() if s > current_scores.get(lfn, -1.0)}}
     planner = _Planner(capacities, sizes, scores, excluded or {}, hysteresis, unknown_size, current)
     _keep(planner, current, scores)
+    _place_groups(planner, ordered)
+    if current_scores is None:
+        _fill(planner, scores, scores)
+    else:
+        _fill(planner, {lfn for group in ordered for lfn in group.files}.union(planner.evicted), scores)
+    return planner.where
+
+
+def _place_groups(planner: _Planner, ordered: list[GroupCandidate]) -> None:
+    """Pass 2: the groups, best first, each on as few nodes as possible (see the module docstring)."""
     where = planner.where
     for group in ordered:
         pending = [lfn for lfn in group.files if lfn not in where]
         if pending:
             planner.place_group(group, list(dict.fromkeys(pending)))
+
+
+def _fill(planner: _Planner, files: Iterable[str], scores: Mapping[str, float]) -> None:
+    """Pass 3: files still without a node take the space left, best first, without evicting."""
     by_free = sorted(planner.nodes.values(), key=lambda n: -n.free)
     most_free = max((n.free for n in by_free), default=-1)
-    for lfn in sorted((f for f in scores if f not in planner.where), key=lambda f: -scores[f]):
+    for lfn in sorted((f for f in files if f not in planner.where), key=lambda f: -scores[f]):
         if planner.size_of[lfn] <= most_free and planner.place_file(lfn, by_free, None):
             most_free = max(n.free for n in by_free)
-    return planner.where
 
 
 def _keep(planner: _Planner, current: Mapping[str, str], scores: Mapping[str, float]) -> None:

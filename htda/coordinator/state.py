@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from operator import itemgetter
 
 from .placement import GroupCandidate
-from .rating import GIB, NEVER, RatingPolicy
+from .rating import GIB, NEVER, RatingPolicy, score_of
 from .store import Store
 
 __all__ = ["RatingState"]
@@ -39,6 +39,7 @@ class RatingState:
         self._grown: set[int] = set()  # groups that gained files since the last refresh
         self._file_tuples: dict[int, tuple[int, ...]] = {}
         self.revision = 0  # counts changes of files and sizes
+        self.reference = NEVER  # the key that scores 1.0 in the placement's scale (the best candidate's)
         self._order: list[int] = []  # group ids by key, best first, as of the last candidates()
         self.pinned: set[int] = set()  # files placed first and never displaced, whatever their score
         self.lock = threading.RLock()
@@ -80,8 +81,8 @@ class RatingState:
             self.add_accesses(store.iter_started())
             self.refresh()
 
-    def refresh(self) -> int:
-        """Push the keys of groups touched since the last call to their files; return how many groups."""
+    def refresh(self) -> set[int]:
+        """Push the keys of groups touched since the last call to their files; return those groups."""
         with self.lock:
             touched = self.policy.take_touched() | self._grown
             self._grown = set()
@@ -92,7 +93,7 @@ class RatingState:
                     if key > file_keys.get(fid, NEVER):
                         file_keys[fid] = key
                         best[fid] = gid
-            return len(touched)
+            return touched
 
     # -- reading ------------------------------------------------------------------
     def size(self, fid: int) -> int:
@@ -149,9 +150,22 @@ class RatingState:
             pins = [GroupCandidate(("pin", fid), math.inf, (fid,)) for fid in sorted(self.pinned)]
             if not chosen:
                 return pins
-            top = max(chosen.values())
-            return pins + [GroupCandidate(gid, 2.0 ** (key - top) if key != NEVER else 0.0, self._files_of(gid))
-                           for gid, key in chosen.items()]
+            top = self.reference = max(chosen.values())
+            return pins + [GroupCandidate(gid, _relative(key, top), self._files_of(gid)) for gid, key in chosen.items()]
+
+    def changed_candidates(self, groups: Iterable[int], placed: Iterable[int]) -> tuple[list[GroupCandidate],
+                                                                                     dict[int, float]]:
+        """The given groups as candidates, and the scores of the placed files, on one scale (relative to the
+        best key seen): the input of :func:`~htda.coordinator.placement.place` with ``current_scores``."""
+        with self.lock:
+            keys = self.policy.keys()
+            changed = {gid: self.group_order_key(gid, keys.get(gid, NEVER)) for gid in groups if self.members.get(gid)}
+            self.reference = top = max([self.reference, *changed.values()])
+            candidates = [GroupCandidate(gid, _relative(key, top), self._files_of(gid)) for gid, key in changed.items()]
+            candidates += [GroupCandidate(("pin", fid), math.inf, (fid,)) for fid in self.pinned]
+            order = self.file_order_key
+            scores = {fid: math.inf if fid in self.pinned else _relative(order(fid), top) for fid in placed}
+            return candidates, scores
 
     def _sorted_groups(self, keys: dict[int, float]) -> list[int]:
         """Groups by key, best first.  The list is kept from cycle to cycle: keys only grow, so re-sorting it is
@@ -185,3 +199,8 @@ class RatingState:
             self.refresh()
             best = heapq.nlargest(n, self.file_keys, key=self.file_order_key)
             return [(fid, self.score(self.file_order_key(fid), now)) for fid in best]
+
+
+def _relative(key: float, reference: float) -> float:
+    """``2 ** (key - reference)``: a score on the placement's scale (0.0 for a group never accessed)."""
+    return 0.0 if key == NEVER else score_of(key - reference)

@@ -172,3 +172,33 @@ def test_pinned_files_are_placed_first_and_stay(database):
     assert core.pin(["/store/g0/f0"], [], pin=False)["pinned"] == 1
     core.store.close()
     assert _coordinator(database).state.pinned == {core.store.file_ids(["/never/asked"])["/never/asked"]}
+
+
+def test_cycles_place_changes_between_full_placements(database):
+    core = _coordinator(database, full_every=2)
+    _load_history(core)
+    nodes = _nodes(("n1", 700), ("n2", 700))
+    kinds = [core.run_cycle(nodes, now=NOW).kind]
+    for i in range(4):
+        core.submit_jobs([JobRecord(f"again{i}", "bob", [f"/store/g{i}/f0"])])
+        core.report_events([{"job_id": f"again{i}", "state": "started", "time": NOW + i}])
+        kinds.append(core.run_cycle(nodes, now=NOW).kind)
+    kinds.append(core.run_cycle(nodes, now=NOW).kind)
+    assert kinds == ["full", "changes", "changes", "full", "changes", "unchanged"]
+    # a new node is a change of the world: a full placement
+    assert core.run_cycle(_nodes(("n1", 700), ("n2", 700), ("n3", 700)), now=NOW).kind == "full"
+
+
+def test_a_hot_group_is_placed_by_an_incremental_cycle(database):
+    core = _coordinator(database)
+    _load_history(core)
+    nodes = _nodes(("n1", 700), ("n2", 700))
+    core.run_cycle(nodes, now=NOW)
+    assert "/store/g0/f0" not in _holders(core)
+    core.submit_jobs([JobRecord(f"hot{i}", "bob", [f"/store/g0/f{k}" for k in range(3)]) for i in range(20)])
+    core.report_events([{"job_id": f"hot{i}", "state": "started", "time": NOW} for i in range(20)])
+    report = core.run_cycle(nodes, now=NOW)
+    assert report.kind == "changes" and report.moved >= 3
+    holders = _holders(core)
+    assert len({holders[f"/store/g0/f{k}"] for k in range(3)}) == 1
+    assert core.run_cycle(nodes, now=NOW).moved == 0

@@ -134,3 +134,37 @@ def test_file_scores_follow_the_group_max_rule():
 def test_unknown_sizes_count_as_the_default():
     placement = place([GroupCandidate("g", 1.0, ("/a", "/b"))], {"/a": None}, {"n": 25}, {}, unknown_size=10)
     assert placement == {"/a": "n", "/b": "n"}
+
+
+def test_placing_only_the_changed_groups():
+    groups, sizes = _groups(200, seed=6)
+    capacities = {"n1": 6000, "n2": 6000}
+    current = place(groups, sizes, capacities, {})
+    scores = file_scores(groups)
+    current_scores = {lfn: scores[lfn] for lfn in current}
+    assert place([], sizes, capacities, current, current_scores=current_scores) == current
+    outside = [g for g in groups if not any(lfn in current for lfn in g.files)][:3]
+    assert len(outside) == 3
+    hot = [GroupCandidate(g.group, 1000.0, g.files) for g in outside]  # far above every placed file
+    after = place(hot, sizes, capacities, current, current_scores=current_scores)
+    for group in hot:
+        assert all(lfn in after for lfn in group.files)
+        assert len({after[lfn] for lfn in group.files}) == 1
+    for node, used in _used(after, sizes).items():
+        assert used <= capacities[node]
+    moved = moves(current, after)
+    gone = [lfn for lfn, (before, now) in moved.items() if before is not None and now is None]
+    assert gone and all(scores[lfn] * 2.0 < 1000.0 for lfn in gone)
+    assert all(before is None or now is None for before, now in moved.values())  # nothing shuffled between nodes
+    # a full placement with the same scores agrees on the hot groups
+    full = place([g for g in groups if g.group not in {h.group for h in hot}] + hot, sizes, capacities, current)
+    assert {lfn for g in hot for lfn in g.files} <= set(full)
+
+
+def test_a_slightly_better_changed_group_displaces_nothing():
+    groups = [GroupCandidate("a", 1.0, ("/a",)), GroupCandidate("b", 1.5, ("/b",))]
+    sizes = {"/a": 10, "/b": 10}
+    current = place(groups[:1], sizes, {"n": 10}, {})
+    assert place(groups[1:], sizes, {"n": 10}, current, current_scores={"/a": 1.0}) == {"/a": "n"}
+    better = [GroupCandidate("b", 2.5, ("/b",))]
+    assert place(better, sizes, {"n": 10}, current, current_scores={"/a": 1.0}) == {"/b": "n"}
