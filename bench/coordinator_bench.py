@@ -200,7 +200,7 @@ def main() -> None:
                   f"re-keyed, kind '{incremental['kind']}', moved {incremental['moved']}): "
                   f"{incremental['seconds']:.3f} s")
             full = run_cycle(client, url, full=True)
-            print(f"the same as a full placement would have ({full['kind']}, moved {full['moved']} more): "
+            print(f"a full placement right after it ({full['kind']}): {full['moved']} more files moved, "
                   f"{full['seconds']:.3f} s")
             status = proc_status(node.proc.pid)
             print(f"coordinator RSS: {status['VmRSS']:.0f} MB now, {status['VmHWM']:.0f} MB peak")

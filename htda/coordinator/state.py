@@ -38,7 +38,7 @@ class RatingState:
         self.best_group: dict[int, int] = {}
         self._grown: set[int] = set()  # groups that gained files since the last refresh
         self._file_tuples: dict[int, tuple[int, ...]] = {}
-        self.revision = 0  # counts changes of files and sizes
+        self.revision = 0  # counts size changes of known files (new files come with accessed groups)
         self.reference = NEVER  # the key that scores 1.0 in the placement's scale (the best candidate's)
         self._order: list[int] = []  # group ids by key, best first, as of the last candidates()
         self.pinned: set[int] = set()  # files placed first and never displaced, whatever their score
@@ -47,8 +47,9 @@ class RatingState:
     # -- feeding ------------------------------------------------------------------
     def add_files(self, files: dict[int, tuple[str, int | None]]) -> None:
         with self.lock:
-            if files:
-                self.revision += 1  # new files or new sizes: the placement must look again
+            sizes = self.sizes
+            if any(fid in sizes and sizes[fid] != size for fid, (_, size) in files.items()):
+                self.revision += 1  # a known file changed size: placed bytes may not fit any more
             for fid, (lfn, size) in files.items():
                 self.lfns[fid] = lfn
                 self.sizes[fid] = size

@@ -202,3 +202,17 @@ def test_a_hot_group_is_placed_by_an_incremental_cycle(database):
     holders = _holders(core)
     assert len({holders[f"/store/g0/f{k}"] for k in range(3)}) == 1
     assert core.run_cycle(nodes, now=NOW).moved == 0
+
+
+def test_a_new_size_of_a_known_file_makes_a_full_cycle(database):
+    core = _coordinator(database)
+    _load_history(core)
+    nodes = _nodes(("n1", 700))
+    core.run_cycle(nodes, now=NOW)
+    core.submit_jobs([JobRecord("new-file", "bob", ["/store/g11/f0", "/store/new"], sizes={"/store/new": 5})])
+    core.report_events([{"job_id": "new-file", "state": "started", "time": NOW}])
+    assert core.run_cycle(nodes, now=NOW).kind == "changes"  # a new file comes with its accessed group
+    core.submit_jobs([JobRecord("resized", "bob", ["/store/g11/f0"], sizes={"/store/g11/f0": 400})])
+    assert core.run_cycle(nodes, now=NOW).kind == "full"
+    used = sum(core.state.size(fid) for fid in core.placement)
+    assert used <= 665
