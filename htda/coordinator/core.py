@@ -150,6 +150,7 @@ class Coordinator:
             elif inputs == self._last_inputs and self._since_full < self.full_every:
                 groups, scores = self.state.changed_candidates(touched, self.placement)
                 kind = "changes"
+                self._last_candidates = len(groups)
                 new = place(groups, self.state.sizes, capacities, self.placement, current_scores=scores, **options)
                 self._since_full += 1
             else:
