@@ -82,7 +82,7 @@ class _Planner:
         self.nodes = {name: _Node(name, int(cap), int(cap)) for name, cap in sorted(capacities.items())}
         get = sizes.get
         self.size_of = {lfn: unknown_size if (size := get(lfn)) is None else max(0, int(size))
-                        for lfn in (*scores, *current)}
+                        for lfn in (*scores, *(lfn for lfn in current if lfn not in scores))}
         self.scores = scores
         self.excluded = excluded
         self.hysteresis = hysteresis
@@ -267,8 +267,15 @@ def _keep(planner: _Planner, current: Mapping[str, str], scores: Mapping[str, fl
             held.setdefault(node_name, []).append(lfn)
     for node_name, lfns in held.items():
         node = planner.nodes[node_name]
-        if sum(map(size_of.__getitem__, lfns)) > node.free:
-            lfns.sort(key=lambda lfn: -scores.get(lfn, 0.0))  # only a shrunken node needs the order
+        total = sum(map(size_of.__getitem__, lfns))
+        if total <= node.free:  # the usual case: everything stays, in bulk
+            entries = [(scores.get(lfn, 0.0), lfn) for lfn in lfns]
+            node.files.update((lfn, score) for score, lfn in entries)
+            node.by_score.extend(entries)
+            node.free -= total
+            planner.where.update(dict.fromkeys(lfns, node_name))
+            continue
+        lfns.sort(key=lambda lfn: -scores.get(lfn, 0.0))  # a shrunken node keeps its best
         for lfn in lfns:
             if node.free >= size_of[lfn]:
                 planner.put(lfn, node)
