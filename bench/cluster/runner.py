@@ -30,7 +30,7 @@ from .dataset import DatasetFile, DatasetSpec, ensure_dataset
 from .htda_pool import HTDAPool
 from .monitor import Monitor
 from .negotiator import Negotiator, Slot, shipped_pre_job_rank
-from .services import XCACHE_PORT, XROOTD_PORT, Daemon, unmount_all, xcache, xrootd_origin, xrootdfs_mount
+from .services import XCACHE_PORT, XROOTD_PORT, Daemon, mounts_under, unmount_all, xcache, xrootd_origin, xrootdfs_mount
 from .topology import Host, Topology, TopologyError
 from .workload import WorkloadSpec, job_ad, make_jobs
 
@@ -135,6 +135,8 @@ class Cluster:
         _world_readable(c.dataset_dir)
         self.rundir = c.workdir / "run"
         unmount_all(self.rundir)
+        if mounts_under(self.rundir):  # never delete through a mount (a view reaches the storage)
+            raise TopologyError(f"cannot unmount {', '.join(mounts_under(self.rundir))}: remove them by hand")
         shutil.rmtree(self.rundir, ignore_errors=True)
         self.rundir.mkdir(parents=True)
         self.topo.up()

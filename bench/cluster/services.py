@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .topology import Host, TopologyError, run
 
-__all__ = ["Daemon", "xrootd_origin", "xcache", "xrootdfs_mount", "unmount", "unmount_all", "wait_port",
+__all__ = ["Daemon", "xrootd_origin", "xcache", "xrootdfs_mount", "unmount_all", "mounts_under", "wait_port",
            "XROOTD_PORT", "XCACHE_PORT"]
 
 XROOTD_PORT = 1094
@@ -92,7 +92,8 @@ def _xrootd(name: str, host: Host, config: str, workdir: Path, port: int) -> Dae
 
 def xrootd_origin(host: Host, root: Path, workdir: Path, port: int = XROOTD_PORT) -> Daemon:
     """The shared file server: a plain xrootd exporting ``root`` (read by the ``xrootd`` user)."""
-    config = f"all.export /\nxrd.port {port}\noss.localroot {root}\nall.adminpath {workdir}/origin/admin\n"
+    # read-only: nothing a job, a cache or a clean-up does through a mount can change the dataset
+    config = f"all.export / r/o\nxrd.port {port}\noss.localroot {root}\nall.adminpath {workdir}/origin/admin\n"
     return _xrootd("origin", host, config, workdir / "origin", port)
 
 
@@ -127,22 +128,21 @@ def xrootdfs_mount(host: Host, server: Host, port: int, mountpoint: Path, log: P
     return daemon
 
 
-def unmount(mountpoint: Path) -> None:
-    """Lazy-unmount a FUSE mount (also one whose daemon died)."""
-    if os.path.ismount(mountpoint) or _listed(mountpoint):
-        run("umount", "-l", str(mountpoint), check=False)
-
-
 def _listed(mountpoint: Path) -> bool:
     return any(line.split()[1] == str(mountpoint) for line in Path("/proc/mounts").read_text().splitlines()
                if len(line.split()) > 1)
 
 
-def unmount_all(under: Path) -> list[str]:
-    """Unmount every mount below ``under`` (deepest first); return their paths."""
+def mounts_under(under: Path) -> list[str]:
+    """Mount points below ``under``, deepest first."""
     prefix = str(under.resolve()).rstrip("/") + "/"
     points = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines() if len(line.split()) > 1]
-    found = sorted({p for p in points if p.startswith(prefix)}, key=len, reverse=True)
+    return sorted({p for p in points if p.startswith(prefix)}, key=len, reverse=True)
+
+
+def unmount_all(under: Path) -> list[str]:
+    """Unmount every mount below ``under`` (deepest first); return their paths."""
+    found = mounts_under(under)
     for point in found:
         run("umount", "-l", point, check=False)
     return found
