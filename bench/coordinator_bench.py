@@ -163,7 +163,8 @@ def main() -> None:
         port = free_port()
         node_url = f"http://127.0.0.1:{port}"
         config = write_config(Path(tmp), "coord", ["coordinator"], port, [node_url], interval=1.0, expiry=30.0,
-                              sections={"coordinator": {"cycle": 3600.0, "half_life": 7 * 86400.0},
+                              sections={"coordinator": {"cycle": 3600.0, "half_life": 7 * 86400.0,
+                                                        "access_on": "start"},
                                         "node": {"threads": 4, "max_body": 256 << 20}})
         node = NodeProcess(config).start()
         client = Client(SECRET.encode(), timeout=600.0, retries=0)

@@ -190,7 +190,8 @@ def test_pin_needs_something_to_pin(capsys, stub):
 @pytest.fixture
 def coordinator(inprocess_node):
     """An all-in-one node that has seen one started job reading two files."""
-    node = inprocess_node("aio", ["coordinator", "locator", "cache"], sections={"cache": {"cycle": 60.0}})
+    node = inprocess_node("aio", ["coordinator", "locator", "cache"],
+                          sections={"cache": {"cycle": 60.0}, "coordinator": {"access_on": "start"}})
     served = {(m.upper(), p) for p, ops in node.app.openapi("t", "0")["paths"].items() for m in ops}
     if ("POST", f"{API}/coordinator/jobs") not in served:
         pytest.skip("this tree's coordinator does not serve its REST API yet")

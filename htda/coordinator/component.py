@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..node import plugins
 from ..node.component import Component
-from ..node.config import ConfigError, Field, Section, positive
+from ..node.config import ConfigError, Field, Section, one_of, positive
 from . import api
 from .core import CacheNode, Coordinator, CycleReport
-from .store import Store
+from .store import ACCESS_ON, Store
 
 if TYPE_CHECKING:
     from ..node.pool import Member
@@ -60,6 +60,10 @@ class CoordinatorComponent(Component):
                               check=positive),
         "release_ttl": Field(float, 3600.0, "seconds a released file stays off the node that released it",
                              check=positive),
+        "access_on": Field(str, "submit", "what counts as an access of a job's inputs: 'submit' (the job "
+                                          "record from the translate hook; right for the shipped in-place route, "
+                                          "which runs no update/finalize hook) or 'start' (its started event)",
+                           check=one_of(*ACCESS_ON)),
         "max_batch": Field(int, 100_000, "most jobs, events or LFNs in one request", check=positive),
         "full_every": Field(int, 10, "after this many cycles that only re-placed the groups accessed since the "
                                      "last one, place every candidate again", check=positive),
@@ -72,7 +76,7 @@ class CoordinatorComponent(Component):
         except plugins.PluginError as exc:
             raise ConfigError(f"{node.source}: 'coordinator.policy': {exc}") from None
         url = config["database"] or f"sqlite:///{node.data_dir / 'coordinator.db'}"
-        store = Store(url, schema=config["db_schema"] or None)
+        store = Store(url, schema=config["db_schema"] or None, access_on=config["access_on"])
         self.core = Coordinator(store, policy_cls(half_life=config["half_life"], epoch=config["epoch"]),
                                 per_size=config["per_size"], hysteresis=config["hysteresis"], fill=config["fill"],
                                 candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],

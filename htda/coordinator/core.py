@@ -91,6 +91,8 @@ class Coordinator:
             self.state.add_files(result.files)
         if result.members:
             self.state.add_members(result.members)
+        if result.accesses:
+            self.state.add_accesses(result.accesses)
         return result
 
     def report_events(self, events: Sequence[dict[str, Any]]) -> EventResult:

@@ -79,7 +79,7 @@ class RatingState:
                 self.lfns[fid] = lfn
                 self.sizes[fid] = size
             self.add_members(store.iter_members())
-            self.add_accesses(store.iter_started())
+            self.add_accesses(store.iter_accesses())
             self.refresh()
 
     def refresh(self) -> set[int]:

@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import logging
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +79,7 @@ class IngestResult:
     duplicates: int = 0
     files: dict[int, tuple[str, int | None]] = field(default_factory=dict)  # id -> (lfn, size), new or resized
     members: list[tuple[int, int]] = field(default_factory=list)  # (group id, file id), possibly known already
+    accesses: list[tuple[int, int | None, float]] = field(default_factory=list)  # with access_on="submit"
 
 
 @dataclass
@@ -106,10 +108,21 @@ def _chunks(values: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]
         yield values[start:start + size]
 
 
-class Store:
-    """The coordinator's database: ``url`` is any SQLAlchemy URL; ``schema`` a PostgreSQL schema to use."""
+ACCESS_ON = ("start", "submit")
 
-    def __init__(self, url: str, schema: str | None = None):
+
+class Store:
+    """The coordinator's database: ``url`` is any SQLAlchemy URL; ``schema`` a PostgreSQL schema to use.
+
+    ``access_on`` says which record counts as one access of each input of a job: its ``started``
+    event (when the hooks see jobs start), or its submission (when they cannot: HTCondor's job
+    router runs no update or finalize hook for jobs it edits in place).
+    """
+
+    def __init__(self, url: str, schema: str | None = None, access_on: str = "start"):
+        if access_on not in ACCESS_ON:
+            raise ValueError(f"access_on must be one of {ACCESS_ON}")
+        self.access_on = access_on
         self.url = url
         parsed = _with_driver(url)
         options = {"executemany_mode": "values_plus_batch"} if parsed.drivername.endswith("psycopg2") else {}
@@ -181,6 +194,7 @@ class Store:
         for job in jobs:
             unique.setdefault(job.job_id, job)
         result.duplicates = len(jobs) - len(unique)
+        now = time.time()
         with self._write, self.engine.begin() as conn:
             known = {row[0] for row in self._select_in(conn, [T_JOBS.c.job_id], T_JOBS.c.job_id, unique)}
             new = [job for job_id, job in unique.items() if job_id not in known]
@@ -198,12 +212,15 @@ class Store:
                     members.update((group_ids[f"task:{job.task}"], file_ids[lfn]) for lfn in job.inputs)
             if members:
                 conn.execute(self._insert_ignore(T_MEMBERS), [{"group_id": g, "file_id": f} for g, f in members])
-            conn.execute(insert(T_JOBS), [{
+            rows = [{
                 "job_id": job.job_id, "owner": job.owner, "task": job.task, "cpus": job.cpus, "memory": job.memory,
-                "submit_time": job.submit_time, "state": "submitted",
+                "submit_time": now if job.submit_time is None else job.submit_time, "state": "submitted",
                 "input_group_id": group_ids[job.input_group],
                 "task_group_id": group_ids[f"task:{job.task}"] if job.task else None,
-            } for job in new])
+            } for job in new]
+            conn.execute(insert(T_JOBS), rows)
+            if self.access_on == "submit":
+                result.accesses = [(r["input_group_id"], r["task_group_id"], r["submit_time"]) for r in rows]
             result.accepted = len(new)
             result.members = sorted(members)
         return result
@@ -283,9 +300,10 @@ class Store:
                     {"job": row.id, "state": ev["state"], "time": ev["time"], "node": ev.get("node")}
                     for row, ev in fresh])
                 self._apply_states(conn, fresh)
-                started = [(row, ev) for row, ev in fresh if ev["state"] == "started"]
-                if started:
-                    self._record_accesses(conn, started, result)
+                if self.access_on == "start":
+                    # The started event itself is the record of the accesses (see the model).
+                    result.accesses = [(row.input_group_id, row.task_group_id, ev["time"])
+                                       for row, ev in fresh if ev["state"] == "started"]
             result.accepted = len(fresh)
         return result
 
@@ -301,11 +319,6 @@ class Store:
         if ended:
             conn.execute(update(T_JOBS).where(T_JOBS.c.id == bindparam("pk")).values(
                 end_time=bindparam("t"), state=bindparam("new_state")), ended)
-
-    def _record_accesses(self, conn: Connection, started: list[tuple[Any, dict[str, Any]]],
-                         result: EventResult) -> None:
-        # The started event itself is the record of the accesses (see the model); nothing more to write.
-        result.accesses = [(row.input_group_id, row.task_group_id, ev["time"]) for row, ev in started]
 
     # -- releases, nodes, placement ---------------------------------------------------------------
     def file_ids(self, lfns: Iterable[str]) -> dict[str, int]:
@@ -413,10 +426,13 @@ class Store:
         with self.engine.connect() as conn:
             yield from conn.execute(select(T_MEMBERS.c.group_id, T_MEMBERS.c.file_id)).yield_per(50_000)
 
-    def iter_started(self) -> Iterator[tuple[int, int | None, float]]:
-        """(input group, task group, time) of every started job: the access history of the groups."""
-        query = (select(T_JOBS.c.input_group_id, T_JOBS.c.task_group_id, T_EVENTS.c.time)
-                 .join(T_JOBS, T_JOBS.c.id == T_EVENTS.c.job).where(T_EVENTS.c.state == "started"))
+    def iter_accesses(self) -> Iterator[tuple[int, int | None, float]]:
+        """(input group, task group, time) of every access: the access history of the groups."""
+        if self.access_on == "submit":
+            query = select(T_JOBS.c.input_group_id, T_JOBS.c.task_group_id, T_JOBS.c.submit_time)
+        else:
+            query = (select(T_JOBS.c.input_group_id, T_JOBS.c.task_group_id, T_EVENTS.c.time)
+                     .join(T_JOBS, T_JOBS.c.id == T_EVENTS.c.job).where(T_EVENTS.c.state == "started"))
         with self.engine.connect() as conn:
             yield from conn.execute(query).yield_per(50_000)
 
@@ -432,26 +448,30 @@ class Store:
                                                T_GROUPS.c.id, group_ids)}
 
     def file_history(self, file_id: int, limit: int = 50) -> dict[str, Any]:
-        """The accesses of one file (the started jobs that read it, most recent first), their count, and its
-        groups."""
+        """The accesses of one file (the jobs that read it, most recent first), their count, and its groups."""
+        when = T_JOBS.c.submit_time if self.access_on == "submit" else T_JOBS.c.start_time
         with self.engine.connect() as conn:
             groups = conn.execute(select(T_MEMBERS.c.group_id).where(T_MEMBERS.c.file_id == file_id)).scalars().all()
             readers = T_JOBS.c.input_group_id.in_(select(T_MEMBERS.c.group_id).where(T_MEMBERS.c.file_id == file_id))
-            started = T_JOBS.c.start_time.is_not(None)
-            total = conn.execute(select(func.count()).select_from(T_JOBS).where(readers, started)).scalar_one()
+            accessed = when.is_not(None)
+            total = conn.execute(select(func.count()).select_from(T_JOBS).where(readers, accessed)).scalar_one()
             recent = conn.execute(
                 select(T_JOBS.c.job_id, T_JOBS.c.owner, T_JOBS.c.task, T_JOBS.c.state, T_JOBS.c.node,
-                       T_JOBS.c.start_time.label("time"))
-                .where(readers, started).order_by(T_JOBS.c.start_time.desc()).limit(limit)).all()
+                       when.label("time"))
+                .where(readers, accessed).order_by(when.desc()).limit(limit)).all()
         return {"accesses": total, "recent": [dict(row._mapping) for row in recent], "groups": list(groups)}
 
     def counts(self) -> dict[str, int]:
         """Row counts of the main tables, and the number of file accesses (admin and metrics)."""
         tables = {"jobs": T_JOBS, "files": T_FILES, "groups": T_GROUPS, "assignments": T_ASSIGN}
-        accesses = (select(func.count()).select_from(T_EVENTS)
-                    .join(T_JOBS, T_JOBS.c.id == T_EVENTS.c.job)
-                    .join(T_MEMBERS, T_MEMBERS.c.group_id == T_JOBS.c.input_group_id)
-                    .where(T_EVENTS.c.state == "started"))
+        if self.access_on == "submit":
+            accesses = select(func.count()).select_from(T_JOBS).join(
+                T_MEMBERS, T_MEMBERS.c.group_id == T_JOBS.c.input_group_id)
+        else:
+            accesses = (select(func.count()).select_from(T_EVENTS)
+                        .join(T_JOBS, T_JOBS.c.id == T_EVENTS.c.job)
+                        .join(T_MEMBERS, T_MEMBERS.c.group_id == T_JOBS.c.input_group_id)
+                        .where(T_EVENTS.c.state == "started"))
         with self.engine.connect() as conn:
             out = {name: conn.execute(select(func.count()).select_from(t)).scalar_one() for name, t in tables.items()}
             out["accesses"] = conn.execute(accesses).scalar_one()

@@ -16,7 +16,8 @@ BASE = "/api/v1/coordinator"
 
 @pytest.fixture
 def coordinator(inprocess_node):
-    return inprocess_node("coord", ["coordinator"], sections={"coordinator": {"cycle": 0.2, "half_life": 3600.0}})
+    return inprocess_node("coord", ["coordinator"], sections={"coordinator": {"cycle": 0.2, "half_life": 3600.0,
+                                                                              "access_on": "start"}})
 
 
 @pytest.fixture
@@ -198,3 +199,18 @@ def test_pins_through_rest(coordinator, signed, anonymous):
     with pytest.raises(HTTPStatusError) as err:
         signed.post(url + "/pins", {"lfns": ["/../x"], "pin": True})
     assert err.value.status == 400
+
+
+def test_with_access_on_submit_the_job_record_is_the_access(inprocess_node):
+    """The shipped in-place route runs no update/finalize hook: submissions must drive the rating."""
+    node = inprocess_node("by-submit", ["coordinator"], sections={"coordinator": {"half_life": 3600.0}})
+    signed = Client(SECRET.encode())
+    url = node.url + "/api/v1/coordinator"
+    now = time.time()
+    jobs = [dict(job, submit_time=now) for job in _jobs(10)]
+    assert signed.post(url + "/jobs", {"jobs": jobs})["accepted"] == 10
+    info = signed.get(url + "/files/store/run0/f0.root")
+    assert info["accesses"] == 2 and info["score"] > 0  # jobs 0 and 5, no event needed
+    events = [{"job_id": f"schedd#1.{i}", "state": "started", "time": now, "node": "w1"} for i in range(10)]
+    assert signed.post(url + "/events", {"events": events})["accepted"] == 10
+    assert signed.get(url + "/files/store/run0/f0.root")["accesses"] == 2  # a start is not a second access

@@ -71,7 +71,7 @@ def test_the_same_event_twice_counts_once(store):
     assert (again.accepted, again.duplicates, again.unknown) == (0, 1, 1)
     assert again.accesses == []
     assert store.counts()["accesses"] == 2
-    assert len(list(store.iter_started())) == 1
+    assert len(list(store.iter_accesses())) == 1
 
 
 def test_events_update_the_job_and_out_of_order_reports_keep_the_final_state(store):
