@@ -10,6 +10,7 @@ import time
 from typing import Any
 from urllib.parse import quote
 
+from ..lfn import normalize_lfn
 from ..node import plugins
 from ..node.client import ClientError
 from ..node.component import Component
@@ -226,6 +227,10 @@ class CacheComponent(Component):
             Route("GET", f"{base}/view", self._view, "the union view: driver, path, branches, state", tag="cache"),
             Route("POST", f"{base}/cycle", self._cycle_now, "run an assignment cycle now", tag="cache",
                   body={"type": "object", "additionalProperties": False, "properties": {}}),
+            Route("POST", f"{base}/evict", self._evict, "drop copies now and give the files back to the coordinator",
+                  tag="cache", body={"type": "object", "additionalProperties": False, "required": ["lfns"],
+                                     "properties": {"lfns": {"type": "array", "minItems": 1, "maxItems": 100_000,
+                                                             "items": {"type": "string", "maxLength": 4096}}}}),
         ]
 
     def _files(self, request: Request) -> dict[str, Any]:
@@ -256,6 +261,17 @@ class CacheComponent(Component):
         if view is None:
             return {"driver": None}
         return {**view.describe(), "error": self.service.view_error}
+
+    def _evict(self, request: Request) -> dict[str, Any]:
+        lfns = []
+        for value in request.json["lfns"]:
+            try:
+                lfns.append(normalize_lfn(value))
+            except ValueError as exc:
+                raise HTTPError(400, f"body.lfns: {value[:200]!r}: {exc}") from None
+        coordinators = [m.url for m in self.node.members("coordinator")] + list(self.config["coordinators"])
+        evicted = self.service.evict_on_request(lfns, coordinators[0] if coordinators else None)
+        return {"evicted": evicted, "not_held": [lfn for lfn in lfns if lfn not in evicted]}
 
     def _cycle_now(self, request: Request) -> dict[str, Any]:
         request.json  # noqa: B018 - validates the (empty) body

@@ -71,6 +71,7 @@ class CacheService:
         self.evictions: deque[dict[str, Any]] = deque(maxlen=200)
         self.failed: deque[dict[str, Any]] = deque(maxlen=100)
         self.released: dict[str, float] = {}
+        self.held_back: dict[str, float] = {}  # lfn -> until when an admin's eviction keeps it out
         self.view_error = ""
         self._view_tried = 0.0
         self._sizes: dict[str, int] = {}
@@ -191,6 +192,8 @@ class CacheService:
                 log.warning("ignoring an assigned file with a bad LFN: %r", f.get("lfn") if isinstance(f, dict) else f)
                 continue
             listed.add(lfn)
+            if self.held_back.get(lfn, 0.0) > now:
+                continue
             held = self.index.get(lfn)
             failure = self.failures.get(lfn)
             if not held and failure and failure.retry_at > now:
@@ -309,6 +312,20 @@ class CacheService:
         self.reporter.removed(lfn)
         self._record_eviction(lfn, entry.size, entry.device, reason)
         return True
+
+    def evict_on_request(self, lfns: list[str], coordinator: str | None) -> list[str]:
+        """An admin's eviction: drop the copies now, give the files back to the coordinator, and keep
+        them out of this node for ``release_interval`` (until the coordinator has placed them elsewhere)."""
+        until = time.time() + self.config["release_interval"]
+        evicted = []
+        for lfn in lfns:
+            self._cancel(lfn)
+            self.held_back[lfn] = until
+            if self.evict(lfn, "admin request"):
+                evicted.append(lfn)
+        self.held_back = {k: v for k, v in self.held_back.items() if v > time.time()}
+        self._release(coordinator or "", evicted, "evicted by an admin")
+        return evicted
 
     def _record_eviction(self, lfn: str, size: int, device: CacheDevice, reason: str) -> None:
         self.evictions.append({"lfn": lfn, "size": size, "device": device.path, "reason": reason,

@@ -247,6 +247,8 @@ class RestApp:
         except ValueError:
             raise HTTPError(400, "bad Content-Length") from None
         if size > limit:
+            if size <= _DRAIN_LIMIT:
+                _discard(environ["wsgi.input"], size)  # so the client, still sending, can read our answer
             raise HTTPError(413, f"request body of {size} bytes exceeds the limit of {limit}")
         if size <= 0:
             return b""
@@ -284,6 +286,17 @@ class RestApp:
         from .openapi import document
 
         return document(self.routes, title, version)
+
+
+_DRAIN_LIMIT = 64 * 1024 * 1024  # larger bodies are refused without reading: the connection is closed
+
+
+def _discard(stream: Any, size: int) -> None:
+    while size > 0:
+        chunk = stream.read(min(size, 1 << 20))
+        if not chunk:
+            return
+        size -= len(chunk)
 
 
 def _dumps(value: Any) -> bytes:

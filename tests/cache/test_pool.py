@@ -7,7 +7,7 @@ import time
 import pytest
 
 from htda.cache.testing import make_tree
-from htda.node.client import Client
+from htda.node.client import Client, HTTPStatusError
 from htda.testing.nodes import SECRET, wait_until
 
 
@@ -43,3 +43,19 @@ def test_coordinator_assigns_cache_stages_locator_answers(inprocess_node, tmp_pa
 
     answer = wait_until(located, what="the locator to know the worker's holdings")
     assert answer["nodes"]["w1"]["fraction"] == pytest.approx(1.0)
+
+    # An admin evicts one copy: it leaves the disk, the view and the locator, goes back to the
+    # coordinator, and is not staged again on this node while the coordinator places it elsewhere.
+    victim = sorted(files)[0]
+    answer = client.post(f"{worker.url}/api/v1/cache/evict", {"lfns": [victim, "/store/never.dat"]})
+    assert answer == {"evicted": [victim], "not_held": ["/store/never.dat"]}
+    assert not (tmp_path / "dev0/data" / victim.lstrip("/")).exists()
+    wait_until(lambda: client.post(f"{service.url}/api/v1/locator/lookup", {"lfns": [victim]})["files"]
+               .get(victim, []) == [], what="the locator to forget the evicted copy")
+    client.post(f"{worker.url}/api/v1/cache/cycle", {})
+    assert not (tmp_path / "dev0/data" / victim.lstrip("/")).exists()
+    held = {f["lfn"] for f in client.get(f"{worker.url}/api/v1/cache/files")["files"]}
+    assert held == set(files) - {victim}
+    with pytest.raises(HTTPStatusError) as err:
+        client.post(f"{worker.url}/api/v1/cache/evict", {"lfns": ["/store/../etc/passwd"]})
+    assert err.value.status == 400
