@@ -4,7 +4,34 @@ from __future__ import annotations
 
 import pytest
 
-from htda.testing.nodes import NodeProcess, free_port, start_inprocess, write_config
+from htda.node.client import Client
+from htda.testing.nodes import SECRET, NodeProcess, free_port, start_inprocess, write_config
+
+
+def _client(secret: bytes | None):
+    client = Client(secret, retries=0)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def signed():
+    """A PycURL client that signs with the test pool's secret."""
+    yield from _client(SECRET.encode())
+
+
+@pytest.fixture
+def anonymous():
+    """A PycURL client without a secret (as a user or an attacker would be)."""
+    yield from _client(None)
+
+
+def _config(tmp_path, name: str, components: list[str], seeds: list[str] | None, sections: dict | None,
+            pool: dict):
+    port = free_port()
+    url = f"{pool.get('scheme', 'http')}://127.0.0.1:{port}"
+    return write_config(tmp_path, name, components, port, seeds if seeds is not None else [url],
+                        sections=sections, **pool)
 
 
 @pytest.fixture
@@ -18,11 +45,7 @@ def node_factory(tmp_path):
 
     def make(name: str, components: list[str], seeds: list[str] | None = None,
              sections: dict | None = None, start: bool = True, **pool) -> NodeProcess:
-        port = free_port()
-        url = f"{pool.get('scheme', 'http')}://127.0.0.1:{port}"
-        config = write_config(tmp_path, name, components, port, seeds if seeds is not None else [url],
-                              sections=sections, **pool)
-        proc = NodeProcess(config)
+        proc = NodeProcess(_config(tmp_path, name, components, seeds, sections, pool))
         started.append(proc)
         return proc.start() if start else proc
 
@@ -38,11 +61,7 @@ def inprocess_node(tmp_path):
 
     def make(name: str, components: list[str], seeds: list[str] | None = None, sections: dict | None = None,
              **pool):
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        config = write_config(tmp_path, name, components, port, seeds if seeds is not None else [url],
-                              sections=sections, **pool)
-        node = start_inprocess(config)
+        node = start_inprocess(_config(tmp_path, name, components, seeds, sections, pool))
         nodes.append(node)
         return node
 

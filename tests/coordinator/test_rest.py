@@ -20,18 +20,6 @@ def coordinator(inprocess_node):
                                                                               "access_on": "start"}})
 
 
-@pytest.fixture
-def signed():
-    client = Client(SECRET.encode(), retries=0)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def anonymous():
-    client = Client(None, retries=0)
-    yield client
-    client.close()
 
 
 def _jobs(n: int, start: int = 0) -> list[dict]:

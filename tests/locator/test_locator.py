@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from htda.node.client import Client, HTTPStatusError
-from htda.testing.nodes import SECRET, wait_until
+from htda.node.client import HTTPStatusError
+from htda.testing.nodes import wait_until
 
 HOLDINGS = "/api/v1/locator/holdings"
 LOOKUP = "/api/v1/locator/lookup"
@@ -16,18 +16,6 @@ def locator(inprocess_node):
     return inprocess_node("loc", ["locator"], sections={"locator": {"sweep_interval": 0.2}})
 
 
-@pytest.fixture
-def signed():
-    client = Client(SECRET.encode(), retries=0)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def anonymous():
-    client = Client(None, retries=0)
-    yield client
-    client.close()
 
 
 def report(client, node, holder, files, replace=True, removed=None):
