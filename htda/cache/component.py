@@ -15,11 +15,11 @@ from ..node import plugins
 from ..node.client import ClientError
 from ..node.component import Component
 from ..node.config import REQUIRED, ConfigError, Field, ListOf, Section, one_of, positive
+from ..node.periodic import Periodic
 from ..node.rest import API, HTTPError, Request, Route
 from .backends.base import CacheDevice, StorageBackend
 from .backends.logical import LogicalDevice
 from .checksum import KINDS
-from .periodic import Periodic
 from .reporting import HoldingsReporter
 from .service import Assignment, CacheService, Marks
 from .staging import Stager

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from ..node.client import Client, ClientError
-from .periodic import Periodic
+from ..node.periodic import Periodic
 
 __all__ = ["HoldingsReporter"]
 
@@ -34,7 +34,8 @@ class HoldingsReporter:
         self._full_due = True
         self._last_full = 0.0
         self._lock = threading.Lock()
-        self._loop = Periodic("htda-cache-holdings", min(interval, 5.0), self.flush, log, run_first=False)
+        self._loop = Periodic("htda-cache-holdings", min(interval, 5.0), self.flush, log,
+                              first_delay=min(interval, 5.0))
         self.sent = 0
         self.failures = 0
 

@@ -20,6 +20,7 @@ from typing import Any
 from ..node.client import ClientError
 from ..node.component import Component
 from ..node.config import Field, ListOf, Section, positive
+from ..node.periodic import Periodic
 from ..node.rest import API, HTTPError, Request, Response, Route
 from . import classads
 from .hooks import split
@@ -92,9 +93,8 @@ class SubmitAgent(Component):
         self.jobs = _Outbox(f"{API}/coordinator/jobs", "jobs", config["queue_limit"])
         self.events = _Outbox(f"{API}/coordinator/events", "events", config["queue_limit"])
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._sender = Periodic("htda-submit-send", config["send_interval"], self.flush, self.log,
+                                first_delay=config["send_interval"])
         self._turn = itertools.count()
         m = node.metrics
         self._translated = m.counter("htda_submit_translate_total", "translate requests, by outcome", ("outcome",))
@@ -108,14 +108,10 @@ class SubmitAgent(Component):
 
     # -- life cycle --------------------------------------------------------------
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._send_loop, name="htda-submit-send", daemon=True)
-        self._thread.start()
+        self._sender.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread:
-            self._thread.join(timeout=5)
+        self._sender.stop(timeout=5)
         self.flush()  # one last try, so jobs routed just before shutdown are not lost
 
     # -- REST --------------------------------------------------------------------
@@ -172,7 +168,7 @@ class SubmitAgent(Component):
         with self._lock:
             self.jobs.put(job.to_json())
         if len(self.jobs.items) >= self.config["batch_size"]:
-            self._wake.set()
+            self._sender.wake()
 
     def _urls(self, configured: list[str], role: str) -> list[str]:
         return [u.rstrip("/") for u in configured] or [m.url for m in self.node.members(role) if m.url]
@@ -222,11 +218,4 @@ class SubmitAgent(Component):
         self.log.warning("no coordinator took %d %s; kept for the next try", len(batch), outbox.key)
         return False
 
-    def _send_loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.config["send_interval"])
-            self._wake.clear()
-            try:
-                self.flush()
-            except Exception:  # noqa: BLE001 - keep sending whatever happens
-                self.log.exception("sending to the coordinator failed")
+

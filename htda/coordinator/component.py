@@ -7,13 +7,13 @@ logic lives in :class:`~htda.coordinator.core.Coordinator`, the endpoints in
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from ..node import plugins
 from ..node.component import Component
 from ..node.config import ConfigError, Field, Section, one_of, positive
+from ..node.periodic import Periodic
 from . import api
 from .core import CacheNode, Coordinator, CycleReport
 from .store import ACCESS_ON, Store
@@ -82,9 +82,10 @@ class CoordinatorComponent(Component):
                                 candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],
                                 release_ttl=config["release_ttl"], full_every=config["full_every"])
         self._incarnations: dict[str, float] = {}  # cache node -> its 'started', to tell restarts from first sight
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        # The pool view fills within a heartbeat or two; a cycle before that would take every cache node
+        # not heard from yet for departed and move its files.
+        self._cycles_loop = Periodic("htda-coordinator-cycle", config["cycle"], self.run_cycle, self.log,
+                                     first_delay=2 * node.pool.interval)
         self.reports: deque[CycleReport] = deque(maxlen=20)  # the most recent cycles, for /nodes
         m = node.metrics
         self._received = m.counter("htda_coordinator_received_total", "job records and events received",
@@ -104,14 +105,10 @@ class CoordinatorComponent(Component):
         self.log.info("rebuilt the rating of %d groups and %d files from %s in %.2f s (cycle %d)",
                       len(self.core.state.policy), len(self.core.state.lfns), self.core.store.engine.url, seconds,
                       self.core.cycle)
-        self._thread = threading.Thread(target=self._loop, name="htda-coordinator-cycle", daemon=True)
-        self._thread.start()
+        self._cycles_loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread:
-            self._thread.join(timeout=10)
+        self._cycles_loop.stop(timeout=10)
         self.core.store.close()
 
     def routes(self) -> list["Route"]:
@@ -164,21 +161,9 @@ class CoordinatorComponent(Component):
 
     def wake(self) -> None:
         """Run the next cycle soon (pool change, release, drain)."""
-        self._wake.set()
+        self._cycles_loop.wake()
 
     def count(self, kind: str, accepted: int, duplicates: int) -> None:
         self._received.inc(accepted, kind=kind, outcome="accepted")
         self._received.inc(duplicates, kind=kind, outcome="duplicate")
 
-    def _loop(self) -> None:
-        # The pool view fills within a heartbeat or two; a cycle before that would take every cache node not
-        # heard from yet for departed and move its files.
-        if self._stop.wait(2 * self.node.pool.interval):
-            return
-        while not self._stop.is_set():
-            try:
-                self.run_cycle()
-            except Exception:  # noqa: BLE001 - a failed cycle is logged; the next one runs regardless
-                self.log.exception("coordinator work cycle failed")
-            self._wake.wait(self.config["cycle"])
-            self._wake.clear()

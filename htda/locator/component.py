@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from ..lfn import normalize_lfn
 from ..node.component import Component
 from ..node.config import Field, Section, positive
+from ..node.periodic import Periodic
 from ..node.rest import API, HTTPError, Request, Response, Route, decode_json
 from .index import HoldingsIndex
 
@@ -61,8 +61,8 @@ class LocatorComponent(Component):
         super().__init__(node, config)
         self.index = HoldingsIndex()
         self._strangers: dict[str, float] = {}  # node -> monotonic time first seen outside the pool
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._sweeper = Periodic("htda-locator-sweep", config["sweep_interval"], self.sweep, self.log,
+                                 first_delay=config["sweep_interval"])
         m = node.metrics
         self._lookups = m.counter("htda_locator_lookups_total", "batch lookup requests answered")
         self._lookup_files = m.counter("htda_locator_lookup_files_total", "LFNs looked up")
@@ -75,13 +75,10 @@ class LocatorComponent(Component):
 
     # -- life cycle --------------------------------------------------------------
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._sweep_loop, name="htda-locator-sweep", daemon=True)
-        self._thread.start()
+        self._sweeper.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=5)
+        self._sweeper.stop(timeout=5)
 
     def heartbeat_info(self) -> dict[str, Any]:
         return {"files": self.index.file_count, "nodes": self.index.node_count}
@@ -109,13 +106,6 @@ class LocatorComponent(Component):
         for name in gone:
             self.log.warning("dropped the entries of %s: not a pool member for %.0fs", name, grace)
         return gone
-
-    def _sweep_loop(self) -> None:
-        while not self._stop.wait(self.config["sweep_interval"]):
-            try:
-                self.sweep()
-            except Exception:  # noqa: BLE001 - keep sweeping whatever happens
-                self.log.exception("locator sweep failed")
 
     # -- REST --------------------------------------------------------------------
     def routes(self) -> list[Route]:

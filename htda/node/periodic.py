@@ -12,13 +12,14 @@ __all__ = ["Periodic"]
 class Periodic:
     """Runs ``work()`` every ``interval`` seconds and whenever :meth:`wake` is called.
 
-    An exception in ``work`` is logged and the loop goes on: one bad pass must
-    not end a background duty of the node.
+    The first run comes after ``first_delay`` seconds (at once by default).  An
+    exception in ``work`` is logged and the loop goes on: one bad pass must not
+    end a background duty of the node.
     """
 
     def __init__(self, name: str, interval: float, work: Callable[[], object], log: logging.Logger,
-                 run_first: bool = True):
-        self.name, self.interval, self.work, self.log, self.run_first = name, interval, work, log, run_first
+                 first_delay: float = 0.0):
+        self.name, self.interval, self.work, self.log, self.first_delay = name, interval, work, log, first_delay
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -41,8 +42,8 @@ class Periodic:
             self._thread.join(timeout=timeout)
 
     def _run(self) -> None:
-        if not self.run_first:
-            self._pause()
+        if self.first_delay > 0 and self._stop.wait(self.first_delay):
+            return
         while not self._stop.is_set():
             try:
                 self.work()
