@@ -124,7 +124,7 @@ class Store:
             raise ValueError(f"access_on must be one of {ACCESS_ON}")
         self.access_on = access_on
         self.url = url
-        parsed = _with_driver(url)
+        parsed = with_driver(url)
         options = {"executemany_mode": "values_plus_batch"} if parsed.drivername.endswith("psycopg2") else {}
         self.engine: Engine = create_engine(parsed, pool_pre_ping=True, **options)
         self.dialect = self.engine.dialect.name
@@ -486,7 +486,7 @@ class Store:
                 conn.execute(text(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE'))
 
 
-def _with_driver(url: str) -> URL:
+def with_driver(url: str) -> URL:
     """``postgresql://`` names psycopg 3 in SQLAlchemy 2.1; use psycopg2 where only that is installed."""
     parsed = make_url(url)
     if parsed.drivername == "postgresql" and importlib.util.find_spec("psycopg") is None:

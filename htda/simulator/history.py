@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..coordinator.model import File, GroupFile, Job, JobEvent
-from ..coordinator.store import _with_driver
+from ..coordinator.store import with_driver
 from .trace import DEFAULT_CHUNK, Chunk, Interner
 
 __all__ = ["HistoryTrace"]
@@ -37,7 +37,7 @@ class HistoryTrace:
         self.unknown_size = unknown_size
         self.objects = Interner()
         self.groups = Interner()
-        self.engine = create_engine(_with_driver(url))  # the coordinator's choice of PostgreSQL driver
+        self.engine = create_engine(with_driver(url))  # the coordinator's choice of PostgreSQL driver
         if schema:  # the coordinator's ``schema`` option: its tables live in that PostgreSQL schema
             self.engine = self.engine.execution_options(schema_translate_map={None: schema})
 

@@ -12,9 +12,9 @@ POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 def _postgres(statement: str) -> None:
     import sqlalchemy
 
-    from htda.coordinator.store import _with_driver
+    from htda.coordinator.store import with_driver
 
-    engine = sqlalchemy.create_engine(_with_driver(POSTGRES_URL))
+    engine = sqlalchemy.create_engine(with_driver(POSTGRES_URL))
     try:
         with engine.begin() as conn:
             conn.execute(sqlalchemy.text(statement))

@@ -43,13 +43,13 @@ def coordinator_db(request, tmp_path):
     """``(url, schema)``: a SQLite file, or a fresh schema of the PostgreSQL server (dropped after)."""
     import sqlalchemy
 
-    from htda.coordinator.store import _with_driver
+    from htda.coordinator.store import with_driver
 
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'coord.db'}", None
         return
     url, schema = "postgresql://postgres@127.0.0.1:5432/test", f"htda_sim_{uuid.uuid4().hex[:12]}"
-    engine = sqlalchemy.create_engine(_with_driver(url))
+    engine = sqlalchemy.create_engine(with_driver(url))
     try:
         engine.connect().close()
     except sqlalchemy.exc.OperationalError as exc:
