@@ -52,7 +52,7 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, int | None, str]
         from .history import HistoryTrace
 
         h = HistoryTrace(args.history, chunk_size=args.chunk, unknown_size=parse_size(args.unknown_size),
-                         schema=args.schema or None)
+                         schema=args.schema or None, access_on=args.access_on)
         return h, h.requests(), None, f"coordinator history {args.history}"
     if not args.trace:
         raise ValueError("give a trace file, --synthetic or --history URL")
@@ -149,6 +149,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("trace", nargs="?", help="CSV trace file")
     p.add_argument("--synthetic", action="store_true", help="replay a generated analysis workload instead")
     p.add_argument("--history", metavar="URL", help="replay the accesses of a coordinator database (SQLAlchemy URL)")
+    p.add_argument("--access-on", choices=("submit", "start"), default="submit",
+                   help="with --history: what the coordinator counted as an access (its access_on option)")
     p.add_argument("--sizes", default="5%,10%,20%,30%,50%",
                    help="cache sizes: bytes (500G, 1.5TiB) or %% of the working set (default %(default)s)")
     p.add_argument("--half-lives", default="5m,1h,1d", help="HTDA half-lives to compare (default %(default)s)")

@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..coordinator.model import File, GroupFile, Job, JobEvent
-from ..coordinator.store import with_driver
+from ..coordinator.store import ACCESS_ON, with_driver
 from .trace import DEFAULT_CHUNK, Chunk, Interner
 
 __all__ = ["HistoryTrace"]
@@ -31,8 +31,11 @@ class HistoryTrace:
     has_groups = True
 
     def __init__(self, url: str, chunk_size: int = DEFAULT_CHUNK, unknown_size: int = 1 << 30,
-                 schema: str | None = None):
+                 schema: str | None = None, access_on: str = "submit"):
+        if access_on not in ACCESS_ON:
+            raise ValueError(f"access_on must be one of {', '.join(ACCESS_ON)}")
         self.url = url
+        self.by_submit = access_on == "submit"  # the coordinator's ``access_on`` option
         self.chunk_size = chunk_size
         self.unknown_size = unknown_size
         self.objects = Interner()
@@ -42,7 +45,11 @@ class HistoryTrace:
             self.engine = self.engine.execution_options(schema_translate_map={None: schema})
 
     def _accesses(self, *columns):
-        """(started event) x (file of the job's input group): the accesses, as the coordinator counts them."""
+        """(job record or started event) x (file of the job's input group): the accesses, as the
+        coordinator counts them."""
+        if self.by_submit:
+            return (select(*columns).select_from(Job).join(GroupFile, GroupFile.group_id == Job.input_group_id)
+                    .where(Job.submit_time.is_not(None)))
         return (select(*columns).select_from(JobEvent).join(Job, Job.id == JobEvent.job)
                 .join(GroupFile, GroupFile.group_id == Job.input_group_id)
                 .where(JobEvent.state == "started"))
@@ -66,9 +73,10 @@ class HistoryTrace:
             raise self._error(exc) from None
 
     def _chunks(self) -> Iterator[Chunk]:
-        query = (self._accesses(JobEvent.time, GroupFile.file_id, File.size, Job.input_group_id, Job.task_group_id)
+        when, job = (Job.submit_time, Job.id) if self.by_submit else (JobEvent.time, JobEvent.job)
+        query = (self._accesses(when, GroupFile.file_id, File.size, Job.input_group_id, Job.task_group_id)
                  .join(File, File.id == GroupFile.file_id)
-                 .order_by(JobEvent.time, JobEvent.job, GroupFile.file_id))
+                 .order_by(when, job, GroupFile.file_id))
         with self.engine.connect() as conn:
             rows = conn.execution_options(yield_per=self.chunk_size).execute(query)
             for part in rows.partitions(self.chunk_size):

@@ -67,12 +67,12 @@ def test_history_of_a_coordinator_database(coordinator_db):
     url, schema = coordinator_db
     store = Store(url, schema=schema)
     jobs = [JobRecord(f"j{i}", "alice", ["/d/a", "/d/b"] if i % 2 else ["/d/c"], task="t1" if i % 2 else None,
-                      sizes={"/d/a": 10, "/d/b": 20}) for i in range(6)]
+                      sizes={"/d/a": 10, "/d/b": 20}, submit_time=50.0) for i in range(6)]
     store.ingest_jobs(jobs)
     store.record_events([{"job_id": f"j{i}", "state": "started", "time": 100.0 + i} for i in range(6)])
     store.record_events([{"job_id": "j1", "state": "started", "time": 200.0}])  # a duplicate counts once
     store.close()
-    trace = HistoryTrace(url, unknown_size=7, schema=schema)
+    trace = HistoryTrace(url, unknown_size=7, schema=schema, access_on="start")
     assert trace.requests() == 9
     chunk = next(iter(trace.chunks()))
     assert chunk.times.tolist() == [100.0, 101.0, 101.0, 102.0, 103.0, 103.0, 104.0, 105.0, 105.0]
@@ -81,6 +81,11 @@ def test_history_of_a_coordinator_database(coordinator_db):
     result = replay(trace.chunks(), [LRUPolicy(100)])
     assert result.results[0].hits == 9 - 3  # everything fits: only the three first reads miss
     trace.close()
+    by_submit = HistoryTrace(url, unknown_size=7, schema=schema)  # the coordinator's default: job records count
+    assert by_submit.requests() == 9
+    chunk = next(iter(by_submit.chunks()))
+    assert chunk.times.tolist() == sorted(chunk.times.tolist()) and set(chunk.times.tolist()) == {50.0}
+    by_submit.close()
 
 
 def test_labels():
