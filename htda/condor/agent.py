@@ -25,6 +25,7 @@ from ..node.rest import API, HTTPError, Request, Response, Route
 from . import classads
 from .hooks import split
 from .jobinfo import InputMapping, JobInfo, job_ids, job_state
+from .sizes import SizeProbe
 from .translate import Steering, translate
 
 __all__ = ["SubmitAgent"]
@@ -78,6 +79,8 @@ class SubmitAgent(Component):
         "max_preferred": Field(int, 8, "preferred nodes written into the job", check=positive),
         "min_fraction": Field(float, 0.0, "nodes holding no more than this share of the bytes are not preferred"),
         "steer_requirements": Field(bool, False, "also require a preferred node (Requirements untouched if false)"),
+        "storage_root": Field(str, "", "a local view of storage (NFS or xrootdfs mount) where the agent reads "
+                                       "input sizes for the coordinator; empty: no sizes are sent"),
         "max_ad_bytes": Field(int, 1024 * 1024, "largest ad accepted from a hook", check=positive),
         "send_interval": Field(float, 0.2, "seconds between batches to the coordinator", check=positive),
         "batch_size": Field(int, 1000, "jobs or events per batch", check=positive),
@@ -93,6 +96,7 @@ class SubmitAgent(Component):
         self.jobs = _Outbox(f"{API}/coordinator/jobs", "jobs", config["queue_limit"])
         self.events = _Outbox(f"{API}/coordinator/events", "events", config["queue_limit"])
         self._lock = threading.Lock()
+        self._sizes = SizeProbe(str(node.path(config["storage_root"]))) if config["storage_root"] else None
         self._sender = Periodic("htda-submit-send", config["send_interval"], self.flush, self.log,
                                 first_delay=config["send_interval"])
         self._turn = itertools.count()
@@ -207,6 +211,8 @@ class SubmitAgent(Component):
                     return
 
     def _deliver(self, outbox: _Outbox, batch: list[dict[str, Any]]) -> bool:
+        if outbox is self.jobs and self._sizes is not None:
+            self._sizes.annotate(batch)  # here, off the hooks' path: the sender thread can wait on storage
         for url in self._urls(self.config["coordinators"], "coordinator"):
             try:
                 self.node.client.post(url + outbox.path, {outbox.key: batch}, idempotent=True, retries=0)

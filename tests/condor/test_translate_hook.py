@@ -131,3 +131,16 @@ def test_a_locator_on_the_agents_node_is_used_directly(inprocess_node, coordinat
     assert parse(out.stdout)["HTDA_PreferredNodes"] == "c-all"
     _, metrics = Client(None, retries=0).raw("GET", f"{node.url}/metrics")
     assert b"\nhtda_locator_lookups_total " not in metrics  # the index was asked directly, not over HTTP
+
+
+def test_sizes_come_from_the_submit_hosts_view_of_storage(run, inprocess_node, locator, coordinator, tmp_path):
+    storage = tmp_path / "storage"
+    (storage / "store/data/run1").mkdir(parents=True)
+    (storage / "store/data/run1/c.root").write_bytes(b"x" * 1234)
+    (storage / "store/x.root").symlink_to("/etc/passwd")  # planted: must not reveal the host's files
+    sections = agent_sections([locator.url], [coordinator.url], storage_root=str(storage))
+    agent = inprocess_node("sizes", ["submit"], seeds=[locator.url], sections=sections)
+    config = write_hook_config(tmp_path / "sized.toml", agent.url)
+    run("htda_translate", hook_input(job_ad(HTDA_InputFiles='"/store/data/run1/c.root, /store/x.root"')), config)
+    wait_until(lambda: coordinator.jobs, timeout=5, what="the job to reach the coordinator")
+    assert coordinator.jobs[0]["sizes"] == {"/store/data/run1/c.root": 1234}
