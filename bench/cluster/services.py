@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
+
+from htda.testing.processes import stop_process
 
 from .topology import Host, TopologyError, run
 
@@ -49,13 +50,7 @@ class Daemon:
             raise TopologyError(f"{self.name} on {self.host.name} exited with {self.proc.returncode}:\n{tail}")
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc, timeout)
 
 
 def wait_port(host: Host, port: int, daemon: Daemon | None = None, timeout: float = 20.0) -> None:

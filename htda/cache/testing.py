@@ -17,6 +17,7 @@ from urllib.parse import unquote
 import numpy as np
 
 from htda.testing.nodes import free_port, wait_until
+from htda.testing.processes import stop_process
 
 __all__ = ["XRootDServer", "RangeHTTPServer", "copy_tree", "make_tree", "write_root_file"]
 
@@ -52,13 +53,7 @@ class XRootDServer:
             return s.connect_ex(("127.0.0.1", self.port)) == 0
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc, timeout=5)
 
 
 def _tail(workdir: Path) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..node.client import Client, ClientError
 from ..node.runtime import Node, load_config
+from .processes import stop_process
 
 __all__ = ["free_port", "write_config", "NodeProcess", "start_inprocess", "wait_until", "SECRET"]
 
@@ -136,13 +137,7 @@ class NodeProcess:
             self.proc.wait(10)
 
     def stop(self) -> int | None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc, timeout=15)
         self.client.close()
         return self.proc.returncode if self.proc else None
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from htda.testing.nodes import wait_until
+from htda.testing.processes import stop_process
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -69,10 +70,4 @@ class Browser:
         ws = getattr(self, "_ws", None)
         if ws is not None:
             ws.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc, timeout=10)
