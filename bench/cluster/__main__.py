@@ -44,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--files-per-job", type=int, default=3)
     run.add_argument("--skew", type=float, default=1.0, help="Zipf exponent of group popularity")
     run.add_argument("--think", type=float, default=10.0, help="seconds between passes")
+    run.add_argument("--python-hooks", action="store_true",
+                     help="run the Python job-router hooks instead of the compiled ones (install-hooks --native)")
     run.add_argument("--rank-only", action="store_true",
                      help="HTDA steers by Rank alone (submit.steer_requirements = false, HTDA's default); "
                           "by default the HTDA run sets it true: a job steered to cache nodes waits for one of them")
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         config = RunConfig(workdir=args.workdir, dataset_dir=args.dataset_dir, prefix=args.prefix,
                            workers=args.workers, slots=args.slots, storage_rate=args.storage_rate,
                            service_rate=args.service_rate, cache_mb=args.cache_mb, think=args.think,
-                           steer_requirements=not args.rank_only,
+                           steer_requirements=not args.rank_only, native_hooks=not args.python_hooks,
                            modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()), dataset=_spec(args),
                            workload=WorkloadSpec(passes=args.passes, jobs_per_pass=args.jobs_per_pass,
                                                  files_per_job=args.files_per_job, skew=args.skew))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -35,12 +36,14 @@ class HTDAPool:
 
     def __init__(self, topo: Topology, workdir: Path, storage_mounts: dict[str, Path], cache_bytes: int,
                  unknown_size: int, coordinator_cycle: float = 5.0, cache_cycle: float = 2.0,
-                 steer_requirements: bool = False):
+                 steer_requirements: bool = False, native_hooks: bool = True):
         self.topo, self.workdir = topo, workdir
         self.storage_mounts = storage_mounts
         self.cache_bytes, self.unknown_size = cache_bytes, unknown_size
         self.coordinator_cycle, self.cache_cycle = coordinator_cycle, cache_cycle
         self.steer_requirements = steer_requirements
+        self.native_hooks = native_hooks
+        self.hooks_dir = workdir / "hooks"
         self.daemons: dict[str, Daemon] = {}
         self.hooks_config = workdir / "hooks.toml"
         self.hook_log = workdir / "hooks.log"
@@ -79,7 +82,17 @@ class HTDAPool:
         }})
 
     # -- life cycle --------------------------------------------------------------
+    def install_hooks(self) -> None:
+        """Install the checkout's hooks as a submit host would, with ``hooks/install-hooks`` (``--native``:
+        the compiled job-router hooks, for submit hosts that route many jobs a second)."""
+        argv = [sys.executable, str(HOOKS / "install-hooks"), *(["--native"] if self.native_hooks else []),
+                str(self.hooks_dir)]
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise TopologyError(f"install-hooks failed: {(done.stderr or done.stdout).strip()[-500:]}")
+
     def start(self) -> None:
+        self.install_hooks()
         self.hooks_config.write_text(f'node = "http://127.0.0.1:{SERVICE_PORT}"\ntimeout = 2.0\n'
                                      f'log = "{self.hook_log}"\n')
         self.hooks_config.chmod(0o644)
@@ -98,7 +111,7 @@ class HTDAPool:
                 time.sleep(0.2)
 
     def _start(self, name: str, host: Host, config: Path) -> None:
-        self.daemons[name] = Daemon(f"htda-node {name}", host, ["python3", "-m", "htda.node.daemon", "--config",
+        self.daemons[name] = Daemon(f"htda-node {name}", host, [sys.executable, "-m", "htda.node.daemon", "--config",
                                                                  str(config)], config.with_suffix(".log"),
                                     env={"PYTHONUNBUFFERED": "1"}, cwd=self.workdir)
 
@@ -108,7 +121,7 @@ class HTDAPool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.daemons[name].check()
-            if subprocess.run(host.cmd("python3", "-c", probe), capture_output=True).returncode == 0:
+            if subprocess.run(host.cmd(sys.executable, "-c", probe), capture_output=True).returncode == 0:
                 return
             time.sleep(0.5)
         raise TopologyError(f"htda-node {name} did not answer /healthz in {timeout}s "
@@ -128,7 +141,7 @@ class HTDAPool:
         """A read-only GET from inside the host's namespace (its loopback is a read network)."""
         code = (f"import urllib.request, sys; sys.stdout.write(urllib.request.urlopen("
                 f"'http://127.0.0.1:{port}{path}', timeout=5).read().decode())")
-        done = subprocess.run(host.cmd("python3", "-c", code), capture_output=True, text=True, timeout=30)
+        done = subprocess.run(host.cmd(sys.executable, "-c", code), capture_output=True, text=True, timeout=30)
         if done.returncode != 0:
             raise TopologyError(f"GET {path} on {host.name}: {done.stderr.strip()[-300:]}")
         return json.loads(done.stdout)
@@ -142,8 +155,8 @@ class HTDAPool:
 
     # -- hooks ---------------------------------------------------------------------
     def hook(self, name: str, stdin: str) -> str:
-        """Run one of the checkout's hook executables in the service host's namespace; its standard output."""
-        done = subprocess.run(self.topo.service.cmd(str(HOOKS / name)), input=stdin, capture_output=True,
+        """Run one of the installed hooks in the service host's namespace; its standard output."""
+        done = subprocess.run(self.topo.service.cmd(str(self.hooks_dir / name)), input=stdin, capture_output=True,
                               text=True, timeout=30, env={**os.environ, "HTDA_HOOKS_CONFIG": str(self.hooks_config)})
         if done.returncode != 0:
             raise TopologyError(f"hook {name} exited with {done.returncode}: {done.stderr.strip()[-300:]}")

@@ -19,6 +19,7 @@ import os
 import queue
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -55,6 +56,7 @@ class RunConfig:
     xcache_ram: str = "1g"
     think: float = 10.0
     steer_requirements: bool = True  # HTDA's submit.steer_requirements: jobs wait for a node holding inputs
+    native_hooks: bool = True  # the compiled job-router hooks (install-hooks --native), else the Python ones
     modes: tuple[str, ...] = MODES
     dataset: DatasetSpec = field(default_factory=DatasetSpec)
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
@@ -91,7 +93,7 @@ class SlotRunner:
         env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
         for slot in slots:
             log = open(logdir / f"slot-{slot.worker}-{slot.number}.log", "ab")
-            proc = subprocess.Popen(hosts[slot.worker].cmd("python3", "-m", "bench.cluster.analysis", "--serve"),
+            proc = subprocess.Popen(hosts[slot.worker].cmd(sys.executable, "-m", "bench.cluster.analysis", "--serve"),
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
                                     cwd=REPO, start_new_session=True)
             log.close()
@@ -172,7 +174,8 @@ class Cluster:
             if mode == "htda":
                 mean = sum(f.size for f in self.files) // len(self.files)
                 pool = HTDAPool(self.topo, moddir, mounts, self.config.cache_mb << 20, unknown_size=mean,
-                                steer_requirements=self.config.steer_requirements)
+                                steer_requirements=self.config.steer_requirements,
+                                native_hooks=self.config.native_hooks)
                 pool.start()
                 pool.wait_members()
                 roots = {w.name: moddir / w.name / "view" for w in self.topo.worker_hosts}

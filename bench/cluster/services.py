@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def wait_port(host: Host, port: int, daemon: Daemon | None = None, timeout: floa
     while time.monotonic() < deadline:
         if daemon is not None:
             daemon.check()
-        if subprocess.run(host.cmd("python3", "-c", probe), capture_output=True).returncode == 0:
+        if subprocess.run(host.cmd(sys.executable, "-c", probe), capture_output=True).returncode == 0:
             return
         time.sleep(0.3)
     raise TopologyError(f"nothing listens on {host.address}:{port} after {timeout}s"

@@ -32,6 +32,7 @@ class Wanted:
     score: float
     size: int
     source: str | None = None
+    defer: bool = False  # jobs read it from storage now: keep its room, copy it later
 
 
 @dataclass

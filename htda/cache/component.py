@@ -27,6 +27,9 @@ from .union.base import UnionDriver
 
 __all__ = ["CacheComponent"]
 
+#: seconds between scans for files the worker's jobs read from storage, and the life of a report
+READS_INTERVAL, READS_TTL = 1.0, 30.0
+
 STORAGE_GROUP, DEVICE_GROUP, UNION_GROUP = "htda.storage", "htda.cachedev", "htda.union"
 #: URL schemes of per-file ``source`` locations and the storage plugin that serves each
 SOURCE_SCHEMES = {"root": "xrootd", "xroot": "xrootd", "http": "http", "https": "http"}
@@ -70,6 +73,8 @@ SCHEMA = Section({
     "locators": Field(list, list, "locator URLs to report to besides the pool's locator members"),
     "holdings_interval": Field(float, 60.0, "seconds between complete holdings reports", check=positive),
     "max_staging": Field(int, 2, "copies in flight at once", check=positive),
+    "report_reads": Field(bool, True, "tell the coordinator which files this worker's jobs read from storage, "
+                                      "so their copies wait until the reading stops (scans /proc)"),
     "buffer_size": Field(int, 8 << 20, "copy buffer in bytes", check=positive),
     "checksum": Field(str, "adler32", "checksum of copies: " + ", ".join(KINDS), check=one_of(*KINDS)),
     "readback": Field(bool, True, "read each copy back from the device and compare checksums"),
@@ -118,9 +123,14 @@ class CacheComponent(Component):
         self.service = CacheService(self.device, marks, self.storage_for, stager, self.reporter, self._make_view(),
                                     config, node.metrics)
         self.cycles = 0
+        self._reported_reads: list[str] = []
+        self._reads_due = 0.0
         self.last_cycle: dict[str, Any] = {}
         self._cycle_lock = threading.Lock()
         self._loop = Periodic("htda-cache-cycle", config["cycle"], self.run_cycle, self.log)
+        # reads are scanned more often than the cycle: a copy elsewhere should learn of them soon
+        self._reads_loop = Periodic("htda-cache-reads", min(config["cycle"], READS_INTERVAL), self._report_reads,
+                                    self.log)
 
     # -- plugins -----------------------------------------------------------------
     def _location(self, value: str) -> str:
@@ -159,8 +169,11 @@ class CacheComponent(Component):
         self.recovered = self.service.recover()
         self.reporter.start()
         self._loop.start()
+        if self.config["report_reads"] and self.service.view is not None:
+            self._reads_loop.start()
 
     def stop(self) -> None:
+        self._reads_loop.stop()
         self._loop.stop()
         self.service.shutdown()
         self.reporter.stop()
@@ -185,9 +198,30 @@ class CacheComponent(Component):
             self.last_cycle = result
             return result
 
-    def _pull(self) -> Assignment | None:
+    def _coordinators(self) -> list[str]:
         urls = [m.url for m in self.node.members("coordinator")] + list(self.config["coordinators"])
-        for url in dict.fromkeys(urls):
+        return list(dict.fromkeys(urls))
+
+    def _report_reads(self) -> None:
+        """Send the files this worker's jobs read from storage when they change (and again before the last
+        report expires); an empty report once the reading stopped."""
+        reading = self.service.storage_reads()
+        ttl = READS_TTL
+        if reading == self._reported_reads and (not reading or time.monotonic() < self._reads_due):
+            return
+        sent = False
+        for url in self._coordinators():
+            try:
+                self.node.client.post(f"{url}{API}/coordinator/reads",
+                                      {"node": self.node.name, "lfns": reading, "ttl": ttl}, idempotent=True)
+                sent = True
+            except ClientError as exc:
+                self.log.info("reporting storage reads to %s failed: %s", url, exc)
+        if sent:
+            self._reported_reads, self._reads_due = reading, time.monotonic() + ttl / 3
+
+    def _pull(self) -> Assignment | None:
+        for url in self._coordinators():
             try:
                 answer = self.node.client.get(f"{url}{API}/coordinator/assignments/{quote(self.node.name)}")
                 files = answer["files"]

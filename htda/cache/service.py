@@ -8,6 +8,7 @@ revalidate a few copies, refresh the view, report.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -22,6 +23,7 @@ from .allocation import Room, Wanted, plan
 from .backends.base import CacheDevice, FileStat, StorageBackend, StorageError
 from .backends.logical import LogicalDevice
 from .index import Entry, Index, checksum_of, validate_found
+from .readers import open_lfns
 from .reporting import HoldingsReporter
 from .staging import Stager, StagingCancelled, StagingError, StagingJob
 from .union.base import UnionDriver, UnionError
@@ -75,6 +77,9 @@ class CacheService:
         self.view_error = ""
         self._view_tried = 0.0
         self._sizes: dict[str, int] = {}
+        # a copy starts once two assignments in a row name its file without 'defer': reports of jobs reading
+        # it from storage elsewhere get a cycle to arrive before the link is spent on it
+        self._last_assigned: set[str] = set()
         self._lock = threading.RLock()  # jobs, failures, view
         self._pool = ThreadPoolExecutor(max_workers=config["max_staging"], thread_name_prefix="htda-stage")
         self._init_metrics(metrics)
@@ -168,18 +173,41 @@ class CacheService:
         scores = {w.lfn: w.score for w in wanted}
         for entry in self.index.entries():
             entry.score = scores.get(entry.lfn, 0.0)
-        for lfn in work.cancel:
+        for lfn in work.cancel + self._yielding(wanted):
             self._cancel(lfn)
         for lfn in work.evict:
             if lfn in scores and assignment.draining:
                 continue  # nothing new comes in while draining: no need to make room
             self.evict(lfn, "outranked" if lfn in scores else "unassigned")
-        started = 0
+        started = deferred = unconfirmed = 0
+        confirmed, self._last_assigned = self._last_assigned, {w.lfn for w in wanted if not w.defer}
         if not assignment.draining:
             for w, dev in work.stage:
-                started += self._submit(w, dev)
+                if w.defer:
+                    deferred += 1
+                elif w.lfn not in confirmed:
+                    unconfirmed += 1
+                else:
+                    started += self._submit(w, dev)
         self._release(assignment.coordinator, work.release, "no room")
-        return {"wanted": len(wanted), "stage": started, "evict": len(work.evict), "release": len(work.release)}
+        return {"wanted": len(wanted), "stage": started, "deferred": deferred, "unconfirmed": unconfirmed,
+                "evict": len(work.evict),
+                "release": len(work.release)}
+
+    def _yielding(self, wanted: list[Wanted]) -> list[str]:
+        """Copies in flight of files now deferred, if less than half done: they give the storage link back to
+        the jobs reading those files (a copy that far along finishes instead)."""
+        deferred = {w.lfn for w in wanted if w.defer}
+        with self._lock:
+            return [lfn for lfn, j in self.jobs.items()
+                    if lfn in deferred and j.done_bytes * 2 < (j.size or 0)]
+
+    def storage_reads(self) -> list[str]:
+        """Files jobs on this worker have open through the view (or storage) and this node holds no copy of."""
+        if self.view is None or not self.config["report_reads"]:
+            return []
+        reading = open_lfns(self.view.lfn_of, skip_pids=frozenset({os.getpid()}))
+        return sorted(lfn for lfn in reading if lfn not in self.index)
 
     def _wanted(self, files: list[dict[str, Any]]) -> list[Wanted]:
         now = time.time()
@@ -204,7 +232,7 @@ class CacheService:
             size = held.size if held else self._size_of(lfn, f)
             score, source = f.get("score"), f.get("source")
             if size is not None and isinstance(score, (int, float)) and isinstance(source, (str, type(None))):
-                out.append(Wanted(lfn, float(score), size, source))
+                out.append(Wanted(lfn, float(score), size, source, defer=f.get("defer") is True))
         assigned = {w.lfn for w in out}
         self._sizes = {k: v for k, v in self._sizes.items() if k in assigned}
         with self._lock:  # forget failures of files no longer assigned: nothing left to release

@@ -210,10 +210,12 @@ class PeerStandIn:
         self.releases: list[dict] = []
         self.holdings: list[dict] = []
         self.held: dict[str, int] = {}
+        self.reads: list[dict] = []
         self.app = RestApp(Verifier(secret), ["127.0.0.0/8"])
         self.app.add([
             Route("GET", f"{API}/coordinator/assignments/{{node}}", self._assignments, "assignments"),
             Route("POST", f"{API}/coordinator/releases", self._releases, "releases"),
+            Route("POST", f"{API}/coordinator/reads", self._reads, "storage reads"),
             Route("POST", f"{API}/locator/holdings", self._holdings, "holdings"),
         ])
         self.server = RestServer(self.app, "127.0.0.1", 0, threads=4)
@@ -237,6 +239,10 @@ class PeerStandIn:
     def _releases(self, request) -> dict:
         self.releases.append(request.json)
         return {"released": len(request.json["lfns"])}
+
+    def _reads(self, request) -> dict:
+        self.reads.append(request.json)
+        return {"reported": len(request.json["lfns"])}
 
     def _holdings(self, request) -> dict:
         body = request.json

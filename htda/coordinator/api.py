@@ -15,7 +15,7 @@ from .store import JobRecord
 if TYPE_CHECKING:
     from .component import CoordinatorComponent
 
-__all__ = ["BASE", "EVENTS_BODY", "JOBS_BODY", "RELEASES_BODY", "routes"]
+__all__ = ["BASE", "EVENTS_BODY", "JOBS_BODY", "READS_BODY", "RELEASES_BODY", "routes"]
 
 BASE = f"{API}/coordinator"
 
@@ -50,6 +50,12 @@ RELEASES_BODY = {
     "type": "object", "additionalProperties": False, "required": ["node", "lfns"],
     "properties": {"node": _NAME, "lfns": {"type": "array", "items": _LFN},
                    "reason": {"type": "string", "maxLength": 1024}},
+}
+
+READS_BODY = {
+    "type": "object", "additionalProperties": False, "required": ["node", "lfns", "ttl"],
+    "properties": {"node": _NAME, "lfns": {"type": "array", "items": _LFN},
+                   "ttl": {"type": "number", "minimum": 0, "maximum": 3600}},
 }
 
 PINS_BODY = {
@@ -188,6 +194,17 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         component.wake()
         return answer
 
+    def reads(request: Request) -> dict[str, Any]:
+        body = request.json
+        lfns = [checked_lfn(lfn, "body.lfns") for lfn in _batch(request, "lfns", limit)]
+        core.report_reads(body["node"], lfns, _finite(body["ttl"], "body.ttl"), time.time())
+        return {"reported": len(lfns)}
+
+    def reading(request: Request) -> dict[str, Any]:
+        now = time.time()
+        return {"nodes": core.reads.snapshot(now), "deferred": sorted(core.reads.deferred(now)),
+                "max_defer": core.reads.max_defer}
+
     def pinned(request: Request) -> dict[str, Any]:
         state = core.state
         files = [{"lfn": state.lfns[fid], "node": core.placement.get(fid)} for fid in sorted(state.pinned)]
@@ -206,6 +223,11 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
               body=EVENTS_BODY, tag=tag, max_body=big),
         Route("POST", f"{BASE}/releases", releases, "files a cache node cannot hold; placed elsewhere",
               body=RELEASES_BODY, tag=tag, max_body=big),
+        Route("POST", f"{BASE}/reads", reads, "files jobs on a cache node's worker read from storage now (replaces "
+              "the node's last report until ttl seconds pass); their staging is deferred", body=READS_BODY, tag=tag,
+              max_body=big),
+        Route("GET", f"{BASE}/reads", reading, "files read from storage now, by node, and those deferred (admin)",
+              tag=tag),
         Route("GET", f"{BASE}/assignments/{{node}}", assignments, "the files a cache node should hold, best first",
               tag=tag),
         Route("GET", f"{BASE}/files/top", top_files, "best-rated files (admin)", query={"n": "how many (100)"},

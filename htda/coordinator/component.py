@@ -7,6 +7,7 @@ logic lives in :class:`~htda.coordinator.core.Coordinator`, the endpoints in
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,10 @@ __all__ = ["CoordinatorComponent"]
 
 def _at_least_one(value: float) -> str | None:
     return None if value >= 1.0 else "must be at least 1"
+
+
+def _not_negative(value: float) -> str | None:
+    return None if value >= 0 else "must not be negative"
 
 
 def _fraction(value: float) -> str | None:
@@ -65,6 +70,8 @@ class CoordinatorComponent(Component):
                                           "which runs no update/finalize hook) or 'start' (its started event)",
                            check=one_of(*ACCESS_ON)),
         "max_batch": Field(int, 100_000, "most jobs, events or LFNs in one request", check=positive),
+        "max_defer": Field(float, 600.0, "seconds a file's staging may wait while jobs read it from storage "
+                                         "(reported by cache nodes; 0: never wait)", check=_not_negative),
         "full_every": Field(int, 10, "after this many cycles that only re-placed the groups accessed since the "
                                      "last one, place every candidate again", check=positive),
     })
@@ -80,7 +87,8 @@ class CoordinatorComponent(Component):
         self.core = Coordinator(store, policy_cls(half_life=config["half_life"], epoch=config["epoch"]),
                                 per_size=config["per_size"], hysteresis=config["hysteresis"], fill=config["fill"],
                                 candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],
-                                release_ttl=config["release_ttl"], full_every=config["full_every"])
+                                release_ttl=config["release_ttl"], full_every=config["full_every"],
+                                max_defer=config["max_defer"])
         self._incarnations: dict[str, float] = {}  # cache node -> its 'started', to tell restarts from first sight
         # The pool view fills within a heartbeat or two; a cycle before that would take every cache node
         # not heard from yet for departed and move its files.
@@ -96,6 +104,8 @@ class CoordinatorComponent(Component):
         m.gauge("htda_coordinator_cycle", "number of the last work cycle", callback=lambda: self.core.cycle)
         m.gauge("htda_coordinator_groups", "rated groups", callback=lambda: len(self.core.state.policy))
         m.gauge("htda_coordinator_files", "known files", callback=lambda: len(self.core.state.lfns))
+        m.gauge("htda_coordinator_deferred_files", "files whose staging waits for jobs reading them from storage",
+                callback=lambda: len(self.core.reads.deferred(time.time())))
         m.gauge("htda_coordinator_placed_files", "files assigned to cache nodes",
                 callback=lambda: len(self.core.placement))
 
@@ -128,6 +138,7 @@ class CoordinatorComponent(Component):
     def on_member_left(self, member: "Member") -> None:
         if "cache" in member.roles:
             self.log.info("cache node %s left the pool: its files are placed again", member.name)
+            self.core.reads.forget(member.name)
             self.wake()
 
     # -- the work cycle --------------------------------------------------------------------

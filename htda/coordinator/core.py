@@ -19,10 +19,14 @@ from typing import Any
 
 from .placement import moves, place
 from .rating import RatingPolicy
+from .reads import StorageReads
 from .state import RatingState
 from .store import EventResult, IngestResult, JobRecord, Store
 
 __all__ = ["CacheNode", "Coordinator", "CycleReport"]
+
+#: files of one report whose jobs' other inputs are looked up (each is one query)
+MAX_EXPANDED_READS = 256
 
 log = logging.getLogger("htda.coordinator")
 
@@ -55,8 +59,9 @@ class Coordinator:
 
     def __init__(self, store: Store, policy: RatingPolicy, *, per_size: bool = False, hysteresis: float = 2.0,
                  fill: float = 0.95, candidate_factor: float = 1.5, unknown_size: int = 1 << 30,
-                 release_ttl: float = 3600.0, full_every: int = 10):
+                 release_ttl: float = 3600.0, full_every: int = 10, max_defer: float = 600.0):
         self.store = store
+        self.reads = StorageReads(max_defer)
         self.state = RatingState(policy, per_size=per_size, unknown_size=unknown_size)
         self.hysteresis = hysteresis
         self.fill = fill
@@ -186,13 +191,30 @@ class Coordinator:
         self.lists = lists
 
     # -- answers ----------------------------------------------------------------------
+    def report_reads(self, node: str, lfns: list[str], ttl: float, now: float) -> None:
+        """A cache node's report of the files its jobs read from storage; with each, the other inputs of the
+        latest job that named it are deferred too (see :mod:`~htda.coordinator.reads`)."""
+        ids = self.store.file_ids(lfns[:MAX_EXPANDED_READS])
+        groups = self.store.latest_input_groups(ids.values())
+        state = self.state
+        with state.lock:
+            siblings = {state.lfns[fid] for gid in set(groups.values()) for fid in state.members.get(gid, ())
+                        if fid in state.lfns}
+        self.reads.report(node, lfns, ttl, now, siblings)
+
     def assignments(self, node: str, now: float | None = None) -> dict[str, Any]:
-        """The full list of files ``node`` should hold, best first (the pull contract)."""
+        """The full list of files ``node`` should hold, best first (the pull contract).
+
+        ``defer`` marks files that jobs read from storage now (see :mod:`~htda.coordinator.reads`):
+        the node keeps room for them but starts their copies only once the reading stops.
+        """
         now = time.time() if now is None else now
         state = self.state
         fids = self.lists.get(node, ())
+        deferred = self.reads.deferred(now)
         files = [{"lfn": state.lfns[fid], "score": state.score(state.file_order_key(fid), now),
-                  "size": state.sizes.get(fid), "source": None} for fid in fids]
+                  "size": state.sizes.get(fid), "source": None, "defer": state.lfns[fid] in deferred}
+                 for fid in fids]
         # Pinned files lead the list: they score as the best file of the node, so the order stays by score.
         best = max((f["score"] for fid, f in zip(fids, files) if fid not in state.pinned), default=0.0)
         for fid, entry in zip(fids, files):

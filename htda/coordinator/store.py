@@ -326,6 +326,18 @@ class Store:
         with self.engine.connect() as conn:
             return self._known_ids(conn, lfns)
 
+    def latest_input_groups(self, file_ids: Iterable[int]) -> dict[int, int]:
+        """Per file, the input group of the latest job that named it (the job most likely reading it now)."""
+        out = {}
+        with self.engine.connect() as conn:
+            for fid in sorted(set(file_ids)):
+                groups = select(T_MEMBERS.c.group_id).where(T_MEMBERS.c.file_id == fid)
+                gid = conn.execute(select(T_JOBS.c.input_group_id).where(T_JOBS.c.input_group_id.in_(groups))
+                                   .order_by(T_JOBS.c.id.desc()).limit(1)).scalar()
+                if gid is not None:
+                    out[fid] = gid
+        return out
+
     def add_releases(self, node: str, file_ids: Iterable[int], until: float, reason: str | None) -> None:
         ids = sorted(set(file_ids))
         if not ids:

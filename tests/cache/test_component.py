@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -221,3 +223,54 @@ def test_draining_node_fetches_nothing_new(inprocess_node, peer, storage, tmp_pa
     assert set(held(node)) == {lfns[0]}
     peer.assign([(lfns[0], 1.0), (lfns[1], 2.0)])
     wait_until(lambda: set(held(node)) == {lfns[0], lfns[1]}, what="second file staged once draining ends")
+
+
+def test_files_jobs_read_from_storage_are_reported_and_deferred_files_wait(inprocess_node, peer, storage, tmp_path):
+    root, files = storage
+    reading, other = "/store/f0.dat", "/store/f1.dat"
+    peer.assign([{"lfn": reading, "score": 2.0, "size": None, "source": None, "defer": True},
+                 {"lfn": other, "score": 1.0, "size": None, "source": None}])
+    node = inprocess_node("c1", ["cache"], sections=cache_section(tmp_path, peer, root, union="symlink",
+                                                                  view=str(tmp_path / "view")))
+    job = subprocess.Popen([sys.executable, "-c", "import sys; f = open(sys.argv[1], 'rb'); sys.stdin.read()",
+                            str(tmp_path / "view" / reading.lstrip("/"))], stdin=subprocess.PIPE)
+    try:
+        wait_until(lambda: any(r["lfns"] == [reading] for r in peer.reads), what="the job's read reported")
+        assert peer.reads[-1]["node"] == "c1" and peer.reads[-1]["ttl"] > 0
+        wait_until(lambda: other in held(node), what="the file nobody reads staged")
+        time.sleep(1.0)  # five more cycles
+        assert reading not in held(node)
+        assert node.components["cache"].last_cycle["deferred"] == 1
+    finally:
+        job.stdin.close()
+        job.wait(10)
+    wait_until(lambda: peer.reads[-1]["lfns"] == [], what="an empty report once the job closed the file")
+    peer.assign([(reading, 2.0), (other, 1.0)])  # the coordinator no longer defers it
+    wait_until(lambda: reading in held(node), what="the deferred file staged")
+    count = len(peer.reads)
+    time.sleep(0.6)
+    assert len(peer.reads) == count  # nothing read from storage: nothing more to say
+
+
+def test_copies_in_flight_of_newly_deferred_files_give_way_unless_half_done(inprocess_node, peer, storage, tmp_path):
+    from htda.cache.service import Assignment
+    from htda.cache.staging import StagingJob
+
+    root, _ = storage
+    peer.assign([])
+    node = inprocess_node("c1", ["cache"], sections=cache_section(tmp_path, peer, root, cycle=3600.0))
+    wait_until(lambda: node.components["cache"].cycles >= 1, what="the node's first cycle (then none for an hour)")
+    service = node.components["cache"].service
+    device = service.device.devices()[0]
+    early = StagingJob("/store/f0.dat", None, device, 1.0, 1000, done_bytes=100)
+    late = StagingJob("/store/f1.dat", None, device, 1.0, 1000, done_bytes=600)
+    unread = StagingJob("/store/f2.dat", None, device, 1.0, 1000, done_bytes=0)
+    service.jobs.update({j.lfn: j for j in (early, late, unread)})
+    try:
+        service.apply(Assignment([{"lfn": j.lfn, "score": 1.0, "size": 1000, "defer": j is not unread}
+                                  for j in (early, late, unread)], False, peer.url, 1))
+        assert early.cancel.is_set()  # 10 % done: the job reading it gets the link
+        assert not late.cancel.is_set()  # 60 % done: finishing costs less than starting again
+        assert not unread.cancel.is_set()  # not deferred
+    finally:
+        service.jobs.clear()

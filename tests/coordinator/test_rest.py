@@ -202,3 +202,45 @@ def test_with_access_on_submit_the_job_record_is_the_access(inprocess_node):
     events = [{"job_id": f"schedd#1.{i}", "state": "started", "time": now, "node": "w1"} for i in range(10)]
     assert signed.post(url + "/events", {"events": events})["accepted"] == 10
     assert signed.get(url + "/files/store/run0/f0.root")["accesses"] == 2  # a start is not a second access
+
+
+def test_reported_storage_reads_mark_assigned_files_deferred(coordinator, signed, anonymous):
+    url = coordinator.url + BASE
+    signed.post(url + "/jobs", {"jobs": _jobs(5)})
+    signed.post(url + "/events", {"events": [{"job_id": f"schedd#1.{i}", "state": "started", "time": time.time()}
+                                             for i in range(5)]})
+
+    def assigned():
+        _heartbeat_as_cache(signed, coordinator, "w1", 100_000)
+        return anonymous.get(url + "/assignments/w1")["files"]
+
+    files = wait_until(assigned, timeout=15, what="assignments for w1")
+    assert not any(f["defer"] for f in files)
+    reading = "/store/run2/f1.root"
+    assert signed.post(url + "/reads", {"node": "w2", "lfns": [reading, "/not/assigned.root"], "ttl": 30}) == {
+        "reported": 2}
+    files = anonymous.get(url + "/assignments/w1")["files"]
+    # with the file read, the other inputs of the job that named it (read next) wait too
+    assert {f["lfn"] for f in files if f["defer"]} == {f"/store/run2/f{k}.root" for k in range(3)}
+    admin = anonymous.get(url + "/reads")
+    assert admin["nodes"] == {"w2": sorted([reading, "/not/assigned.root"])} and reading in admin["deferred"]
+    signed.post(url + "/reads", {"node": "w2", "lfns": [], "ttl": 30})  # the job finished
+    assert not any(f["defer"] for f in anonymous.get(url + "/assignments/w1")["files"])
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ({"node": "w1", "lfns": ["/a"]}, "ttl"),
+    ({"node": "w1", "lfns": ["/a"], "ttl": 7200}, "<= 3600"),
+    ({"node": "w1", "lfns": ["/a/../../etc/passwd"], "ttl": 5}, "'..' segment"),
+    ({"node": "w1", "lfns": "/a", "ttl": 5}, "array"),
+])
+def test_bad_storage_read_reports_are_a_400(coordinator, signed, body, fragment):
+    with pytest.raises(HTTPStatusError) as err:
+        signed.post(coordinator.url + BASE + "/reads", body)
+    assert err.value.status == 400 and fragment in str(err.value.payload)
+
+
+def test_unsigned_storage_read_reports_are_refused(coordinator, anonymous):
+    with pytest.raises(HTTPStatusError) as err:
+        anonymous.post(coordinator.url + BASE + "/reads", {"node": "w1", "lfns": ["/a"], "ttl": 5})
+    assert err.value.status == 401

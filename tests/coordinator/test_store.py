@@ -133,3 +133,15 @@ def test_long_lfns_are_stored(store):
     lfn = "/" + "/".join(["d" * 250] * 16)  # ~4 KB: longer than a PostgreSQL index entry may be
     store.ingest_jobs([_job("j1", [lfn])])
     assert list(store.file_ids([lfn])) == [lfn]
+
+
+def test_the_latest_job_naming_a_file_gives_its_input_group(store):
+    store.ingest_jobs([_job("j1", ["/calib", "/a1", "/a2"], task="t")])
+    store.ingest_jobs([_job("j2", ["/calib", "/b1"], task="t")])  # later: the likelier reader of /calib now
+    ids = store.file_ids(["/calib", "/a1", "/b1", "/never"])
+    groups = store.latest_input_groups(ids.values())
+    info = store.groups_info(groups.values())
+    names = {lfn: info[groups[fid]]["name"] for lfn, fid in ids.items()}
+    assert names == {"/calib": group_name(["/calib", "/b1"]), "/b1": group_name(["/calib", "/b1"]),
+                     "/a1": group_name(["/calib", "/a1", "/a2"])}  # input groups, never the task's
+    assert store.latest_input_groups([]) == {}

@@ -57,6 +57,18 @@ class UnionDriver(ABC):
     def teardown(self) -> None:
         """Remove the view (unmount); for operators and tests."""
 
+    def read_roots(self) -> list[str]:
+        """Directories a job's open file can resolve under when it reads through the view (``/proc/<pid>/fd``
+        shows the view's path for FUSE views, the storage path for links)."""
+        return [self.view, *([self.storage] if self.storage else [])]
+
+    def lfn_of(self, path: str) -> str | None:
+        """The LFN an open file's resolved ``path`` names in the view or in storage, or None."""
+        for root in self.read_roots():
+            if path.startswith(root.rstrip("/") + "/"):
+                return path[len(root.rstrip("/")):]
+        return None
+
     def describe(self) -> dict[str, Any]:
         return {"driver": self.name, "view": self.view, "branches": self.branches, "storage": self.storage}
 

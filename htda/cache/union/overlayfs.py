@@ -78,6 +78,14 @@ class OverlayfsDriver(UnionDriver):
                 self._retired.append((now, previous))
         self._detach_stale()
 
+    def read_roots(self) -> list[str]:
+        # a job's file resolves beneath the generation it was opened in, which may be retired already
+        try:
+            mounts = sorted(os.path.join(self.mounts_dir, n) for n in os.listdir(self.mounts_dir))
+        except OSError:
+            mounts = []
+        return [*mounts, *super().read_roots()]
+
     def _current(self) -> str | None:
         try:
             return os.path.realpath(self.view) if os.path.islink(self.view) else None
