@@ -79,6 +79,8 @@ class SubmitAgent(Component):
         "max_preferred": Field(int, 8, "preferred nodes written into the job", check=positive),
         "min_fraction": Field(float, 0.0, "nodes holding no more than this share of the bytes are not preferred"),
         "steer_requirements": Field(bool, False, "also require a preferred node (Requirements untouched if false)"),
+        "steer_timeout": Field(float, 600.0, "with steer_requirements: seconds after submission (QDate) a job "
+                                             "stops waiting for a preferred node (0: it waits for ever)"),
         "storage_root": Field(str, "", "a local view of storage (NFS or xrootdfs mount) where the agent reads "
                                        "input sizes for the coordinator; empty: no sizes are sent"),
         "max_ad_bytes": Field(int, 1024 * 1024, "largest ad accepted from a hook", check=positive),
@@ -92,7 +94,7 @@ class SubmitAgent(Component):
         self.allowed = [ipaddress.ip_network(n, strict=False) for n in config["allow_networks"]]
         self.mapping = InputMapping(config["input_attribute"], {p["prefix"]: p["lfn"] for p in config["lfn_prefixes"]})
         self.steering = Steering(config["rank_scale"], config["max_preferred"], config["min_fraction"],
-                                 config["steer_requirements"])
+                                 config["steer_requirements"], config["steer_timeout"])
         self.jobs = _Outbox(f"{API}/coordinator/jobs", "jobs", config["queue_limit"])
         self.events = _Outbox(f"{API}/coordinator/events", "events", config["queue_limit"])
         self._lock = threading.Lock()

@@ -39,6 +39,7 @@ class Steering:
     max_preferred: int = 8  # preferred nodes written into the ad, best first
     min_fraction: float = 0.0  # nodes holding no more than this share are not preferred
     steer_requirements: bool = False  # also require a preferred node (off: Requirements untouched)
+    steer_timeout: float = 600.0  # seconds after QDate the requirement gives way (0: never)
 
 
 @dataclass
@@ -115,4 +116,14 @@ def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], inputs: int
         ad["JobMachineAttrs"] = ",".join([*names, NODE_ATTR])
     if steering.steer_requirements and ATTRS.USER_REQUIREMENTS not in ad and "Requirements" in ad:
         ad[ATTRS.USER_REQUIREMENTS] = ad.lookup("Requirements")
-        ad["Requirements"] = classads.expr(f"({ATTRS.USER_REQUIREMENTS}) && ({ATTRS.AFFINITY} > 0.0)")
+        ad["Requirements"] = classads.expr(f"({ATTRS.USER_REQUIREMENTS}) && {_cache_requirement(steering)}")
+
+
+def _cache_requirement(steering: Steering) -> str:
+    """A preferred node is required; with a timeout, only until the job has waited that long since its QDate
+    (the negotiator evaluates ``time()`` in every cycle; a job without QDate never waits)."""
+    held = f"({ATTRS.AFFINITY} > 0.0)"
+    if steering.steer_timeout <= 0:
+        return held
+    waited = f"ifThenElse(isUndefined(QDate), true, time() - QDate > {float(steering.steer_timeout)!r})"
+    return f"({held} || {waited})"

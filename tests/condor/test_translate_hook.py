@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 import classad2
+import pytest
 
 from htda.testing.nodes import wait_until
 
@@ -101,15 +104,22 @@ def test_no_holder_means_unchanged_but_published(run, agent, hook_config, coordi
     wait_until(lambda: coordinator.jobs, timeout=5, what="the job to reach the coordinator")
 
 
-def test_requirements_change_only_when_configured(run, inprocess_node, locator, coordinator, holdings, tmp_path):
-
+@pytest.mark.parametrize("timeout, waited, elsewhere", [
+    (600.0, 10, False),  # submitted 10 s ago: only the node holding the inputs matches
+    (600.0, 700, True),  # waited longer than steer_timeout: any node
+    (0.0, 100_000, False),  # no timeout: it waits for ever
+])
+def test_requirements_change_only_when_configured(run, inprocess_node, locator, coordinator, holdings, tmp_path,
+                                                  timeout, waited, elsewhere):
     node = inprocess_node("strict", ["submit"], seeds=[locator.url],
-                          sections=agent_sections([locator.url], [coordinator.url], steer_requirements=True))
+                          sections=agent_sections([locator.url], [coordinator.url], steer_requirements=True,
+                                                  steer_timeout=timeout))
     config = write_hook_config(tmp_path / "strict.toml", node.url)
     holdings({"c-all": INPUTS})
-    job = parse(run("htda_translate", hook_input(job_ad()), config).stdout)
+    job = parse(run("htda_translate", hook_input(job_ad(QDate=str(int(time.time()) - waited))), config).stdout)
     assert job.lookup("Requirements").eval(scope=job, target=machine("c-all")) is True
-    assert job.lookup("Requirements").eval(scope=job, target=machine("c-none")) is False
+    assert job.lookup("Requirements").eval(scope=job, target=machine("c-none")) is elsewhere
+    assert "HTDA_UserRequirements" in str(job.lookup("Requirements"))
 
 
 def test_the_executable_runs_through_its_own_shebang(agent, hook_config, holdings):
