@@ -192,15 +192,17 @@ class Coordinator:
 
     # -- answers ----------------------------------------------------------------------
     def report_reads(self, node: str, lfns: list[str], ttl: float, now: float) -> None:
-        """A cache node's report of the files its jobs read from storage; with each, the other inputs of the
-        latest job that named it are deferred too (see :mod:`~htda.coordinator.reads`)."""
+        """A cache node's report of the files its jobs read from storage.  A file is deferred while the latest
+        job that named it is the only job of its inputs so far, and the other inputs of that job with it
+        (see :mod:`~htda.coordinator.reads`)."""
         ids = self.store.file_ids(lfns[:MAX_EXPANDED_READS])
         groups = self.store.latest_input_groups(ids.values())
+        jobs = self.store.jobs_per_input_group(groups.values())
+        first = {gid for gid in set(groups.values()) if jobs.get(gid, 0) <= 1}
         state = self.state
         with state.lock:
-            siblings = {state.lfns[fid] for gid in set(groups.values()) for fid in state.members.get(gid, ())
-                        if fid in state.lfns}
-        self.reads.report(node, lfns, ttl, now, siblings)
+            deferred = {state.lfns[fid] for gid in first for fid in state.members.get(gid, ()) if fid in state.lfns}
+        self.reads.report(node, lfns, ttl, now, deferred)
 
     def assignments(self, node: str, now: float | None = None) -> dict[str, Any]:
         """The full list of files ``node`` should hold, best first (the pull contract).

@@ -1,23 +1,23 @@
-"""Files that jobs are reading from storage right now, as cache nodes see them; their staging waits.
+"""Files that jobs are reading from storage right now, as cache nodes see them; their first copy waits.
 
-Why: the first jobs of a new file group read it from storage, and the cache
+Why: the first job of a new file group reads it from storage, and the cache
 node the group is placed on would copy the same files over the same shared
-link at the same moment.  The jobs are the foreground (each holds a slot
-while it waits for bytes); the copy serves only later jobs.  Copying a file
-while a job streams it from storage sends it over the link twice at once and
-slows the job down by the copy's share (on the cluster benchmark: a new
-group's job took 2-3x longer).  So a file that a job reads from storage is
-marked *deferred* in the assignments until the reading stops, and cache
-nodes start its copy then.
+link at the same moment.  The job is the foreground (it holds a slot while
+it waits for bytes); the copy serves only jobs that may come later.  Copying
+a file while its only job streams it from storage sends it over the link
+twice at once and slows that job down by the copy's share (on the cluster
+benchmark a new group's job took 2-3x longer).  So while the latest job that
+named a file is still the only job of its inputs, a report that the file is
+being read from storage marks it, and the other inputs of that job (read
+next), *deferred* in the assignments; cache nodes start the copies once the
+reading stops.  Files that more than one job wanted are copied at once even
+while jobs read them: later jobs are likely, and each of them gains.
 
 Cache nodes report what jobs on their worker have open through the union
 view and do not hold (``POST /api/v1/coordinator/reads``), with a time to
-live; a report replaces that node's previous one.  A job opens its inputs one
-after the other, so the coordinator defers with each file read the other
-inputs of the latest job that named it (its job group): they are the files
-that job reads next.  A file stays deferred at most ``max_defer`` seconds in
-a row, so a long-running reader (or a stream of them) delays its copy, never
-prevents it.
+live; a report replaces that node's previous one.  A file stays deferred at
+most ``max_defer`` seconds in a row, so a long-running reader delays its
+copy, never prevents it.
 """
 
 from __future__ import annotations
@@ -37,12 +37,13 @@ class StorageReads:
         self._since: dict[str, float] = {}  # lfn -> when its current run of reads was first reported
         self._lock = threading.Lock()
 
-    def report(self, node: str, lfns: Iterable[str], ttl: float, now: float, next_inputs: Iterable[str] = ()) -> None:
-        """Replace ``node``'s report: ``lfns`` are being read from storage there now, and the same jobs
-        will read ``next_inputs`` next (both are deferred)."""
+    def report(self, node: str, lfns: Iterable[str], ttl: float, now: float, deferred: Iterable[str] | None = None
+               ) -> None:
+        """Replace ``node``'s report: ``lfns`` are being read from storage there now, and ``deferred`` (by
+        default the same files) should not be copied meanwhile."""
         read = frozenset(lfns)
         with self._lock:
-            self._by_node[node] = (now + ttl, read, read | frozenset(next_inputs))
+            self._by_node[node] = (now + ttl, read, read if deferred is None else frozenset(deferred))
             self._expire(now)
 
     def forget(self, node: str) -> None:

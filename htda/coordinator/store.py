@@ -338,6 +338,16 @@ class Store:
                     out[fid] = gid
         return out
 
+    def jobs_per_input_group(self, group_ids: Iterable[int]) -> dict[int, int]:
+        """How many jobs named each of these input groups."""
+        out: dict[int, int] = {}
+        with self.engine.connect() as conn:
+            for chunk in _chunks(sorted(set(group_ids))):
+                out.update(conn.execute(select(T_JOBS.c.input_group_id, func.count())
+                                        .where(T_JOBS.c.input_group_id.in_(chunk))
+                                        .group_by(T_JOBS.c.input_group_id)).all())
+        return out
+
     def add_releases(self, node: str, file_ids: Iterable[int], until: float, reason: str | None) -> None:
         ids = sorted(set(file_ids))
         if not ids:

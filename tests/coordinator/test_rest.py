@@ -226,6 +226,10 @@ def test_reported_storage_reads_mark_assigned_files_deferred(coordinator, signed
     assert admin["nodes"] == {"w2": sorted([reading, "/not/assigned.root"])} and reading in admin["deferred"]
     signed.post(url + "/reads", {"node": "w2", "lfns": [], "ttl": 30})  # the job finished
     assert not any(f["defer"] for f in anonymous.get(url + "/assignments/w1")["files"])
+    second = {**_jobs(1, start=2)[0], "job_id": "schedd#2.0"}  # a second job over the same inputs
+    signed.post(url + "/jobs", {"jobs": [second]})
+    signed.post(url + "/reads", {"node": "w2", "lfns": [reading], "ttl": 30})
+    assert not any(f["defer"] for f in anonymous.get(url + "/assignments/w1")["files"])  # copy it for the next ones
 
 
 @pytest.mark.parametrize("body, fragment", [

@@ -145,3 +145,6 @@ def test_the_latest_job_naming_a_file_gives_its_input_group(store):
     assert names == {"/calib": group_name(["/calib", "/b1"]), "/b1": group_name(["/calib", "/b1"]),
                      "/a1": group_name(["/calib", "/a1", "/a2"])}  # input groups, never the task's
     assert store.latest_input_groups([]) == {}
+    store.ingest_jobs([_job("j3", ["/b1", "/calib"])])  # the same inputs as j2, in another order
+    assert store.jobs_per_input_group(set(groups.values())) == {groups[ids["/a1"]]: 1, groups[ids["/b1"]]: 2}
+    assert store.jobs_per_input_group([]) == {}
