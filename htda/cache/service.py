@@ -77,8 +77,8 @@ class CacheService:
         self.view_error = ""
         self._view_tried = 0.0
         self._sizes: dict[str, int] = {}
-        # a copy starts once two assignments in a row name its file without 'defer': reports of jobs reading
-        # it from storage elsewhere get a cycle to arrive before the link is spent on it
+        # a copy starts once two assignments in a row name its file (the second without 'defer'): reports of
+        # jobs reading it from storage elsewhere get a cycle to arrive before the link is spent on it
         self._last_assigned: set[str] = set()
         self._lock = threading.RLock()  # jobs, failures, view
         self._pool = ThreadPoolExecutor(max_workers=config["max_staging"], thread_name_prefix="htda-stage")
@@ -180,7 +180,7 @@ class CacheService:
                 continue  # nothing new comes in while draining: no need to make room
             self.evict(lfn, "outranked" if lfn in scores else "unassigned")
         started = deferred = unconfirmed = 0
-        confirmed, self._last_assigned = self._last_assigned, {w.lfn for w in wanted if not w.defer}
+        confirmed, self._last_assigned = self._last_assigned, {w.lfn for w in wanted}
         if not assignment.draining:
             for w, dev in work.stage:
                 if w.defer:

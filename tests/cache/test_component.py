@@ -274,3 +274,25 @@ def test_copies_in_flight_of_newly_deferred_files_give_way_unless_half_done(inpr
         assert not unread.cancel.is_set()  # not deferred
     finally:
         service.jobs.clear()
+
+
+def test_a_copy_starts_on_the_second_assignment_naming_the_file(inprocess_node, peer, storage, tmp_path):
+    from htda.cache.service import Assignment
+
+    root, _ = storage
+    peer.assign([])
+    node = inprocess_node("c1", ["cache"], sections=cache_section(tmp_path, peer, root, cycle=3600.0))
+    wait_until(lambda: node.components["cache"].cycles >= 1, what="the node's first cycle (then none for an hour)")
+    service = node.components["cache"].service
+
+    def apply(*files):
+        return service.apply(Assignment([{"lfn": lfn, "score": 1.0, "size": None, "defer": defer}
+                                         for lfn, defer in files], False, peer.url, 1))
+
+    first = apply(("/store/f0.dat", False), ("/store/f1.dat", True))
+    assert (first["stage"], first["unconfirmed"], first["deferred"]) == (0, 1, 1)
+    second = apply(("/store/f0.dat", False), ("/store/f1.dat", True))
+    assert (second["stage"], second["unconfirmed"], second["deferred"]) == (1, 0, 1)
+    third = apply(("/store/f0.dat", False), ("/store/f1.dat", False))  # no longer read: confirmed already
+    assert third["stage"] == 1
+    wait_until(lambda: {"/store/f0.dat", "/store/f1.dat"} <= set(held(node)), what="both copies")
