@@ -252,15 +252,22 @@ def test_files_jobs_read_from_storage_are_reported_and_deferred_files_wait(inpro
     assert len(peer.reads) == count  # nothing read from storage: nothing more to say
 
 
-def test_copies_in_flight_of_newly_deferred_files_give_way_unless_half_done(inprocess_node, peer, storage, tmp_path):
-    from htda.cache.service import Assignment
-    from htda.cache.staging import StagingJob
-
+@pytest.fixture
+def quiet_node(inprocess_node, peer, storage, tmp_path):
+    """A cache node whose first cycle ran (on an empty assignment) and whose next one is an hour away: the test
+    drives ``service.apply`` itself."""
     root, _ = storage
     peer.assign([])
     node = inprocess_node("c1", ["cache"], sections=cache_section(tmp_path, peer, root, cycle=3600.0))
-    wait_until(lambda: node.components["cache"].cycles >= 1, what="the node's first cycle (then none for an hour)")
-    service = node.components["cache"].service
+    wait_until(lambda: node.components["cache"].cycles >= 1, what="the node's first cycle")
+    return node
+
+
+def test_copies_in_flight_of_newly_deferred_files_give_way_unless_half_done(quiet_node, peer):
+    from htda.cache.service import Assignment
+    from htda.cache.staging import StagingJob
+
+    service = quiet_node.components["cache"].service
     device = service.device.devices()[0]
     early = StagingJob("/store/f0.dat", None, device, 1.0, 1000, done_bytes=100)
     late = StagingJob("/store/f1.dat", None, device, 1.0, 1000, done_bytes=600)
@@ -276,13 +283,10 @@ def test_copies_in_flight_of_newly_deferred_files_give_way_unless_half_done(inpr
         service.jobs.clear()
 
 
-def test_a_copy_starts_on_the_second_assignment_naming_the_file(inprocess_node, peer, storage, tmp_path):
+def test_a_copy_starts_on_the_second_assignment_naming_the_file(quiet_node, peer):
     from htda.cache.service import Assignment
 
-    root, _ = storage
-    peer.assign([])
-    node = inprocess_node("c1", ["cache"], sections=cache_section(tmp_path, peer, root, cycle=3600.0))
-    wait_until(lambda: node.components["cache"].cycles >= 1, what="the node's first cycle (then none for an hour)")
+    node = quiet_node
     service = node.components["cache"].service
 
     def apply(*files):

@@ -50,17 +50,23 @@ def test_jobs_and_events_are_idempotent(coordinator, signed):
     assert {g["kind"] for g in info["groups"]} == {"job", "task"}
 
 
-def test_a_cycle_assigns_files_to_a_cache_member(coordinator, signed, anonymous):
+def _started_and_assigned(coordinator, signed, anonymous, jobs: int, capacity: int) -> list[dict]:
+    """Submit and start ``jobs`` jobs, heartbeat as cache node w1, and wait for its first assignment."""
     url = coordinator.url + BASE
-    signed.post(url + "/jobs", {"jobs": _jobs(10)})
+    signed.post(url + "/jobs", {"jobs": _jobs(jobs)})
     signed.post(url + "/events", {"events": [{"job_id": f"schedd#1.{i}", "state": "started", "time": time.time()}
-                                             for i in range(10)]})
+                                             for i in range(jobs)]})
 
     def assigned():
-        _heartbeat_as_cache(signed, coordinator, "w1", 10_000)
+        _heartbeat_as_cache(signed, coordinator, "w1", capacity)
         return anonymous.get(url + "/assignments/w1")["files"]
 
-    files = wait_until(assigned, timeout=15, what="assignments for w1")
+    return wait_until(assigned, timeout=15, what="assignments for w1")
+
+
+def test_a_cycle_assigns_files_to_a_cache_member(coordinator, signed, anonymous):
+    url = coordinator.url + BASE
+    files = _started_and_assigned(coordinator, signed, anonymous, jobs=10, capacity=10_000)
     assert len(files) == 9  # 5 groups of 3 files of 1000 bytes; 9,500 bytes of room
     assert all(f["source"] is None and f["size"] == 1000 for f in files)
     scores = [f["score"] for f in files]
@@ -206,15 +212,7 @@ def test_with_access_on_submit_the_job_record_is_the_access(inprocess_node):
 
 def test_reported_storage_reads_mark_assigned_files_deferred(coordinator, signed, anonymous):
     url = coordinator.url + BASE
-    signed.post(url + "/jobs", {"jobs": _jobs(5)})
-    signed.post(url + "/events", {"events": [{"job_id": f"schedd#1.{i}", "state": "started", "time": time.time()}
-                                             for i in range(5)]})
-
-    def assigned():
-        _heartbeat_as_cache(signed, coordinator, "w1", 100_000)
-        return anonymous.get(url + "/assignments/w1")["files"]
-
-    files = wait_until(assigned, timeout=15, what="assignments for w1")
+    files = _started_and_assigned(coordinator, signed, anonymous, jobs=5, capacity=100_000)
     assert not any(f["defer"] for f in files)
     reading = "/store/run2/f1.root"
     assert signed.post(url + "/reads", {"node": "w2", "lfns": [reading, "/not/assigned.root"], "ttl": 30}) == {
