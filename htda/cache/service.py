@@ -77,6 +77,7 @@ class CacheService:
         self.view_error = ""
         self._view_tried = 0.0
         self._sizes: dict[str, int] = {}
+        self.open_files = {"cache": 0, "storage": 0}
         # a copy starts once two assignments in a row name its file (the second without 'defer'): reports of
         # jobs reading it from storage elsewhere get a cycle to arrive before the link is spent on it
         self._last_assigned: set[str] = set()
@@ -97,6 +98,9 @@ class CacheService:
                 callback=lambda: {d.path: d.capacity_bytes() for d in self.device.devices()})
         m.gauge("htda_cache_files", "copies held", callback=lambda: len(self.index))
         m.gauge("htda_cache_staging", "copies queued or in flight", callback=lambda: len(self.jobs))
+        m.gauge("htda_cache_job_open_files", "files jobs on this worker have open through the view, by where "
+                "they are read from (seen by the last scan; needs report_reads)", ("source",),
+                callback=lambda: dict(self.open_files))
 
     # -- start-up ----------------------------------------------------------------
     def recover(self) -> dict[str, int]:
@@ -203,11 +207,16 @@ class CacheService:
                     if lfn in deferred and j.done_bytes * 2 < (j.size or 0)]
 
     def storage_reads(self) -> list[str]:
-        """Files jobs on this worker have open through the view (or storage) and this node holds no copy of."""
+        """Files jobs on this worker have open through the view (or storage) and this node holds no copy of.
+
+        The scan also counts the files open from the cache, so ``/metrics`` shows what jobs read from where
+        (the union view itself counts nothing)."""
         if self.view is None or not self.config["report_reads"]:
             return []
         reading = open_lfns(self.view.lfn_of, skip_pids=frozenset({os.getpid()}))
-        return sorted(lfn for lfn in reading if lfn not in self.index)
+        from_storage = sorted(lfn for lfn in reading if lfn not in self.index)
+        self.open_files = {"cache": len(reading) - len(from_storage), "storage": len(from_storage)}
+        return from_storage
 
     def _wanted(self, files: list[dict[str, Any]]) -> list[Wanted]:
         now = time.time()

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -237,6 +238,9 @@ def test_files_jobs_read_from_storage_are_reported_and_deferred_files_wait(inpro
     try:
         wait_until(lambda: any(r["lfns"] == [reading] for r in peer.reads), what="the job's read reported")
         assert peer.reads[-1]["node"] == "c1" and peer.reads[-1]["ttl"] > 0
+        with urllib.request.urlopen(f"{node.url}/metrics", timeout=10) as answer:
+            metrics = answer.read().decode()
+        assert 'htda_cache_job_open_files{source="storage"} 1' in metrics
         wait_until(lambda: other in held(node), what="the file nobody reads staged")
         time.sleep(1.0)  # five more cycles
         assert reading not in held(node)
