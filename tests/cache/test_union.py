@@ -248,3 +248,32 @@ def test_view_with_remote_storage_matches_it(kind, source_tree, tmp_path, inproc
             assert (tmp_path / "dev0/data" / lfn.lstrip("/")).read_bytes() == files[lfn]
     finally:
         unmount(str(view))
+
+
+@pytest.mark.parametrize("driver", [pytest.param(n, marks=SKIPS[n]) for n in DRIVERS])
+def test_a_job_reading_through_the_view_is_seen_with_the_lfn_it_reads(driver, source_tree, tmp_path, views):
+    """What /proc shows for a file open through each view maps back to its LFN (storage reads, issue 6)."""
+    import subprocess
+    import sys
+
+    from htda.cache.readers import open_lfns
+
+    root, files = source_tree
+    device = PosixDevice(str(tmp_path / "dev"))
+    view = str(tmp_path / "view")
+    union = DRIVERS[driver](view, device.branches(), str(root), str(tmp_path / "state"),
+                            {"min_interval": "0", "grace": "60"})  # a detached mount's files show no prefix
+    views.append(union)
+    union.start([])
+    lfn = "/store/a/two.dat"
+    job = subprocess.Popen([sys.executable, "-c", "import sys; f = open(sys.argv[1], 'rb'); f.read(1); "
+                            "print(flush=True); sys.stdin.read()", os.path.join(view, lfn.lstrip("/"))],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        job.stdout.readline()  # the file is open
+        union.added("/store/b/three.dat")  # overlayfs remounts: the open file stays on the retired mount
+        union.refresh()
+        assert lfn in open_lfns(union.lfn_of)
+    finally:
+        job.stdin.close()
+        job.wait(10)

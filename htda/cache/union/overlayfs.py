@@ -79,7 +79,8 @@ class OverlayfsDriver(UnionDriver):
         self._detach_stale()
 
     def read_roots(self) -> list[str]:
-        # a job's file resolves beneath the generation it was opened in, which may be retired already
+        # a job's file resolves beneath the generation it was opened in, which may be retired already; once
+        # detached (after the grace) it shows a path relative to that mount and is not recognised any more
         try:
             mounts = sorted(os.path.join(self.mounts_dir, n) for n in os.listdir(self.mounts_dir))
         except OSError:
