@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,9 @@ pytestmark = pytest.mark.skipif(shutil.which("systemd-analyze") is None,
 @pytest.fixture
 def unit_dir(tmp_path: Path) -> Path:
     """The units with ExecStart pointing at this environment's htda-node (verify checks it is executable)."""
-    binary = shutil.which("htda-node")
+    # the environment running the tests (a venv's bin is not always on PATH), then PATH
+    binary = shutil.which("htda-node", path=os.pathsep.join([str(Path(sys.executable).parent),
+                                                             os.environ.get("PATH", "")]))
     if binary is None:
         pytest.skip("htda-node is not installed (pip install -e .)")
     for unit in UNITS.glob("*.service"):
