@@ -98,3 +98,66 @@ def test_kill_each_role_during_load(tmp_path):
     assert checked["lost_jobs"] == 0 and checked["duplicates"] == len(reporter.acked) > 1000
     assert not checked["files_missing_accesses"]
     assert not bugs, "\n".join(bugs[:10])
+
+
+def _copies(worker: NodeProcess) -> set[str]:
+    return {f["lfn"] for f in worker.get("/api/v1/cache/files?limit=100000")["files"]}
+
+
+@pytest.mark.slow
+def test_coordinator_and_locator_on_their_own_nodes_die_one_at_a_time(tmp_path):
+    """Each role alone dies: the other keeps serving, cache nodes keep their copies, nothing acknowledged is lost."""
+    bench = load_bench()
+    run = "split"
+    _storage(tmp_path / "storage", run)
+    coordinator_port = free_port()
+    seed = f"http://127.0.0.1:{coordinator_port}"
+    coordinator = NodeProcess(write_config(tmp_path, "coordinator", ["coordinator"], coordinator_port, [seed],
+                                           sections={"coordinator": {"cycle": 0.5}})).start()
+    locator = NodeProcess(write_config(tmp_path, "locator", ["locator"], free_port(), [seed])).start()
+    workers = [_worker(tmp_path, name, seed) for name in ("w1", "w2")]
+    reporter = bench.JobReporter(seed, rate=200, batch=10, files=FILES, run=run, size=SIZE, timeout=3.0)
+    lfns = reporter.lfns
+    nodes = (coordinator, locator, *workers)
+    try:
+        reporter.start()
+        wait_until(lambda: {"w1", "w2"} <= _holders(locator, lfns), timeout=30,
+                   what="both cache workers' copies at the locator")
+
+        # 1. the locator dies: jobs are still acknowledged and copies kept; restarted, it learns them all again
+        held = {w.name: _copies(w) for w in workers}
+        acked = len(reporter.acked)
+        locator.kill()
+        wait_until(lambda: len(reporter.acked) > acked + 200, timeout=15,
+                   what="job reports acknowledged while the locator is down")
+        assert all(_copies(w) >= held[w.name] for w in workers)  # nothing evicted for want of a locator
+        _restart(locator)
+        wait_until(lambda: {"w1", "w2"} <= _holders(locator, lfns), timeout=15,
+                   what="the restarted locator to learn the workers' copies")
+
+        # 2. the coordinator dies: lookups still answer and copies stay; restarted, it assigns again
+        held = {w.name: _copies(w) for w in workers}
+        acked = len(reporter.acked)
+        coordinator.kill()
+        time.sleep(2.0)  # four cache cycles without a coordinator
+        assert {"w1", "w2"} <= _holders(locator, lfns)
+        assert all(_copies(w) >= held[w.name] for w in workers)
+        _restart(coordinator)
+        wait_until(lambda: {"locator", "w1", "w2"} <= {m["name"] for m in coordinator.get("/api/v1/pool")["members"]},
+                   timeout=10, what="the others to rejoin the restarted coordinator")
+        wait_until(lambda: coordinator.get("/api/v1/coordinator/assignments/w2")["files"], timeout=15,
+                   what="the coordinator to assign files again")
+        wait_until(lambda: len(reporter.acked) > acked + 200, timeout=15,
+                   what="job reports acknowledged again")
+        reporter.stop(drain=15.0)
+        checked = bench.verify(seed, reporter)
+        alive = [n.name for n in nodes if n.proc.poll() is None]
+        bugs = [line for n in nodes for line in unhandled_errors(n)]
+    finally:
+        reporter.stop(drain=0.0)
+        for node in reversed(nodes):
+            node.stop()
+    assert alive == ["coordinator", "locator", "w1", "w2"]
+    assert checked["lost_jobs"] == 0 and checked["duplicates"] == len(reporter.acked) > 400
+    assert not checked["files_missing_accesses"]
+    assert not bugs, "\n".join(bugs[:10])
