@@ -230,6 +230,20 @@ def cmd_locate(args: argparse.Namespace) -> Any:
     return out
 
 
+def cmd_reads(args: argparse.Namespace) -> Any:
+    url = _role_url(args, "coordinator")
+    answer = _client(args).get(f"{url}{API}/coordinator/reads")
+    if args.json:
+        return answer
+    deferred = set(answer.get("deferred", []))
+    rows = [{"node": node, "lfn": lfn, "copy": "waits" if lfn in deferred else "goes on"}
+            for node, lfns in sorted(answer.get("nodes", {}).items()) for lfn in lfns]
+    if not rows:
+        return "no job reads from storage now"
+    return _table(rows, ["node", "lfn", "copy"]) + f"\n\n{len(deferred)} files' copies wait (max_defer " \
+        f"{answer.get('max_defer', 0):g} s)"
+
+
 def cmd_history(args: argparse.Namespace) -> Any:
     lfn = _lfn(args.lfn)
     url = _role_url(args, "coordinator")
@@ -311,6 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("locate", help="which nodes hold these LFNs")
     p.add_argument("lfns", nargs="+", metavar="LFN")
     p.set_defaults(func=cmd_locate)
+    sub.add_parser("reads", help="files jobs read from storage now, and whose copies wait for them"
+                   ).set_defaults(func=cmd_reads)
     p = sub.add_parser("history", help="a file's rating and access history")
     p.add_argument("lfn", metavar="LFN")
     p.set_defaults(func=cmd_history)

@@ -220,6 +220,19 @@ def test_top_files_and_groups(capsys, coordinator):
     assert code == 0 and len(groups) == 1 and groups[0]["files"] == 2
 
 
+def test_reads_from_storage_and_waiting_copies(capsys, coordinator):
+    code, out, _ = run(capsys, "--url", coordinator.url, "reads")
+    assert code == 0 and out.strip() == "no job reads from storage now"
+    coordinator.client.post(f"{coordinator.url}{API}/coordinator/reads",
+                            {"node": "w9", "lfns": ["/store/a.root"], "ttl": 60})
+    code, out, _ = run(capsys, "--url", coordinator.url, "reads")
+    rows = [line.split() for line in out.splitlines()]
+    assert code == 0 and ["w9", "/store/a.root", "waits"] in rows
+    assert "2 files' copies wait" in out  # j1, the only job of these inputs, reads /store/b.root next
+    code, out, _ = run(capsys, "--url", coordinator.url, "--json", "reads")
+    assert code == 0 and json.loads(out)["deferred"] == ["/store/a.root", "/store/b.root"]
+
+
 def test_history_of_a_file(capsys, coordinator):
     code, out, _ = run(capsys, "--url", coordinator.url, "history", "store/a.root")
     assert code == 0

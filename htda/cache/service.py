@@ -34,6 +34,8 @@ log = logging.getLogger("htda.cache")
 
 #: seconds between attempts to start a union view that failed to start
 VIEW_RETRY = 60.0
+#: files read from storage reported at most per scan (a report stays well below the coordinator's max_batch)
+MAX_REPORTED_READS = 10_000
 
 
 @dataclass(frozen=True)
@@ -216,7 +218,7 @@ class CacheService:
         reading = open_lfns(self.view.lfn_of, skip_pids=frozenset({os.getpid()}))
         from_storage = sorted(lfn for lfn in reading if lfn not in self.index)
         self.open_files = {"cache": len(reading) - len(from_storage), "storage": len(from_storage)}
-        return from_storage
+        return from_storage[:MAX_REPORTED_READS]
 
     def _wanted(self, files: list[dict[str, Any]]) -> list[Wanted]:
         now = time.time()
