@@ -206,19 +206,18 @@ class CacheComponent(Component):
         """Send the files this worker's jobs read from storage when they change (and again before the last
         report expires); an empty report once the reading stopped."""
         reading = self.service.storage_reads()
-        ttl = READS_TTL
         if reading == self._reported_reads and (not reading or time.monotonic() < self._reads_due):
             return
         sent = False
         for url in self._coordinators():
             try:
                 self.node.client.post(f"{url}{API}/coordinator/reads",
-                                      {"node": self.node.name, "lfns": reading, "ttl": ttl}, idempotent=True)
+                                      {"node": self.node.name, "lfns": reading, "ttl": READS_TTL}, idempotent=True)
                 sent = True
             except ClientError as exc:
                 self.log.info("reporting storage reads to %s failed: %s", url, exc)
         if sent:
-            self._reported_reads, self._reads_due = reading, time.monotonic() + ttl / 3
+            self._reported_reads, self._reads_due = reading, time.monotonic() + READS_TTL / 3
 
     def _pull(self) -> Assignment | None:
         for url in self._coordinators():

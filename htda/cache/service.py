@@ -197,8 +197,7 @@ class CacheService:
                     started += self._submit(w, dev)
         self._release(assignment.coordinator, work.release, "no room")
         return {"wanted": len(wanted), "stage": started, "deferred": deferred, "unconfirmed": unconfirmed,
-                "evict": len(work.evict),
-                "release": len(work.release)}
+                "evict": len(work.evict), "release": len(work.release)}
 
     def _yielding(self, wanted: list[Wanted]) -> list[str]:
         """Copies in flight of files now deferred, if less than half done: they give the storage link back to

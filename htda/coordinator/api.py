@@ -224,8 +224,8 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         Route("POST", f"{BASE}/releases", releases, "files a cache node cannot hold; placed elsewhere",
               body=RELEASES_BODY, tag=tag, max_body=big),
         Route("POST", f"{BASE}/reads", reads, "files jobs on a cache node's worker read from storage now (replaces "
-              "the node's last report until ttl seconds pass); their staging is deferred", body=READS_BODY, tag=tag,
-              max_body=big),
+              "the node's last report until ttl seconds pass); copies of inputs only one job wanted wait for them",
+              body=READS_BODY, tag=tag, max_body=big),
         Route("GET", f"{BASE}/reads", reading, "files read from storage now, by node, and those deferred (admin)",
               tag=tag),
         Route("GET", f"{BASE}/assignments/{{node}}", assignments, "the files a cache node should hold, best first",
