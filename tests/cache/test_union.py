@@ -60,15 +60,21 @@ def served_from_cache(driver, view, lfn: str, device: PosixDevice) -> bool | Non
     return None  # overlayfs does not say which layer a file came from
 
 
-@pytest.mark.parametrize("driver", [pytest.param(n, marks=SKIPS[n]) for n in DRIVERS])
-def test_view_serves_storage_bytes_before_and_after_staging_and_eviction(driver, source_tree, tmp_path, views):
-    root, files = source_tree
+def started_view(driver: str, root, tmp_path, views, grace: str = "0"):
+    """A started view of ``driver`` over a fresh device and ``root``: (its view path, the driver, the device)."""
     device = PosixDevice(str(tmp_path / "dev"))
     view = str(tmp_path / "view")
     union = DRIVERS[driver](view, device.branches(), str(root), str(tmp_path / "state"),
-                            {"min_interval": "0", "grace": "0"})
+                            {"min_interval": "0", "grace": grace})
     views.append(union)
     union.start([])
+    return view, union, device
+
+
+@pytest.mark.parametrize("driver", [pytest.param(n, marks=SKIPS[n]) for n in DRIVERS])
+def test_view_serves_storage_bytes_before_and_after_staging_and_eviction(driver, source_tree, tmp_path, views):
+    root, files = source_tree
+    view, union, device = started_view(driver, root, tmp_path, views)
     assert_view_matches(view, files)
     storage, stager = PosixStorage(str(root)), Stager()
     staged = sorted(files)[::2]
@@ -258,13 +264,8 @@ def test_a_job_reading_through_the_view_is_seen_with_the_lfn_it_reads(driver, so
 
     from htda.cache.readers import open_lfns
 
-    root, files = source_tree
-    device = PosixDevice(str(tmp_path / "dev"))
-    view = str(tmp_path / "view")
-    union = DRIVERS[driver](view, device.branches(), str(root), str(tmp_path / "state"),
-                            {"min_interval": "0", "grace": "60"})  # a detached mount's files show no prefix
-    views.append(union)
-    union.start([])
+    root, _ = source_tree
+    view, union, _ = started_view(driver, root, tmp_path, views, grace="60")  # detached mounts' files show no prefix
     lfn = "/store/a/two.dat"
     job = subprocess.Popen([sys.executable, "-c", "import sys; f = open(sys.argv[1], 'rb'); f.read(1); "
                             "print(flush=True); sys.stdin.read()", os.path.join(view, lfn.lstrip("/"))],
