@@ -331,8 +331,7 @@ class Store:
         out = {}
         with self.engine.connect() as conn:
             for fid in sorted(set(file_ids)):
-                groups = select(T_MEMBERS.c.group_id).where(T_MEMBERS.c.file_id == fid)
-                gid = conn.execute(select(T_JOBS.c.input_group_id).where(T_JOBS.c.input_group_id.in_(groups))
+                gid = conn.execute(select(T_JOBS.c.input_group_id).where(_names_file(fid))
                                    .order_by(T_JOBS.c.id.desc()).limit(1)).scalar()
                 if gid is not None:
                     out[fid] = gid
@@ -473,8 +472,8 @@ class Store:
         """The accesses of one file (the jobs that read it, most recent first), their count, and its groups."""
         when = T_JOBS.c.submit_time if self.access_on == "submit" else T_JOBS.c.start_time
         with self.engine.connect() as conn:
-            groups = conn.execute(select(T_MEMBERS.c.group_id).where(T_MEMBERS.c.file_id == file_id)).scalars().all()
-            readers = T_JOBS.c.input_group_id.in_(select(T_MEMBERS.c.group_id).where(T_MEMBERS.c.file_id == file_id))
+            groups = conn.execute(_groups_holding(file_id)).scalars().all()
+            readers = _names_file(file_id)
             accessed = when.is_not(None)
             total = conn.execute(select(func.count()).select_from(T_JOBS).where(readers, accessed)).scalar_one()
             recent = conn.execute(
@@ -506,6 +505,16 @@ class Store:
         if self.schema:
             with self.engine.begin() as conn:
                 conn.execute(text(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE'))
+
+
+def _groups_holding(file_id: int):
+    """The ids of the groups a file belongs to (a subquery)."""
+    return select(T_MEMBERS.c.group_id).where(T_MEMBERS.c.file_id == file_id)
+
+
+def _names_file(file_id: int):
+    """The condition on jobs whose inputs include the file."""
+    return T_JOBS.c.input_group_id.in_(_groups_holding(file_id))
 
 
 def with_driver(url: str) -> URL:
