@@ -225,5 +225,3 @@ class SubmitAgent(Component):
             return True
         self.log.warning("no coordinator took %d %s; kept for the next try", len(batch), outbox.key)
         return False
-
-
