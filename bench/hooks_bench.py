@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import subprocess
@@ -37,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from htda.node.client import Client  # noqa: E402
 from htda.testing.nodes import NodeProcess, free_port, wait_until, write_config  # noqa: E402
+from htda.testing.processes import proc_sample  # noqa: E402
 
 ROUTE = '[ Name = "HTDA"; EditJobInPlace = true; Requirements = JobUniverse == 5 && HTDA_Routed =!= true ]'
 JOB = """ClusterId = {cluster}
@@ -185,8 +185,7 @@ def import_time_us(hook: Path) -> int:
 
 def cpu_seconds(node: NodeProcess) -> float:
     """User + system CPU time of a node process so far (from /proc)."""
-    fields = Path(f"/proc/{node.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return proc_sample(node.proc.pid).cpu
 
 
 def startup_ms(argv: list[str], runs: int = 20) -> float:

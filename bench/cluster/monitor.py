@@ -2,40 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from htda.testing.processes import ProcSample, proc_sample
 
 from .topology import Host, Topology
 
 __all__ = ["ProcSample", "proc_sample", "Monitor"]
-
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-@dataclass
-class ProcSample:
-    """CPU seconds (user + system) and resident memory of one process at one time."""
-
-    time: float
-    cpu: float
-    rss: int
-
-
-def proc_sample(pid: int) -> ProcSample | None:
-    """Read /proc/<pid>/stat (utime, stime) and /proc/<pid>/status (VmRSS); None once the process is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    fields = stat.rpartition(")")[2].split()  # after the command name, which may hold spaces
-    cpu = (int(fields[11]) + int(fields[12])) / TICKS
-    rss = next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmRSS:")), 0)
-    return ProcSample(time.time(), cpu, rss)
-
 
 @dataclass
 class Monitor:
