@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from htda.cache.union.base import mount_type
 from htda.testing.processes import stop_process
 
 from .topology import Host, TopologyError, run
@@ -116,17 +117,12 @@ def xrootdfs_mount(host: Host, server: Host, port: int, mountpoint: Path, log: P
                     ["xrootdfs", str(mountpoint), "-f", "-o", f"rdr=root://{server.address}:{port}//",
                      "-o", "nworkers=8", "-o", "max_read=1048576"], log, env=XRD_ENV)
     deadline = time.monotonic() + 20
-    while not _listed(mountpoint):
+    while mount_type(str(mountpoint)) is None:
         daemon.check()
         if time.monotonic() > deadline:
             raise TopologyError(f"xrootdfs did not mount {mountpoint} (log: {log})")
         time.sleep(0.2)
     return daemon
-
-
-def _listed(mountpoint: Path) -> bool:
-    return any(line.split()[1] == str(mountpoint) for line in Path("/proc/mounts").read_text().splitlines()
-               if len(line.split()) > 1)
 
 
 def mounts_under(under: Path) -> list[str]:
