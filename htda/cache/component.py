@@ -198,9 +198,13 @@ class CacheComponent(Component):
             self.last_cycle = result
             return result
 
-    def _coordinators(self) -> list[str]:
-        urls = [m.url for m in self.node.members("coordinator")] + list(self.config["coordinators"])
+    def _peers(self, role: str) -> list[str]:
+        """URLs of the pool's members with ``role``, then those configured in ``<role>s``, each once."""
+        urls = [m.url for m in self.node.members(role)] + list(self.config[f"{role}s"])
         return list(dict.fromkeys(urls))
+
+    def _coordinators(self) -> list[str]:
+        return self._peers("coordinator")
 
     def _report_reads(self) -> None:
         """Send the files this worker's jobs read from storage when they change (and again before the last
@@ -232,8 +236,7 @@ class CacheComponent(Component):
         return None
 
     def _locators(self) -> list[str]:
-        urls = [m.url for m in self.node.members("locator")] + list(self.config["locators"])
-        return list(dict.fromkeys(urls))
+        return self._peers("locator")
 
     def _holdings(self) -> list[dict[str, Any]]:
         return [{"lfn": e.lfn, "size": e.size} for e in self.service.index.entries()]
