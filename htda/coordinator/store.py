@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, case, create_engine, delete, event, func, insert, select, text, update
 from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.sql import Select
 
 from .model import (
     MIGRATIONS,
@@ -485,17 +486,9 @@ class Store:
     def counts(self) -> dict[str, int]:
         """Row counts of the main tables, and the number of file accesses (admin and metrics)."""
         tables = {"jobs": T_JOBS, "files": T_FILES, "groups": T_GROUPS, "assignments": T_ASSIGN}
-        if self.access_on == "submit":
-            accesses = select(func.count()).select_from(T_JOBS).join(
-                T_MEMBERS, T_MEMBERS.c.group_id == T_JOBS.c.input_group_id)
-        else:
-            accesses = (select(func.count()).select_from(T_EVENTS)
-                        .join(T_JOBS, T_JOBS.c.id == T_EVENTS.c.job)
-                        .join(T_MEMBERS, T_MEMBERS.c.group_id == T_JOBS.c.input_group_id)
-                        .where(T_EVENTS.c.state == "started"))
         with self.engine.connect() as conn:
             out = {name: conn.execute(select(func.count()).select_from(t)).scalar_one() for name, t in tables.items()}
-            out["accesses"] = conn.execute(accesses).scalar_one()
+            out["accesses"] = conn.execute(accesses_query(self.access_on, func.count())).scalar_one()
         return out
 
     def drop_all(self) -> None:
@@ -505,6 +498,18 @@ class Store:
         if self.schema:
             with self.engine.begin() as conn:
                 conn.execute(text(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE'))
+
+
+def accesses_query(access_on: str, *columns: Any) -> Select:
+    """``columns`` of every access as the coordinator counts them: one row per (job record, or ``started``
+    event, by ``access_on``) x (file of the job's input group)."""
+    if access_on == "submit":
+        return (select(*columns).select_from(T_JOBS)
+                .join(T_MEMBERS, T_MEMBERS.c.group_id == T_JOBS.c.input_group_id)
+                .where(T_JOBS.c.submit_time.is_not(None)))
+    return (select(*columns).select_from(T_EVENTS).join(T_JOBS, T_JOBS.c.id == T_EVENTS.c.job)
+            .join(T_MEMBERS, T_MEMBERS.c.group_id == T_JOBS.c.input_group_id)
+            .where(T_EVENTS.c.state == "started"))
 
 
 def _groups_holding(file_id: int):

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sqlalchemy import create_engine, func, select
+from sqlalchemy import create_engine, func
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..coordinator.model import File, GroupFile, Job, JobEvent
-from ..coordinator.store import ACCESS_ON, with_driver
+from ..coordinator.store import ACCESS_ON, accesses_query, with_driver
 from .trace import DEFAULT_CHUNK, Chunk, Interner
 
 __all__ = ["HistoryTrace"]
@@ -35,7 +35,7 @@ class HistoryTrace:
         if access_on not in ACCESS_ON:
             raise ValueError(f"access_on must be one of {', '.join(ACCESS_ON)}")
         self.url = url
-        self.by_submit = access_on == "submit"  # the coordinator's ``access_on`` option
+        self.access_on = access_on  # the coordinator's option of that name
         self.chunk_size = chunk_size
         self.unknown_size = unknown_size
         self.objects = Interner()
@@ -44,21 +44,11 @@ class HistoryTrace:
         if schema:  # the coordinator's ``schema`` option: its tables live in that PostgreSQL schema
             self.engine = self.engine.execution_options(schema_translate_map={None: schema})
 
-    def _accesses(self, *columns):
-        """(job record or started event) x (file of the job's input group): the accesses, as the
-        coordinator counts them."""
-        if self.by_submit:
-            return (select(*columns).select_from(Job).join(GroupFile, GroupFile.group_id == Job.input_group_id)
-                    .where(Job.submit_time.is_not(None)))
-        return (select(*columns).select_from(JobEvent).join(Job, Job.id == JobEvent.job)
-                .join(GroupFile, GroupFile.group_id == Job.input_group_id)
-                .where(JobEvent.state == "started"))
-
     def requests(self) -> int:
         """How many accesses the database holds."""
         try:
             with self.engine.connect() as conn:
-                return int(conn.execute(self._accesses(func.count())).scalar_one())
+                return int(conn.execute(accesses_query(self.access_on, func.count())).scalar_one())
         except SQLAlchemyError as exc:
             raise self._error(exc) from None
 
@@ -73,8 +63,9 @@ class HistoryTrace:
             raise self._error(exc) from None
 
     def _chunks(self) -> Iterator[Chunk]:
-        when, job = (Job.submit_time, Job.id) if self.by_submit else (JobEvent.time, JobEvent.job)
-        query = (self._accesses(when, GroupFile.file_id, File.size, Job.input_group_id, Job.task_group_id)
+        when, job = (Job.submit_time, Job.id) if self.access_on == "submit" else (JobEvent.time, JobEvent.job)
+        query = (accesses_query(self.access_on, when, GroupFile.file_id, File.size, Job.input_group_id,
+                                Job.task_group_id)
                  .join(File, File.id == GroupFile.file_id)
                  .order_by(when, job, GroupFile.file_id))
         with self.engine.connect() as conn:
