@@ -144,7 +144,7 @@ class Coordinator:
             self.store.save_nodes([{"name": n.name, "url": n.url, "capacity_bytes": n.capacity_bytes,
                                     "free_bytes": n.free_bytes, "last_seen": now} for n in nodes])
             capacities = {n.name: int(n.capacity_bytes * self.fill) for n in nodes if n.name not in self.draining}
-            touched = self.state.refresh()
+            touched = self.state.take_changed()
             rekeyed = len(touched)
             excluded = self.store.releases(now)
             inputs = (sorted(capacities.items()), sorted((fid, sorted(nodes)) for fid, nodes in excluded.items()),

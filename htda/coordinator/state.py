@@ -37,6 +37,7 @@ class RatingState:
         self.file_keys: dict[int, float] = {}
         self.best_group: dict[int, int] = {}
         self._grown: set[int] = set()  # groups that gained files since the last refresh
+        self._changed: set[int] = set()  # groups refreshed since the last work cycle took them
         self._file_tuples: dict[int, tuple[int, ...]] = {}
         self.revision = 0  # counts size changes of known files (new files come with accessed groups)
         self.reference = NEVER  # the key that scores 1.0 in the placement's scale (the best candidate's)
@@ -82,11 +83,15 @@ class RatingState:
             self.add_accesses(store.iter_accesses())
             self.refresh()
 
-    def refresh(self) -> set[int]:
-        """Push the keys of groups touched since the last call to their files; return those groups."""
+    def refresh(self) -> None:
+        """Push the keys of groups touched since the last call to their files.
+
+        Readers (admin queries, the dashboard) call this to see current scores; the groups it handles are
+        kept for the next :meth:`take_changed`, so a read never hides a change from the work cycle."""
         with self.lock:
             touched = self.policy.take_touched() | self._grown
             self._grown = set()
+            self._changed |= touched
             key_of, file_keys, best = self.policy.key, self.file_keys, self.best_group
             for gid in touched:
                 key = key_of(gid)
@@ -94,7 +99,13 @@ class RatingState:
                     if key > file_keys.get(fid, NEVER):
                         file_keys[fid] = key
                         best[fid] = gid
-            return touched
+
+    def take_changed(self) -> set[int]:
+        """Refresh, then hand over every group touched since the last call: the work cycle's input."""
+        with self.lock:
+            self.refresh()
+            changed, self._changed = self._changed, set()
+            return changed
 
     # -- reading ------------------------------------------------------------------
     def size(self, fid: int) -> int:

@@ -216,3 +216,18 @@ def test_a_new_size_of_a_known_file_makes_a_full_cycle(database):
     assert core.run_cycle(nodes, now=NOW).kind == "full"
     used = sum(core.state.size(fid) for fid in core.placement)
     assert used <= 665
+
+
+def test_reading_scores_between_cycles_does_not_hide_a_new_job_from_the_next_cycle(database):
+    # Regression: /files/top and /files/{lfn} refreshed the rating state and so consumed the groups the
+    # next cycle should have re-placed; the dashboard polls /files/top, and the new file was never placed.
+    core = _coordinator(database)
+    _load_history(core, groups=1)
+    nodes = _nodes(("n1", 10_000))
+    core.run_cycle(nodes, now=NOW)
+    core.submit_jobs([JobRecord("late", "alice", ["/store/late/f0"], sizes={"/store/late/f0": 100})])
+    core.report_events([{"job_id": "late", "state": "started", "time": NOW + 1}])
+    assert "/store/late/f0" in {core.state.lfns[fid] for fid, _ in core.state.top_files(10, NOW + 2)}
+    report = core.run_cycle(nodes, now=NOW + 2)
+    assert report.kind != "unchanged"
+    assert _holders(core).get("/store/late/f0") == "n1"
