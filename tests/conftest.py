@@ -68,3 +68,11 @@ def inprocess_node(tmp_path):
     yield make
     for node in nodes:
         node.stop()
+
+
+@pytest.fixture(scope="session")
+def two_users():
+    """Two real ordinary accounts, ``(usera, userb)``: see :mod:`tests.users`."""
+    from tests.users import users_or_skip
+
+    return users_or_skip()
