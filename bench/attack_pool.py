@@ -1,0 +1,257 @@
+"""The live pool ``bench/attacks.py`` attacks: a service node and a worker with a mergerfs view, two users.
+
+Storage holds, like a site's would, files of two ordinary accounts::
+
+    private/secret.txt        userb:userb 0600 in a 0700 directory
+    public/usera-data.txt     usera:usera 0644
+    home/usera/               usera:usera 0755 (usera's jobs write here)
+
+The worker runs under the ``CapabilityBoundingSet`` of ``systemd/htda-cache@.service``, so the view behaves as
+it would under the shipped unit.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pycurl
+
+from htda.node.client import Client, ClientError
+from htda.testing.nodes import SECRET, NodeProcess, free_port, wait_until, write_config
+from tests.users import User, ensure_user, run_as
+
+__all__ = ["AttackPool", "unit_bounding_set"]
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE_UNIT = REPO / "systemd" / "htda-cache@.service"
+
+
+def unit_bounding_set(unit: Path = CACHE_UNIT) -> list[str]:
+    """The capabilities a unit's ``CapabilityBoundingSet=`` lines leave (lower case, without ``cap_``)."""
+    caps: list[str] = []
+    for line in unit.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "CapabilityBoundingSet":
+            caps = [] if not value.strip() else caps + [c.lower().removeprefix("cap_") for c in value.split()]
+    return caps
+
+
+class _Worker(NodeProcess):
+    """The worker's htda-node, started under the cache unit's capability bounding set."""
+
+    def start(self, wait: bool = True) -> "_Worker":
+        caps = ",".join(["-all", *(f"+{c}" for c in unit_bounding_set())])
+        logfile = open(self.log, "ab")
+        self.proc = subprocess.Popen(["setpriv", f"--bounding-set={caps}", "--", sys.executable, "-m",
+                                      "htda.node.daemon", "--config", str(self.config)],
+                                     stdout=logfile, stderr=subprocess.STDOUT, cwd=self.config.parent,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        logfile.close()
+        if wait:
+            wait_until(self._healthy, timeout=30, what=f"node {self.name} to answer /healthz (log: {self.log})")
+        return self
+
+
+class AttackPool:
+    """Two nodes, storage with two users' files, and the means to act as those users."""
+
+    expiry = 4.0
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.storage = base / "storage"
+        self.view = base / "view"
+        self.device = base / "etc" / "data" / "worker" / "dev0"
+        self.users: dict[str, User] = {name: ensure_user(name) for name in ("usera", "userb")}
+        self.contents: dict[str, str] = {}
+        self.nodes: dict[str, NodeProcess] = {}
+        self.signed = Client(SECRET.encode(), timeout=5.0, retries=0)
+        self.anonymous = Client(None, timeout=5.0, retries=0)
+
+    # -- set-up -------------------------------------------------------------------------------------------
+    @classmethod
+    @contextmanager
+    def started(cls) -> Iterator["AttackPool"]:
+        base = Path(tempfile.mkdtemp(prefix="htda-attacks-"))
+        base.chmod(0o755)  # the users must reach the view and the device beneath it
+        pool = cls(base)
+        try:
+            pool._make_storage()
+            pool._start_nodes()
+            yield pool
+        finally:
+            pool._stop()
+            shutil.rmtree(base, ignore_errors=True)
+
+    def _make_storage(self) -> None:
+        self._put("/private/secret.txt", "userb's secret\n", "userb", 0o600, dir_mode=0o700)
+        self._put("/public/usera-data.txt", "usera's data\n", "usera", 0o644, dir_mode=0o755)
+        home = self.storage / "home" / "usera"
+        home.mkdir(parents=True)
+        self._chown(home, "usera", 0o755)
+        self.storage.chmod(0o755)
+        (self.storage / "home").chmod(0o755)
+
+    def _put(self, lfn: str, text: str, owner: str, mode: int, dir_mode: int) -> None:
+        path = self.storage / lfn.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        self._chown(path, owner, mode)
+        self._chown(path.parent, owner, dir_mode)
+        self.contents[lfn] = text
+
+    def _chown(self, path: Path, owner: str, mode: int) -> None:
+        user = self.users[owner]
+        os.chown(path, user.uid, user.gid)
+        path.chmod(mode)
+
+    def _start_nodes(self) -> None:
+        etc = self.base / "etc"
+        service_port, worker_port = free_port(), free_port()
+        seed = f"http://127.0.0.1:{service_port}"
+        common = {"interval": 0.5, "expiry": self.expiry}
+        service = write_config(etc, "service", ["coordinator", "locator"], service_port, [seed],
+                               sections={"coordinator": {"cycle": 0.5}}, **common)
+        worker = write_config(etc, "worker", ["cache"], worker_port, [seed], sections={"cache": {
+            "storage": "posix", "storage_location": str(self.storage), "devices": [{"path": str(self.device)}],
+            "union": "mergerfs", "view": str(self.view), "cycle": 0.5, "holdings_interval": 1.0,
+            "retry_delay": 0.5}}, **common)
+        self.nodes["service"] = NodeProcess(service).start()
+        self.nodes["worker"] = _Worker(worker).start()
+        wait_until(lambda: {"service", "worker"} <= self.members("service"), timeout=20, what="the pool to form")
+
+    def _stop(self) -> None:
+        for node in reversed(list(self.nodes.values())):
+            node.stop()
+        if self.view.is_mount():
+            subprocess.run(["umount", "-l", str(self.view)], check=False)
+        self.signed.close()
+        self.anonymous.close()
+
+    # -- acting -------------------------------------------------------------------------------------------
+    def url(self, node: str) -> str:
+        return self.nodes[node].url
+
+    def as_user(self, name: str, argv: list[str]) -> subprocess.CompletedProcess:
+        return run_as(self.users[name], argv)
+
+    def stage_for(self, owner: str, lfn: str, timeout: float = 30.0) -> bool:
+        """Submit a job of ``owner`` naming ``lfn`` (as the submit agent would) and wait for the worker's copy."""
+        job = {"job_id": f"attack-{owner}-{lfn}-{time.monotonic_ns()}", "owner": owner, "inputs": [lfn]}
+        self.signed.post(self.url("service") + "/api/v1/coordinator/jobs", {"jobs": [job]})
+        self.signed.post(self.url("service") + "/api/v1/coordinator/cycle", {})
+        try:
+            wait_until(lambda: lfn in self.held(), timeout=timeout, what=f"{lfn} cached")
+        except TimeoutError:
+            return False
+        return True
+
+    def held(self) -> set[str]:
+        files = self.signed.get(self.url("worker") + "/api/v1/cache/files")["files"]
+        return {f["lfn"] for f in files}
+
+    def device_copy(self, lfn: str) -> Path:
+        return self.device / "data" / lfn.lstrip("/")
+
+    def staging_dir(self) -> Path:
+        return self.device / "staging"
+
+    @staticmethod
+    def owner_and_mode(path: Path) -> str:
+        st = path.stat()
+        return f"{_name(pwd.getpwuid, st.st_uid)}:{_name(grp.getgrgid, st.st_gid)} {st.st_mode & 0o7777:04o}"
+
+    def members(self, node: str) -> set[str]:
+        return self.nodes[node].members()
+
+    def anonymous_status(self, node: str, method: str, path: str) -> int:
+        return _status(self.url(node) + path, method)
+
+    def healthz_seconds(self, node: str) -> float:
+        started = time.monotonic()
+        try:
+            self.anonymous.get(self.url(node) + "/healthz", timeout=5.0)
+        except ClientError:
+            return 5.0
+        return time.monotonic() - started
+
+    def rss_mb(self, node: str) -> float:
+        proc = self.nodes[node].proc
+        assert proc is not None
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024
+
+    def unsigned_upload(self, node: str, path: str, size: int) -> tuple[int, int]:
+        """POST ``size`` bytes unsigned; (status, bytes the server let us send before answering)."""
+        sent = 0
+        chunk = b"\0" * (1 << 20)
+
+        def read(n: int) -> bytes:
+            nonlocal sent
+            piece = chunk[:min(n, size - sent)]
+            sent += len(piece)
+            return piece
+
+        curl = pycurl.Curl()
+        try:
+            curl.setopt(pycurl.URL, self.url(node) + path)
+            curl.setopt(pycurl.POST, 1)
+            curl.setopt(pycurl.READFUNCTION, read)
+            curl.setopt(pycurl.POSTFIELDSIZE_LARGE, size)
+            curl.setopt(pycurl.HTTPHEADER, ["Content-Type: application/json", "Expect:"])
+            curl.setopt(pycurl.WRITEFUNCTION, lambda data: None)
+            curl.setopt(pycurl.TIMEOUT, 120)
+            try:
+                curl.perform()
+            except pycurl.error:
+                pass  # the server may close while we still send: the status line came first
+            return curl.getinfo(pycurl.RESPONSE_CODE), sent
+        finally:
+            curl.close()
+
+    @contextmanager
+    def half_open_connections(self, node: str, count: int) -> Iterator[int]:
+        """``count`` connections that send half a request line and headers, then stall; yields how many opened."""
+        port = int(self.url(node).rsplit(":", 1)[1])
+        socks: list[socket.socket] = []
+        try:
+            for i in range(count):
+                s = socket.create_connection(("127.0.0.1", port), timeout=2)
+                s.sendall(b"POST /api/v1/pool/heartbeat HTTP/1.1\r\nHost: x\r\n" if i % 2 else b"GET /hea")
+                socks.append(s)
+            yield len(socks)
+        finally:
+            for s in socks:
+                s.close()
+
+
+def _name(lookup, ident: int) -> str:
+    try:
+        return lookup(ident)[0]
+    except KeyError:
+        return str(ident)
+
+
+def _status(url: str, method: str) -> int:
+    curl = pycurl.Curl()
+    try:
+        curl.setopt(pycurl.URL, url)
+        curl.setopt(pycurl.CUSTOMREQUEST, method)
+        curl.setopt(pycurl.WRITEFUNCTION, lambda data: None)
+        curl.setopt(pycurl.TIMEOUT, 10)
+        curl.perform()
+        return curl.getinfo(pycurl.RESPONSE_CODE)
+    finally:
+        curl.close()
