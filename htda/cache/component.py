@@ -5,6 +5,8 @@ See docs/cache.rst.  The work itself is in :mod:`htda.cache.service`.
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 import threading
 import time
 from typing import Any
@@ -20,6 +22,7 @@ from ..node.rest import API, HTTPError, Request, Route
 from .backends.base import CacheDevice, StorageBackend
 from .backends.logical import LogicalDevice
 from .checksum import KINDS
+from .ownership import RemoteRule, account_id, parse_mode
 from .reporting import HoldingsReporter
 from .service import Assignment, CacheService, Marks
 from .staging import Stager
@@ -45,6 +48,25 @@ def _plugin_of(group: str, exclude: tuple[str, ...] = ()):
         return None if value in known else f"names no {group} plugin (available: {', '.join(known)})"
 
     return check
+
+
+def _account(group: bool):
+    def check(value: str) -> str | None:
+        try:
+            account_id(value, group)
+        except KeyError:
+            return f"names no {'group' if group else 'user'} on this host ({value!r}; a name or a number)"
+        return None
+
+    return check
+
+
+def _mode(value: str) -> str | None:
+    try:
+        parse_mode(value)
+    except ValueError as exc:
+        return f"must be an octal mode: {exc}"
+    return None
 
 
 DEVICE = Section({
@@ -87,7 +109,33 @@ SCHEMA = Section({
     "max_attempts": Field(int, 3, "failed copies of a file before it is released", check=positive),
     "retry_delay": Field(float, 30.0, "seconds before a failed copy is retried (doubles each time)"),
     "release_interval": Field(float, 300.0, "seconds before the same file is released again"),
+    # copies of POSIX files keep their source's owner, group and mode; XRootD and HTTP files have none here
+    "remote_owner": Field(str, "root", "owner of copies of xrootd/http files (a user name or uid)",
+                          check=_account(group=False)),
+    "remote_group": Field(str, "root", "group of copies of xrootd/http files (a group name or gid)",
+                          check=_account(group=True)),
+    "remote_file_mode": Field(str, "0600", "mode of copies of xrootd/http files (write bits are dropped)",
+                              check=_mode),
+    "remote_dir_mode": Field(str, "0700", "mode of the directories of copies of xrootd/http files", check=_mode),
+    "listings_unsigned": Field(bool, False, "serve the listings of copies (files, staging, evictions) unsigned "
+                                            "to pool.read_networks too; they must not include this worker's "
+                                            "own addresses, where jobs run"),
 })
+
+
+def _host_addresses() -> list[str]:
+    """This host's addresses by its name (where a job on it may connect from, besides loopback)."""
+    try:
+        return sorted({info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None)})
+    except OSError:
+        return []
+
+
+def _within(addr: str, net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    try:
+        return ipaddress.ip_address(addr) in net
+    except ValueError:  # a host name to listen on: not an address to compare
+        return False
 
 
 class CacheComponent(Component):
@@ -100,6 +148,9 @@ class CacheComponent(Component):
         super().__init__(node, config)
         self._storages: dict[str | None, StorageBackend] = {}
         self._storage_lock = threading.Lock()
+        self.remote_rule = RemoteRule(account_id(config["remote_owner"]), account_id(config["remote_group"], True),
+                                      parse_mode(config["remote_file_mode"]), parse_mode(config["remote_dir_mode"]))
+        self._check_listings(node)
         try:
             self.default_storage = self._make_storage(config["storage"],
                                                       self._location(config["storage_location"]))
@@ -132,13 +183,26 @@ class CacheComponent(Component):
         self._reads_loop = Periodic("htda-cache-reads", min(config["cycle"], READS_INTERVAL), self._report_reads,
                                     self.log)
 
+    def _check_listings(self, node) -> None:
+        """Unsigned listings only to networks without this worker: its jobs reach it from loopback and from
+        the address it listens on."""
+        if not self.config["listings_unsigned"]:
+            return
+        own = ["127.0.0.1", "::1", node.config["node"]["listen"].rpartition(":")[0].strip("[]"), *_host_addresses()]
+        for text in node.config["pool"]["read_networks"]:
+            net = ipaddress.ip_network(text, strict=False)
+            for addr in own:
+                if _within(addr, net):
+                    raise ConfigError(f"{node.source}: 'cache.listings_unsigned' would let jobs on this worker "
+                                      f"list its copies: pool.read_networks {text} includes {addr}")
+
     # -- plugins -----------------------------------------------------------------
     def _location(self, value: str) -> str:
         return value if "://" in value or not value else str(self.node.path(value))
 
     def _make_storage(self, plugin: str, location: str) -> StorageBackend:
         options = {"timeout": self.config["storage_timeout"], "stall_timeout": self.config["storage_timeout"],
-                   "low_speed_time": self.config["storage_timeout"]}
+                   "low_speed_time": self.config["storage_timeout"], "remote_rule": self.remote_rule}
         if self.config["storage_ca_file"]:
             options["ca_file"] = str(self.node.path(self.config["storage_ca_file"]))
         return plugins.load(STORAGE_GROUP, plugin)(location or str(self.node.data_dir / "storage"), options)
@@ -254,12 +318,16 @@ class CacheComponent(Component):
     def routes(self) -> list[Route]:
         base = f"{API}/cache"
         page = {"limit": "at most this many entries (default 1000)", "offset": "skip this many entries"}
+        # listings name users' files: signed only (loopback, open to pool.read_networks by default, is the jobs')
+        listing = "read" if self.config["listings_unsigned"] else "auth"
         return [
-            Route("GET", f"{base}/files", self._files, "copies this node holds", query=page, tag="cache"),
+            Route("GET", f"{base}/files", self._files, "copies this node holds", query=page, tag="cache",
+                  access=listing),
             Route("GET", f"{base}/devices", self._devices, "usage of each cache device", tag="cache"),
             Route("GET", f"{base}/staging", self._staging, "staging queue, progress and recent failures",
-                  tag="cache"),
-            Route("GET", f"{base}/evictions", self._evictions, "recently removed copies and why", tag="cache"),
+                  tag="cache", access=listing),
+            Route("GET", f"{base}/evictions", self._evictions, "recently removed copies and why", tag="cache",
+                  access=listing),
             Route("GET", f"{base}/view", self._view, "the union view: driver, path, branches, state", tag="cache"),
             Route("POST", f"{base}/cycle", self._cycle_now, "run an assignment cycle now", tag="cache",
                   body={"type": "object", "additionalProperties": False, "properties": {}}),

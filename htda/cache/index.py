@@ -105,9 +105,11 @@ def validate_found(found: HeldFile, device: CacheDevice, storage_for: Callable[[
     if not FileStat(found.size, found.mtime).same_as(recorded, mtime_slack=1e-6):
         return None, "size or mtime differ from the staging meta"
     try:
-        source = storage_for(found.lfn).stat(found.lfn)
-        if not source.same_as(recorded, mtime_slack=1e-6):
+        storage = storage_for(found.lfn)
+        if not storage.stat(found.lfn).same_as(recorded, mtime_slack=1e-6):
             return None, "source changed"
+        # the source's perms now: they may have changed while the node was down (or an older HTDA made the copy)
+        device.set_ownership(found.lfn, storage.ownership(found.lfn))
     except FileNotFoundError:
         return None, "source gone"
     except (StorageError, OSError):

@@ -108,6 +108,9 @@ class CacheService:
     def recover(self) -> dict[str, int]:
         """Rebuild the index from the devices; drop what fails validation; start the view."""
         removed_temps = self.device.clean_temporaries()
+        root = self.storage_for(None).root_perms()
+        if root is not None:  # a union view shows the first device's root over storage's: the same perms
+            self.device.set_root_perms(root)
         invalid: list[tuple[CacheDevice, str, str]] = []
         for dev in self.device.devices():
             for found in dev.scan():
@@ -398,15 +401,16 @@ class CacheService:
         except FileNotFoundError:
             return not self.evict(entry.lfn, "copy vanished from disk")
         try:
-            source = self.storage_for(entry.source_url).stat(entry.lfn)
+            storage = self.storage_for(entry.source_url)
+            source = storage.stat(entry.lfn)
+            if not source.same_as(FileStat(entry.size, entry.mtime), mtime_slack=1e-6):
+                return not self.evict(entry.lfn, "source changed")
+            # the copy follows a changed owner or mode of the source (and of its directories)
+            entry.device.set_ownership(entry.lfn, storage.ownership(entry.lfn))
         except FileNotFoundError:
             return not self.evict(entry.lfn, "source gone")
         except (StorageError, OSError, ValueError) as exc:
             log.info("cannot revalidate %s now: %s", entry.lfn, exc)
-            entry.checked_at = time.time()
-            return True
-        if not source.same_as(FileStat(entry.size, entry.mtime), mtime_slack=1e-6):
-            return not self.evict(entry.lfn, "source changed")
         entry.checked_at = time.time()
         return True
 

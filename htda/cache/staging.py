@@ -12,7 +12,9 @@ only then renamed into place:
 4. the source's own checksum, when the backend offers one, must match the
    streamed one; the copy is read back from the device and must match too;
 5. ROOT files can be opened with uproot and their keys listed;
-6. fsync, mtime set to the source's, meta recorded with the file, rename.
+6. fsync, mtime set to the source's, meta recorded with the file, the
+   source's owner, group and mode given to the file and its directories
+   (the temporary is root's alone until then), rename.
 
 Any failure removes the temporary file: nothing partial is ever visible.
 """
@@ -26,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .backends.base import CacheDevice, FileStat, StorageBackend, StorageError, TemporaryCopy
 from .checksum import Checksum, checksum_fd
@@ -34,6 +36,8 @@ from .checksum import Checksum, checksum_fd
 __all__ = ["StagingError", "StagingCancelled", "StagingJob", "Stager"]
 
 log = logging.getLogger("htda.cache.staging")
+
+T = TypeVar("T")
 
 
 class StagingError(Exception):
@@ -138,7 +142,8 @@ class Stager:
         meta = {"lfn": job.lfn, "size": before.size, "mtime": before.mtime, "checksum": digest,
                 "checksum_kind": self.checksum_kind, "source": job.storage.describe(), "source_url": job.source_url,
                 "staged_at": time.time()}
-        tmp.commit(job.lfn, before.mtime, meta)
+        # the perms as they are now, after the copy: a chmod during it is not missed
+        tmp.commit(job.lfn, before.mtime, meta, self._source(job, job.storage.ownership, during=True))
         job.state = "done"
         return meta
 
@@ -156,8 +161,12 @@ class Stager:
             flush.join()
 
     def _stat(self, job: StagingJob, during: bool = False) -> FileStat:
+        return self._source(job, job.storage.stat, during)
+
+    def _source(self, job: StagingJob, ask: Callable[[str], T], during: bool) -> T:
+        """``ask(lfn)`` of the source (its stat or ownership), its failures as staging errors."""
         try:
-            return job.storage.stat(job.lfn)
+            return ask(job.lfn)
         except FileNotFoundError:
             what = "vanished during the copy" if during else "does not exist"
             raise StagingError(f"{job.lfn}: source {what}", permanent=not during) from None

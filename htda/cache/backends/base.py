@@ -7,6 +7,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ...lfn import lfn_parts
+from ..ownership import Ownership, Perms, RemoteRule
+
 __all__ = ["FileStat", "Sink", "StorageBackend", "StorageError", "CacheDevice", "TemporaryCopy", "HeldFile"]
 
 #: receives the bytes of a file in order, chunk by chunk
@@ -67,6 +70,17 @@ class StorageBackend(ABC):
         """
         return None
 
+    def ownership(self, lfn: str) -> Ownership:
+        """Owner, group and modes a copy of ``lfn`` gets: storage's own where it has them (POSIX), else
+        the site's rule for remote storage (option ``remote_rule``, default: root alone).  Fails like
+        :meth:`stat`."""
+        rule = self.options.get("remote_rule") or RemoteRule()
+        return rule.ownership(len(lfn_parts(lfn)) - 1)
+
+    def root_perms(self) -> Perms | None:
+        """Owner, group and mode of storage's root where it has them (the view's root mirrors it)."""
+        return None
+
     def checksum(self, lfn: str, kind: str) -> str | None:
         """The source's own checksum of ``kind`` if it can tell cheaply, else None."""
         return None
@@ -96,8 +110,9 @@ class TemporaryCopy(ABC):
     path: str
 
     @abstractmethod
-    def commit(self, lfn: str, mtime: float, meta: dict[str, Any]) -> None:
-        """fsync, record ``meta`` with the file, set its mtime, and rename it into place atomically."""
+    def commit(self, lfn: str, mtime: float, meta: dict[str, Any], ownership: Ownership | None = None) -> None:
+        """fsync, record ``meta`` with the file, set its mtime, give it and its directories ``ownership``
+        (default: root alone), and rename it into place atomically."""
 
     @abstractmethod
     def discard(self) -> None:
@@ -136,6 +151,14 @@ class CacheDevice(ABC):
     @abstractmethod
     def stat(self, lfn: str) -> FileStat:
         """Size and mtime of the copy of ``lfn``."""
+
+    @abstractmethod
+    def set_ownership(self, lfn: str, ownership: Ownership) -> None:
+        """Give the copy of ``lfn`` and its directories ``ownership`` (the source's changed)."""
+
+    @abstractmethod
+    def set_root_perms(self, perms: Perms) -> None:
+        """Give the root of the device's LFN tree (a view's root on a union) storage's root's perms."""
 
     @abstractmethod
     def delete(self, lfn: str) -> None:

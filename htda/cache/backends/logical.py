@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..ownership import Ownership, Perms
 from .base import CacheDevice, FileStat, HeldFile, TemporaryCopy
 
 __all__ = ["LogicalDevice"]
@@ -54,6 +55,13 @@ class LogicalDevice(CacheDevice):
 
     def stat(self, lfn: str) -> FileStat:
         return self.holder(lfn).stat(lfn)
+
+    def set_ownership(self, lfn: str, ownership: Ownership) -> None:
+        self.holder(lfn).set_ownership(lfn, ownership)
+
+    def set_root_perms(self, perms: Perms) -> None:
+        for member in self.members:
+            member.set_root_perms(perms)
 
     def delete(self, lfn: str) -> None:
         for member in self.members:

@@ -9,15 +9,22 @@ import os
 import secrets
 import stat as statmod
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ...lfn import normalize_lfn
 from ..confine import ConfinementError, open_beneath, parent_beneath
+from ..ownership import PRIVATE, Ownership, Perms
 from .base import CacheDevice, FileStat, HeldFile, Sink, StorageBackend, StorageError, TemporaryCopy
 
 __all__ = ["PosixStorage", "PosixDevice", "META_XATTR", "read_fd"]
 
-META_XATTR = "user.htda.meta"
+#: copies belong to their sources' owners, who may set ``user.*`` attributes of their own files: as root the
+#: meta goes where only root writes (``trusted.*``); ``user.*`` is the unprivileged fallback (and the old name)
+LEGACY_XATTR = "user.htda.meta"
+META_XATTR = "trusted.htda.meta" if os.geteuid() == 0 else LEGACY_XATTR
+#: opens a copy to change its owner: never follows a link, never blocks on a FIFO planted in its place
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _stat_of(st: os.stat_result) -> FileStat:
@@ -48,13 +55,30 @@ class PosixStorage(StorageBackend):
     name = "posix"
     supports_ranges = True
 
-    def _open(self, lfn: str) -> int:
+    @contextmanager
+    def _lookup(self, lfn: str) -> Iterator[None]:
+        """Storage's errors for a lookup: a symlink on the way is permanent, a file as a directory missing."""
         try:
-            return open_beneath(self.location, lfn)
+            yield
         except ConfinementError as exc:
             raise StorageError(f"{lfn}: {exc.strerror}", transient=False) from None
         except NotADirectoryError:
             raise FileNotFoundError(errno.ENOENT, "no such file", lfn) from None
+
+    def _open(self, lfn: str) -> int:
+        with self._lookup(lfn):
+            return open_beneath(self.location, lfn)
+
+    def ownership(self, lfn: str) -> Ownership:
+        """The file's owner, group and mode, and those of the root and every directory on its way."""
+        dirs: list[Perms] = []
+        with self._lookup(lfn), parent_beneath(self.location, lfn,
+                                               visit=lambda depth, fd: dirs.append(Perms.of(os.fstat(fd)))) as (
+                dir_fd, base):
+            st = os.stat(base, dir_fd=dir_fd, follow_symlinks=False)
+        if not statmod.S_ISREG(st.st_mode):
+            raise StorageError(f"{lfn}: not a regular file", transient=False)
+        return Ownership(Perms.of(st), tuple(dirs))
 
     def stat(self, lfn: str) -> FileStat:
         fd = self._open(lfn)
@@ -100,6 +124,12 @@ class PosixStorage(StorageBackend):
     def local_root(self) -> str | None:
         return self.location
 
+    def root_perms(self) -> Perms | None:
+        try:
+            return Perms.of(os.stat(self.location))
+        except OSError:
+            return None
+
 
 class _PosixTemporary(TemporaryCopy):
     def __init__(self, device: "PosixDevice", name: str, fd: int):
@@ -107,13 +137,15 @@ class _PosixTemporary(TemporaryCopy):
         self.path = os.path.join(device.staging_dir, name)
         self._done = False
 
-    def commit(self, lfn: str, mtime: float, meta: dict[str, Any]) -> None:
+    def commit(self, lfn: str, mtime: float, meta: dict[str, Any], ownership: Ownership | None = None) -> None:
         lfn = normalize_lfn(lfn)
+        ownership = ownership or Ownership.private()
         os.fsync(self.fd)
         ns = int(round(mtime * 1e9))
         os.utime(self.fd, ns=(ns, ns))
         self.device.write_meta(self.fd, lfn, meta)
-        with parent_beneath(self.device.data_dir, lfn, create=True) as (dir_fd, base):
+        ownership.file.read_only().apply(self.fd)  # before the rename: never visible with other perms
+        with parent_beneath(self.device.data_dir, lfn, create=True, visit=ownership.apply_dir) as (dir_fd, base):
             staging_fd = os.open(self.device.staging_dir, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 os.rename(self.name, base, src_dir_fd=staging_fd, dst_dir_fd=dir_fd)
@@ -151,8 +183,12 @@ class PosixDevice(CacheDevice):
         self.data_dir = os.path.join(path, "data")
         self.staging_dir = os.path.join(path, "staging")
         self.meta_dir = os.path.join(path, "meta")
-        for d in (self.data_dir, self.staging_dir):
-            os.makedirs(d, exist_ok=True)
+        # the device's own directory lets users pass (to data/) but not list; staging and meta are root's alone;
+        # data/ is the view's root on a union, its perms mirror storage's root (see ownership)
+        _private_dir(path, keep=0o711)
+        _private_dir(self.staging_dir, keep=0o700)
+        if not os.path.isdir(self.data_dir):
+            os.mkdir(self.data_dir, 0o755)
         self._xattrs = _xattrs_work(self.staging_dir)
 
     # -- space ---------------------------------------------------------------
@@ -172,7 +208,8 @@ class PosixDevice(CacheDevice):
     # -- files ---------------------------------------------------------------
     def temporary(self, size_hint: int = 0) -> TemporaryCopy:
         name = f".htda-{secrets.token_hex(8)}"
-        fd = os.open(os.path.join(self.staging_dir, name), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        fd = os.open(os.path.join(self.staging_dir, name), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                     PRIVATE.mode)  # root's alone until commit gives it the source's perms
         if size_hint > 0:
             try:  # reserve the space up front: a full device fails now, not half-way
                 os.posix_fallocate(fd, 0, size_hint)
@@ -190,6 +227,23 @@ class PosixDevice(CacheDevice):
         fd = self.open(lfn)
         try:
             return _stat_of(os.fstat(fd))
+        finally:
+            os.close(fd)
+
+    def set_ownership(self, lfn: str, ownership: Ownership) -> None:
+        with parent_beneath(self.data_dir, lfn, visit=ownership.apply_dir) as (dir_fd, base):
+            fd = os.open(base, _FILE_FLAGS, dir_fd=dir_fd)
+        try:
+            if not statmod.S_ISREG(os.fstat(fd).st_mode):
+                raise FileNotFoundError(errno.ENOENT, "not a copy (no regular file)", lfn)
+            ownership.file.read_only().apply(fd)
+        finally:
+            os.close(fd)
+
+    def set_root_perms(self, perms: Perms) -> None:
+        fd = os.open(self.data_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            perms.apply(fd)
         finally:
             os.close(fd)
 
@@ -214,7 +268,7 @@ class PosixDevice(CacheDevice):
                     continue  # a symlink or an odd name: not ours, never served as a copy
                 try:
                     st = os.fstat(fd)
-                    meta = self.read_meta(fd, lfn) if statmod.S_ISREG(st.st_mode) else None
+                    meta = self.read_meta(fd, lfn, st) if statmod.S_ISREG(st.st_mode) else None
                 finally:
                     os.close(fd)
                 yield HeldFile(lfn, st.st_size, st.st_mtime_ns / 1e9, meta or {})
@@ -238,7 +292,7 @@ class PosixDevice(CacheDevice):
         if self._xattrs:
             os.setxattr(fd, META_XATTR, blob)
             return
-        os.makedirs(self.meta_dir, exist_ok=True)
+        _private_dir(self.meta_dir, keep=0o700)
         tmp = self._sidecar(lfn) + ".tmp"
         with open(tmp, "wb") as fh:
             fh.write(blob)
@@ -246,9 +300,18 @@ class PosixDevice(CacheDevice):
             os.fsync(fh.fileno())
         os.replace(tmp, self._sidecar(lfn))
 
-    def read_meta(self, fd: int, lfn: str) -> dict[str, Any] | None:
+    def read_meta(self, fd: int, lfn: str, st: os.stat_result | None = None) -> dict[str, Any] | None:
+        """The meta recorded with a copy; a copy an older HTDA made (root's, meta in ``user.*``) is moved to
+        the trusted attribute.  ``user.*`` meta of a file root does not own is never believed."""
         try:
-            blob = os.getxattr(fd, META_XATTR) if self._xattrs else open(self._sidecar(lfn), "rb").read()
+            if not self._xattrs:
+                blob = open(self._sidecar(lfn), "rb").read()
+            elif META_XATTR != LEGACY_XATTR and (st or os.fstat(fd)).st_uid == 0 and _has_legacy(fd):
+                blob = os.getxattr(fd, LEGACY_XATTR)
+                os.setxattr(fd, META_XATTR, blob)
+                os.removexattr(fd, LEGACY_XATTR)
+            else:
+                blob = os.getxattr(fd, META_XATTR)
             meta = json.loads(blob)
         except (OSError, ValueError):
             return None
@@ -263,6 +326,18 @@ class PosixDevice(CacheDevice):
                 os.unlink(self._sidecar(lfn))
             except FileNotFoundError:
                 pass
+
+
+def _has_legacy(fd: int) -> bool:
+    return LEGACY_XATTR in os.listxattr(fd) and META_XATTR not in os.listxattr(fd)
+
+
+def _private_dir(path: str, keep: int) -> None:
+    """Make ``path`` (mode ``keep``) or narrow an existing one to at most ``keep``: a restart never widens it."""
+    os.makedirs(path, mode=keep, exist_ok=True)
+    mode = statmod.S_IMODE(os.stat(path).st_mode)
+    if mode & ~keep:
+        os.chmod(path, mode & keep)
 
 
 def _xattrs_work(directory: str) -> bool:

@@ -15,8 +15,9 @@ import os
 import shutil
 import time
 
-from ...lfn import normalize_lfn
+from ...lfn import lfn_parts, normalize_lfn
 from ..confine import open_beneath, parent_beneath
+from ..ownership import PRIVATE, Ownership, Perms, dir_perms
 from .base import UnionDriver
 
 __all__ = ["SymlinkDriver"]
@@ -32,7 +33,14 @@ class SymlinkDriver(UnionDriver):
         self._held: set[str] = set()
 
     def start(self, held: list[str]) -> None:
-        os.makedirs(self.view, exist_ok=True)
+        os.makedirs(self.view, mode=0o700, exist_ok=True)
+        root = self.storage or (self.branches[0] if self.branches else None)
+        if root:  # the view's root lists what storage's root lists, to whom it lists it
+            fd = os.open(self.view, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                Perms.of(os.stat(root)).read_only().apply(fd)
+            finally:
+                os.close(fd)
         self._held = set(held)
         self._rescan()
 
@@ -79,8 +87,18 @@ class SymlinkDriver(UnionDriver):
                 return path
         return None
 
+    def _view_dirs(self, lfn: str) -> Ownership:
+        """The perms the view's directories of ``lfn`` get: storage's, or the copy's where storage has none
+        (both mirror the source); read-only, since files created in the view would never reach storage."""
+        found = dir_perms(self.storage, lfn) if self.storage else []
+        for branch in self.branches:
+            if len(found) >= len(lfn_parts(lfn)):
+                break
+            found += dir_perms(branch, lfn)[len(found):]
+        return Ownership(PRIVATE, tuple(found)).read_only()
+
     def _link(self, lfn: str, target: str) -> None:
-        with parent_beneath(self.view, lfn, create=True) as (dir_fd, base):
+        with parent_beneath(self.view, lfn, create=True, visit=self._view_dirs(lfn).apply_dir) as (dir_fd, base):
             tmp = f".{base[:64]}.htda-{os.getpid()}"
             try:
                 os.unlink(tmp, dir_fd=dir_fd)
