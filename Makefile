@@ -27,6 +27,7 @@ docs: $(VENV)/.installed
 
 test: $(VENV)/.installed lint docs
 	./scripts/install-system-packages
+	./scripts/install-htcondor-deps
 	./scripts/start-postgres
 	./scripts/run-tests $(BIN)/python $(PYTEST_ARGS)
 
