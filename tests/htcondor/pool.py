@@ -1,0 +1,322 @@
+"""A real HTCondor personal pool for the tests, and the tools to drive it.
+
+The pool runs on loopback, started as root, with the daemons dropping to the
+``condor`` account; ordinary accounts submit the jobs.  Its configuration is
+the pool's plumbing (directories, port, security, short intervals, two startds
+under one master) plus the project's ``config/htcondor/`` snippets, copied
+verbatim into the pool's config directory.  One last file, read after the
+snippets, names where this run installed the hooks (``HTDA_HOOK_DIR``, the
+startd cron's executable) and which hooks' settings file they read
+(``HTDA_HOOKS_CONFIG`` in the environment of the job router and of each
+startd's cron job).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from htda.testing.nodes import free_port, wait_until
+from tests.users import User, run_as
+
+__all__ = ["Startd", "PersonalPool", "parse_ads", "make_root", "hook_interpreter", "install_hooks",
+           "write_hooks_settings", "SNIPPETS", "UID_DOMAIN"]
+
+ROOT = Path(__file__).resolve().parents[2]
+SNIPPETS = ROOT / "config" / "htcondor"
+HOOKS = ROOT / "hooks"
+HOOKS_SETTINGS = ROOT / "config" / "hooks.toml"
+UID_DOMAIN = "htda.test"
+LAST_CONFIG = "99-test-pool-install.config"
+
+
+@dataclass(frozen=True)
+class Startd:
+    """One startd of the pool: its name (``STARTD_NAME``, local name, and the HTDA node name its
+    cron publishes), its memory in MB (one partitionable slot, 1 CPU), its cron's hooks settings."""
+
+    name: str
+    memory: int
+    settings: Path
+
+
+def make_root(prefix: str = "htda-condor-") -> Path:
+    """A fresh directory under /tmp that every account may traverse (pytest's own is 0700)."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    root.chmod(0o755)
+    return root
+
+
+def parse_ads(text: str) -> list[dict[str, str]]:
+    """Ads in the long format (``condor_q -l``, ``condor_status -l``): ``{attribute: expression}``."""
+    ads, ad = [], {}
+    for line in text.splitlines() + [""]:
+        if not line.strip():
+            if ad:
+                ads.append(ad)
+            ad = {}
+            continue
+        name, sep, value = line.partition(" = ")
+        if sep:
+            ad[name.strip()] = value.strip()
+    return ads
+
+
+def hook_interpreter(user: User) -> str:
+    """A python3 that ``user`` (a job owner) may run: the hooks' first line names it.
+
+    The test interpreter may live where only root can reach (pyenv under /root); HTCondor
+    then cannot start hooks with it.  The check runs through ``sh``, because ``setpriv``
+    execs its first program while root's capabilities still apply.
+    """
+    candidates = [sys.executable, shutil.which("python3") or "", "/usr/bin/python3"]
+    for candidate in dict.fromkeys(c for c in candidates if c):
+        probe = ["/bin/sh", "-c", 'exec "$0" -I -c "import json, socket"', candidate]
+        if run_as(user, probe, timeout=30).returncode == 0:
+            return candidate
+    raise RuntimeError(f"no python3 that {user.name} may run for the hooks (tried {candidates})")
+
+
+def install_hooks(target: Path, interpreter: str, native: bool = False) -> list[Path]:
+    """Run ``hooks/install-hooks [--native] target`` with ``interpreter``; the files it wrote."""
+    import htda
+
+    env = {**os.environ, "PYTHONPATH": str(Path(htda.__file__).resolve().parent.parent)}
+    argv = [interpreter, str(HOOKS / "install-hooks"), *(["--native"] if native else []), str(target)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"install-hooks failed: {(done.stderr or done.stdout).strip()[-800:]}")
+    return [Path(line) for line in done.stdout.split()]
+
+
+def write_hooks_settings(path: Path, **values: object) -> Path:
+    """The shipped ``config/hooks.toml`` with ``values`` replacing (or adding) its keys; mode 0644."""
+    def literal(value: object) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return f'"{value}"' if isinstance(value, str) else repr(value)
+
+    lines, seen = [], set()
+    for line in HOOKS_SETTINGS.read_text().splitlines():
+        key = line.partition("=")[0].strip()
+        if "=" in line and not line.lstrip().startswith("#") and key in values:
+            line, _ = f"{key} = {literal(values[key])}", seen.add(key)
+        lines.append(line)
+    lines += [f"{key} = {literal(value)}" for key, value in values.items() if key not in seen]
+    path.write_text("\n".join(lines) + "\n")
+    path.chmod(0o644)
+    return path
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (read from /proc), deepest last."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+class PersonalPool:
+    """A personal pool under ``root``: write its config, start, drive and stop it."""
+
+    def __init__(self, home: Path, root: Path, condor: User, hook_dir: Path, hooks_settings: Path,
+                 startds: list[Startd]):
+        self.home, self.root, self.condor = home, root, condor
+        self.hook_dir, self.hooks_settings, self.startds = hook_dir, hooks_settings, startds
+        self.config = root / "condor_config"
+        self.config_dir = root / "config.d"
+        self.local = root / "local"
+        self.port = free_port()
+        self.master: subprocess.Popen | None = None
+        self.started_in: float | None = None
+
+    # -- configuration ---------------------------------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        """The environment of HTCondor's tools and of the master."""
+        path = f"{self.home / 'bin'}:{self.home / 'sbin'}:/usr/sbin:/usr/bin:/sbin:/bin"
+        return {"CONDOR_CONFIG": str(self.config), "PATH": path, "LANG": "C.UTF-8"}
+
+    def write_config(self) -> None:
+        """The plumbing, the shipped snippets verbatim, and the install locations (read last)."""
+        for name in ("log", "spool", "execute", "lock", "run", *(f"execute-{s.name}" for s in self.startds)):
+            directory = self.local / name
+            directory.mkdir(parents=True, exist_ok=True)
+            os.chown(directory, self.condor.uid, self.condor.gid)
+        os.chown(self.local, self.condor.uid, self.condor.gid)
+        self.config_dir.mkdir(exist_ok=True)
+        for snippet in sorted(SNIPPETS.glob("*.config")):
+            shutil.copyfile(snippet, self.config_dir / snippet.name)
+        (self.config_dir / LAST_CONFIG).write_text(self._install_config())
+        self.config.write_text(self._plumbing())
+        for path in [self.config, *self.config_dir.iterdir()]:
+            path.chmod(0o644)
+        self.config_dir.chmod(0o755)
+
+    def _plumbing(self) -> str:
+        startds = " ".join(f"STARTD_{s.name.upper()}" for s in self.startds)
+        lines = [
+            "# The test pool's plumbing (tests/htcondor/pool.py); HTDA's snippets are in config.d/.",
+            f"RELEASE_DIR = {self.home}",
+            f"LOCAL_DIR = {self.local}",
+            f"LOCAL_CONFIG_DIR = {self.config_dir}",
+            "LOG = $(LOCAL_DIR)/log", "SPOOL = $(LOCAL_DIR)/spool", "EXECUTE = $(LOCAL_DIR)/execute",
+            "LOCK = $(LOCAL_DIR)/lock", "RUN = $(LOCAL_DIR)/run",
+            f"CONDOR_IDS = {self.condor.uid}.{self.condor.gid}",
+            "CONDOR_HOST = 127.0.0.1", f"COLLECTOR_HOST = 127.0.0.1:{self.port}",
+            "NETWORK_INTERFACE = 127.0.0.1", "BIND_ALL_INTERFACES = False", "USE_SHARED_PORT = False",
+            f"UID_DOMAIN = {UID_DOMAIN}", f"FILESYSTEM_DOMAIN = {UID_DOMAIN}", "TRUST_UID_DOMAIN = True",
+            "SEC_DEFAULT_AUTHENTICATION = REQUIRED", "SEC_DEFAULT_AUTHENTICATION_METHODS = FS",
+            "SEC_CLIENT_AUTHENTICATION_METHODS = FS",
+            "SEC_DEFAULT_ENCRYPTION = OPTIONAL", "SEC_DEFAULT_INTEGRITY = OPTIONAL",
+            "ALLOW_READ = *", "ALLOW_WRITE = *@$(UID_DOMAIN)",
+            "ALLOW_DAEMON = condor@$(UID_DOMAIN) root@$(UID_DOMAIN)",
+            "ALLOW_NEGOTIATOR = condor@$(UID_DOMAIN) root@$(UID_DOMAIN)",
+            "ALLOW_ADMINISTRATOR = condor@$(UID_DOMAIN) root@$(UID_DOMAIN)",
+            f"DAEMON_LIST = MASTER COLLECTOR NEGOTIATOR SCHEDD {startds}",
+            f"DC_DAEMON_LIST = + {startds}",
+            "NUM_CPUS = 1", "START = True", "SUSPEND = False", "PREEMPT = False", "KILL = False",
+            "RUNBENCHMARKS = 0", "SCHEDD_INTERVAL = 5", "NEGOTIATOR_INTERVAL = 2",
+            "NEGOTIATOR_CYCLE_DELAY = 5", "UPDATE_INTERVAL = 5", "MASTER_UPDATE_INTERVAL = 5",
+            "STARTER_UPDATE_INTERVAL = 5", "SHADOW_QUEUE_UPDATE_INTERVAL = 5",
+            "JOB_ROUTER_DEBUG = D_FULLDEBUG",
+        ]
+        for startd in self.startds:
+            daemon, local = f"STARTD_{startd.name.upper()}", startd.name
+            lines += [
+                f"{daemon} = $(STARTD)", f"{daemon}_ARGS = -local-name {local}",
+                f"{local}.STARTD_NAME = {startd.name}", f"{local}.STARTD_LOG = $(LOG)/StartLog.{local}",
+                f"{local}.STARTD_ADDRESS_FILE = $(LOG)/.startd_address.{local}",
+                f"{local}.EXECUTE = $(LOCAL_DIR)/execute-{local}", f"{local}.MEMORY = {startd.memory}",
+            ]
+        return "\n".join(lines) + "\n"
+
+    def _install_config(self) -> str:
+        """Where this run installed HTDA (read after the snippets, so it wins over their paths)."""
+        lines = [
+            "# Where the test run installed HTDA's hooks, and the settings file they read.",
+            f"HTDA_HOOK_DIR = {self.hook_dir}",
+            "STARTD_CRON_HTDA_EXECUTABLE = $(HTDA_HOOK_DIR)/htda_startd_cron",
+            f'JOB_ROUTER_ENVIRONMENT = "HTDA_HOOKS_CONFIG={self.hooks_settings}"',
+        ]
+        lines += [f'{s.name}.STARTD_CRON_HTDA_ENV = "HTDA_HOOKS_CONFIG={s.settings}"' for s in self.startds]
+        return "\n".join(lines) + "\n"
+
+    # -- life cycle --------------------------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> float:
+        """Start the master (as root, in the foreground) and wait until every daemon reports."""
+        started = time.monotonic()
+        out = open(self.root / "master.out", "ab")
+        self.master = subprocess.Popen([str(self.home / "sbin" / "condor_master"), "-f"], env=self.env(),
+                                       stdout=out, stderr=subprocess.STDOUT, cwd=self.root)
+        out.close()
+        wait_until(self._ready, timeout=timeout, interval=0.5, what=f"the HTCondor pool under {self.root}")
+        self.started_in = time.monotonic() - started
+        return self.started_in
+
+    def _ready(self) -> bool:
+        if self.master is not None and self.master.poll() is not None:
+            raise RuntimeError(f"condor_master exited with {self.master.returncode}: {self.tail('MasterLog')}")
+        done = self.tool("condor_status", "-any", "-af", "MyType", "Name", check=False)
+        kinds = [line.split(" ", 1)[0] for line in done.stdout.splitlines()]
+        return (all(kind in kinds for kind in ("Negotiator", "Scheduler", "Job_Router"))
+                and kinds.count("Machine") >= len(self.startds))
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Fast shutdown (SIGQUIT to the master), then SIGKILL to whatever of its tree is left."""
+        if self.master is None or self.master.poll() is not None:
+            return
+        tree = _descendants(self.master.pid)
+        self.master.send_signal(signal.SIGQUIT)
+        try:
+            self.master.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.master.kill()
+            self.master.wait(10)
+        for pid in tree + _descendants(self.master.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def tail(self, log: str, lines: int = 30) -> str:
+        """The last lines of one of the pool's logs (for failure messages)."""
+        try:
+            return "\n".join((self.local / "log" / log).read_text(errors="replace").splitlines()[-lines:])
+        except OSError as exc:
+            return f"({log}: {exc})"
+
+    # -- tools ---------------------------------------------------------------------------------------
+
+    def tool(self, name: str, *args: str, user: User | None = None, check: bool = True,
+             cwd: Path | None = None) -> subprocess.CompletedProcess:
+        """Run one of HTCondor's tools, as root or as ``user``."""
+        argv = [str(self.home / "bin" / name), *args]
+        if user is None:
+            done = subprocess.run(argv, env=self.env(), capture_output=True, text=True, timeout=60, cwd=cwd)
+        else:
+            done = run_as(user, argv, env=self.env(), cwd=cwd)
+        if check and done.returncode != 0:
+            raise RuntimeError(f"{name} {' '.join(args)}: exit {done.returncode}: {done.stderr or done.stdout}")
+        return done
+
+    def job_dir(self, user: User) -> Path:
+        """A directory of ``user``'s own for submit files, job logs and output."""
+        directory = self.root / "jobs" / user.name
+        directory.mkdir(parents=True, exist_ok=True)
+        os.chown(directory, user.uid, user.gid)
+        return directory
+
+    def submit(self, user: User, description: dict[str, str]) -> str:
+        """Submit one job as ``user``; its id ``cluster.proc``."""
+        directory = self.job_dir(user)
+        text = "".join(f"{key} = {value}\n" for key, value in description.items()) + "queue\n"
+        done = run_as(user, [str(self.home / "bin" / "condor_submit"), "-terse", "-"], env=self.env(),
+                      cwd=directory, input=text)
+        match = re.match(r"\s*(\d+)\.(\d+)", done.stdout)
+        if done.returncode != 0 or not match:
+            raise RuntimeError(f"condor_submit as {user.name}: exit {done.returncode}: {done.stderr}{done.stdout}")
+        return f"{match.group(1)}.{match.group(2)}"
+
+    def job(self, job_id: str) -> dict[str, str] | None:
+        """The job's ad from the queue, or None when it has left it."""
+        ads = parse_ads(self.tool("condor_q", "-l", job_id).stdout)
+        return ads[0] if ads else None
+
+    def finished(self, job_id: str) -> dict[str, str] | None:
+        """The job's ad from the history, or None while it is not there."""
+        ads = parse_ads(self.tool("condor_history", "-l", "-limit", "1", job_id).stdout)
+        return ads[0] if ads else None
+
+    def wait_finished(self, job_id: str, timeout: float = 90.0) -> dict[str, str]:
+        """Wait until the job completed; its history ad."""
+        return wait_until(lambda: self.finished(job_id), timeout=timeout, interval=0.5,
+                          what=f"job {job_id} to finish (ScheddLog: {self.tail('SchedLog', 5)})")
+
+    def slots(self) -> dict[str, dict[str, str]]:
+        """The machine ads in the collector by the name of their startd (``STARTD_NAME``)."""
+        ads = parse_ads(self.tool("condor_status", "-l").stdout)
+        return {ad["Name"].strip('"').split("@")[1]: ad for ad in ads if ad.get("Name", "").count("@") >= 2}
+
+    def remove(self, job_id: str, user: User) -> None:
+        """Remove a job (as its owner), ignoring one that is gone already."""
+        self.tool("condor_rm", job_id, user=user, check=False)
