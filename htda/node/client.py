@@ -14,7 +14,6 @@ import random
 import threading
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import pycurl
 
@@ -141,7 +140,8 @@ class Client:
         if body:
             headers.append("Content-Type: application/json")
         if sign and self.signer is not None:
-            headers.append("Authorization: " + self.signer.header(method, _target(url), body))
+            # Signed for the authority called, so the request is worth nothing at any other node.
+            headers.append("Authorization: " + self.signer.for_url(method, url, body))
         headers.extend(extra_headers or ())
         curl.setopt(pycurl.URL, url)
         curl.setopt(pycurl.CUSTOMREQUEST, method)
@@ -166,11 +166,6 @@ class Client:
                 raise ConnectError(f"cannot reach peer: {message}", url) from None
             raise ClientError(f"curl error {code}: {message}", url) from None
         return curl.getinfo(pycurl.RESPONSE_CODE), buf.getvalue()
-
-
-def _target(url: str) -> str:
-    parts = urlsplit(url)
-    return (parts.path or "/") + ("?" + parts.query if parts.query else "")
 
 
 def _decode(status: int, raw: bytes, url: str) -> Any:

@@ -5,9 +5,16 @@ matches them, enforces access rules, checks request bodies against their
 schemas, maps errors to JSON answers and counts requests for ``/metrics``.
 The same table produces the OpenAPI document, so the two cannot disagree.
 
+Authorisation happens on the headers alone, before a byte of the body is
+read: a request that is not allowed, or whose body is over its limit, is
+answered and its connection closed with the body unread.  Bodies that arrive
+without a signature (public routes, read-only networks) are capped at
+:data:`UNSIGNED_BODY` unless their route declares more.
+
 The server is cheroot, CherryPy's HTTP/WSGI server, used directly so that
 several nodes can live in one process (tests, benchmarks) without CherryPy's
-process-global engine.
+process-global engine; its connections wait in a :class:`~htda.node.gate.Gate`
+until their request has arrived, so slow or silent clients hold no worker.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import ipaddress
 import json
 import logging
 import re
+import socket
 import ssl
 import threading
 import time
@@ -29,14 +37,19 @@ from cheroot import wsgi
 from cheroot.ssl.builtin import BuiltinSSLAdapter
 
 from . import schema as jsonschema
-from .auth import AuthError, Verifier
+from .auth import AuthError, CertificatePolicy, Verifier, check_body, describe_certificate, host_port
+from .gate import GatedServerMixin, GateOptions
 from .metrics import Registry
 
-__all__ = ["HTTPError", "Request", "Response", "Route", "RestApp", "RestServer", "API", "decode_json"]
+__all__ = ["HTTPError", "Request", "Response", "Route", "RestApp", "RestServer", "API", "decode_json",
+           "UNSIGNED_BODY", "receiver_names"]
 
 log = logging.getLogger("htda.rest")
 
 API = "/api/v1"
+
+#: the largest body accepted without a signature, unless the route declares more
+UNSIGNED_BODY = 8 * 1024
 
 _REASONS = {
     200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Bad Request",
@@ -74,6 +87,13 @@ class Route:
     It defaults to ``"read"`` for GET and ``"auth"`` for everything else, so
     every state-changing request is authenticated unless a route says
     otherwise on purpose.  ``body`` is the JSON schema of the request body.
+
+    ``max_body`` caps an authenticated body (default: the node's
+    ``max_body``).  A body that comes without a signature (a public route,
+    or a read route called from a read network) is capped at
+    ``unsigned_body``, which defaults to ``max_body`` on a public route
+    that sets one (its bodies are never signed) and to
+    :data:`UNSIGNED_BODY` otherwise.
     """
 
     method: str
@@ -87,6 +107,7 @@ class Route:
     tag: str = "node"
     max_body: int | None = None
     content_type: str = "application/json"
+    unsigned_body: int | None = None
 
     def __post_init__(self) -> None:
         self.method = self.method.upper()
@@ -96,6 +117,9 @@ class Route:
             raise ValueError(f"{self.path}: access must be public, read or auth")
         pattern, self.params = _compile(self.path)
         self.regex = re.compile(pattern)
+        if self.unsigned_body is None:
+            public_limit = self.max_body if self.access == "public" else None
+            self.unsigned_body = public_limit or UNSIGNED_BODY
 
 
 def _compile(path: str) -> tuple[str, list[str]]:
@@ -166,8 +190,21 @@ def decode_json(body: bytes) -> Any:
         raise HTTPError(400, "request body is nested too deeply") from None
 
 
+@dataclass(frozen=True)
+class _Grant:
+    """What authorisation allowed, decided before the body is read."""
+
+    limit: int  # the largest body to read
+    signed_hash: str | None = None  # the body hash the signature vouches for
+
+
 class RestApp:
-    """The WSGI application: routing, access control, errors, metrics."""
+    """The WSGI application: routing, access control, errors, metrics.
+
+    ``receivers`` are this node's own names (``host:port``): a signature
+    made for any other receiver is refused.  :class:`RestServer` adds the
+    address it listens on; the node adds its advertised URL and aliases.
+    """
 
     def __init__(self, verifier: Verifier | None, read_networks: Iterable[str] = (),
                  max_body: int = 16 * 1024 * 1024, metrics: Registry | None = None,
@@ -177,6 +214,7 @@ class RestApp:
         self.read_networks = [ipaddress.ip_network(n, strict=False) for n in read_networks]
         self.max_body = max_body
         self.trust_client_certs = trust_client_certs
+        self.receivers: set[str] = set()
         self.metrics = metrics or Registry()
         self._requests = self.metrics.counter(
             "htda_http_requests_total", "HTTP requests served, by route and status", ("method", "route", "status"))
@@ -190,14 +228,21 @@ class RestApp:
                     raise ValueError(f"route {route.method} {route.path} registered twice")
             self.routes.append(route)
 
+    def add_receivers(self, names: Iterable[str]) -> None:
+        """Names (``host:port``) that signatures addressed to this node may carry."""
+        self.receivers.update(name.lower() for name in names)
+
     # -- WSGI ------------------------------------------------------------
     def __call__(self, environ: dict, start_response: Callable) -> list[bytes]:
         started = time.perf_counter()
         route: Route | None = None
+        request: Request | None = None
         try:
             route, params = self._match(environ["REQUEST_METHOD"], environ.get("PATH_INFO", "/"))
             request = self._request(environ, route, params)
-            self._authorize(request)
+            size = self._content_length(environ, route)
+            grant = self._authorize(request)
+            request.body = self._read_body(environ, size, grant)
             result = route.handler(request)
             response = result if isinstance(result, Response) else Response(_dumps(result))
         except HTTPError as exc:
@@ -212,6 +257,9 @@ class RestApp:
         self._seconds.inc(time.perf_counter() - started, method=method, route=label)
         body = response.body.encode() if isinstance(response.body, str) else response.body
         headers = [("Content-Type", response.content_type), ("Content-Length", str(len(body))), *response.headers]
+        if _body_left_unread(environ, request):
+            # Reading (or draining) a body nobody may send is what an attacker wants us to do: answer and close.
+            headers.append(("Connection", "close"))
         start_response(f"{response.status} {_REASONS.get(response.status, 'Status')}", headers)
         return [body]
 
@@ -228,7 +276,7 @@ class RestApp:
         raise HTTPError(404, f"no such endpoint: {path}")
 
     def _request(self, environ: dict, route: Route, params: dict[str, str]) -> Request:
-        body = self._read_body(environ, route)
+        """The request without its body: everything authorisation looks at."""
         qs = environ.get("QUERY_STRING", "")
         query = dict(parse_qsl(qs, keep_blank_values=True)) if qs else {}
         headers = {"authorization": environ.get("HTTP_AUTHORIZATION", "")}
@@ -236,41 +284,68 @@ class RestApp:
         path = environ.get("PATH_INFO", "/")
         # The signature covers the request target exactly as the client sent it.
         target = environ.get("REQUEST_URI") or (path + ("?" + qs if qs else ""))
-        return Request(environ["REQUEST_METHOD"], path, target, query, params, body,
+        return Request(environ["REQUEST_METHOD"], path, target, query, params, b"",
                        environ.get("REMOTE_ADDR", ""), headers, route, client_cert)
 
-    def _read_body(self, environ: dict, route: Route) -> bytes:
-        limit = route.max_body or self.max_body
-        length = environ.get("CONTENT_LENGTH") or "0"
+    def _content_length(self, environ: dict, route: Route) -> int:
+        if environ.get("HTTP_TRANSFER_ENCODING"):
+            raise HTTPError(411, "send the body with a Content-Length, not a transfer coding")
         try:
-            size = int(length)
+            size = int(environ.get("CONTENT_LENGTH") or "0")
         except ValueError:
             raise HTTPError(400, "bad Content-Length") from None
+        limit = route.max_body or self.max_body
         if size > limit:
-            if size <= _DRAIN_LIMIT:
-                _discard(environ["wsgi.input"], size)  # so the client, still sending, can read our answer
             raise HTTPError(413, f"request body of {size} bytes exceeds the limit of {limit}")
-        if size <= 0:
-            return b""
-        data = environ["wsgi.input"].read(size)
-        if len(data) != size:
-            raise HTTPError(400, "request body shorter than its Content-Length")
-        return data
+        return size
 
-    def _authorize(self, request: Request) -> None:
-        access = request.route.access
-        if access == "public":
-            return
-        if access == "read" and self._from_read_network(request.remote):
-            return
+    def _authorize(self, request: Request) -> _Grant:
+        """Decide on the headers alone (never the body): 401/403, or how much body may be read."""
+        route = request.route
+        unsigned = _Grant(route.unsigned_body or UNSIGNED_BODY)
+        if route.access == "public":
+            return unsigned
         if self.trust_client_certs and request.client_cert:
-            return
+            return _Grant(route.max_body or self.max_body)
+        if route.access == "read" and self._from_read_network(request.remote):
+            # The network grants the read; a good signature only lifts the unsigned body cap.
+            return self._try_signed(request) or unsigned
+        return self._signed(request)
+
+    def _try_signed(self, request: Request) -> _Grant | None:
+        if not request.headers["authorization"] or self.verifier is None:
+            return None
+        try:
+            return self._signed(request)
+        except HTTPError:
+            return None
+
+    def _signed(self, request: Request) -> _Grant:
+        return _Grant(request.route.max_body or self.max_body, self._check(request))
+
+    def _check(self, request: Request) -> str:
         if self.verifier is None:
             raise HTTPError(403, "this node has no pool secret configured; signed requests are impossible")
         try:
-            self.verifier.verify(request.method, request.target, request.headers["authorization"], request.body)
+            return self.verifier.check(request.method, request.target, request.headers["authorization"],
+                                       self.receivers)
         except AuthError as exc:
             raise HTTPError(401, f"authentication failed: {exc}") from None
+
+    def _read_body(self, environ: dict, size: int, grant: _Grant) -> bytes:
+        if size > grant.limit:
+            raise HTTPError(413, f"request body of {size} bytes exceeds the limit of {grant.limit} for "
+                                 f"{'a signed' if grant.signed_hash else 'an unsigned'} request")
+        environ["htda.body_read"] = True
+        data = environ["wsgi.input"].read(size) if size > 0 else b""
+        if len(data) != size:
+            raise HTTPError(400, "request body shorter than its Content-Length")
+        if grant.signed_hash is not None:
+            try:
+                check_body(grant.signed_hash, data)
+            except AuthError as exc:
+                raise HTTPError(401, f"authentication failed: {exc}") from None
+        return data
 
     def _from_read_network(self, remote: str) -> bool:
         if not self.read_networks or not remote:
@@ -288,15 +363,14 @@ class RestApp:
         return document(self.routes, title, version)
 
 
-_DRAIN_LIMIT = 64 * 1024 * 1024  # larger bodies are refused without reading: the connection is closed
-
-
-def _discard(stream: Any, size: int) -> None:
-    while size > 0:
-        chunk = stream.read(min(size, 1 << 20))
-        if not chunk:
-            return
-        size -= len(chunk)
+def _body_left_unread(environ: dict, request: Request | None) -> bool:
+    if environ.get("HTTP_TRANSFER_ENCODING"):
+        return True
+    try:
+        size = int(environ.get("CONTENT_LENGTH") or "0")
+    except ValueError:
+        return True
+    return size > 0 and not environ.get("htda.body_read")
 
 
 def _dumps(value: Any) -> bytes:
@@ -308,23 +382,58 @@ def _error(status: int, message: str, details: dict | None = None) -> Response:
     return Response(_dumps(payload), status=status)
 
 
-class RestServer:
-    """cheroot serving a :class:`RestApp` on one address, optionally with TLS."""
+class _Server(GatedServerMixin, wsgi.Server):
+    """cheroot's WSGI server behind a gate (see :mod:`htda.node.gate`)."""
 
-    def __init__(self, app: RestApp, host: str, port: int, threads: int = 16, tls: dict | None = None):
-        self.app = app
-        self._server = wsgi.Server((host, port), app, numthreads=threads, request_queue_size=128,
-                                   timeout=30, shutdown_timeout=2, server_name="htda")
+
+class _Gateway(wsgi.Gateway_10):
+    """cheroot's WSGI 1.0 gateway; an answer with ``Connection: close`` really closes.
+
+    cheroot otherwise keeps the connection and reads ("drains") any body
+    the application left unread, all of it and into memory, to reach the
+    next request.
+    """
+
+    def start_response(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
+        if any(k.lower() == "connection" and v.lower() == "close" for k, v in headers):
+            self.req.close_connection = True
+        return super().start_response(status, headers, exc_info)
+
+
+class RestServer:
+    """cheroot serving a :class:`RestApp` on one address, optionally with TLS.
+
+    Connections wait in a gate until their request has arrived (``gate``
+    bounds the wait); with ``tls.verify_clients``, only certificates on
+    ``tls.allowed_clients`` get past the handshake.
+    """
+
+    def __init__(self, app: RestApp, host: str, port: int, threads: int = 16, tls: dict | None = None,
+                 gate: GateOptions | None = None):
+        self.app, self.host = app, host
+        self._server = _Server((host, port), app, numthreads=threads, request_queue_size=128,
+                               timeout=30, shutdown_timeout=2, server_name="htda")
+        self._server.gateway = _Gateway
+        self._server.gate_options = gate or GateOptions()
+        self._server.max_request_header_size = self._server.gate_options.max_header
         if tls and tls.get("enabled"):
             self._server.ssl_adapter = _ssl_adapter(tls)
+            if tls.get("verify_clients"):
+                self._server.gate_admit = _admit(CertificatePolicy(tls.get("allowed_clients") or ()))
         self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
         return self._server.bind_addr[1]
 
+    @property
+    def dropped(self) -> int:
+        """Connections the gate dropped: silent or slow past the deadline, over the bound, refused certificates."""
+        return self._server.gate.dropped if self._server.gate else 0
+
     def start(self) -> None:
         self._server.prepare()  # binds now, so a busy port fails start-up loudly
+        self.app.add_receivers(receiver_names(self.host, self.port))
         self._thread = threading.Thread(target=self._server.serve, name="htda-rest", daemon=True)
         self._thread.start()
 
@@ -332,6 +441,41 @@ class RestServer:
         self._server.stop()
         if self._thread:
             self._thread.join(timeout=5)
+
+
+def receiver_names(host: str, port: int) -> set[str]:
+    """The names a server listening on ``host:port`` answers to, as signatures name receivers.
+
+    A wildcard address answers on every interface: loopback and the host's
+    own names (other addresses are aliases to configure).  A loopback
+    address also answers to ``localhost``.
+    """
+    host = host.strip("[]")
+    if host in ("", "0.0.0.0", "::"):
+        hosts = {"127.0.0.1", "::1", "localhost", socket.gethostname(), socket.getfqdn()}
+    else:
+        hosts = {host}
+        if _is_loopback(host):
+            hosts.add("localhost")
+    return {host_port(h, port) for h in hosts}
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _admit(policy: CertificatePolicy) -> Callable[[dict | None, Any], bool]:
+    def admit(cert: dict | None, addr: Any) -> bool:
+        if policy.allows(cert):
+            return True
+        log.warning("refused a client certificate from %s: %s is not in tls.allowed_clients",
+                    addr[0] if isinstance(addr, tuple) else addr, describe_certificate(cert))
+        return False
+
+    return admit
 
 
 def _ssl_adapter(tls: dict) -> BuiltinSSLAdapter:

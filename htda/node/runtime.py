@@ -12,10 +12,11 @@ from typing import Any
 
 from .. import __version__
 from . import plugins
-from .auth import AuthError, Verifier, load_secret
+from .auth import AuthError, CertificatePolicy, Verifier, authority, host_port, load_secret
 from .client import Client
 from .component import Component
 from .config import REQUIRED, ConfigError, Field, Section, load_toml, positive, validate
+from .gate import GateOptions
 from .metrics import Registry
 from .pool import Member, Pool
 from .rest import API, HTTPError, Request, Response, RestApp, RestServer, Route
@@ -34,6 +35,19 @@ def _listen_check(value: str) -> str | None:
     return None
 
 
+def _alias_check(values: list[str]) -> str | None:
+    for value in values:
+        host, sep, port = value.rpartition(":") if not value.endswith("]") else ("", "", "")
+        if not value or any(c in value for c in "/@ ,") or (sep and not (host and port.isdigit())):
+            return f"must hold HOST or HOST:PORT names, not {value!r}"
+    return None
+
+
+def _patterns_check(values: list[str]) -> str | None:
+    problems = [CertificatePolicy.problem(v) for v in values]
+    return next((f"entry {p}" for p in problems if p), None)
+
+
 def _url_list_check(values: list[str]) -> str | None:
     bad = [v for v in values if not v.startswith(("http://", "https://"))]
     return f"must hold http:// or https:// URLs, not {bad[0]!r}" if bad else None
@@ -49,6 +63,12 @@ NODE_SCHEMA = Section({
         "log_level": Field(str, "info", "debug, info, warning or error"),
         "threads": Field(int, 16, "REST worker threads", check=positive),
         "max_body": Field(int, 16 * 1024 * 1024, "largest accepted request body in bytes", check=positive),
+        "aliases": Field(list, list, "other names clients reach this node by (HOST or HOST:PORT, e.g. behind a "
+                                     "proxy): signatures addressed to them are accepted too", check=_alias_check),
+        "header_timeout": Field(float, 5.0, "seconds a connection may take to send its request headers",
+                                check=positive),
+        "max_pending": Field(int, 1024, "connections that may wait for their request at once; beyond, the "
+                                        "oldest is dropped", check=positive),
     })),
     "pool": Field(Section({
         "seeds": Field(list, list, "URLs of seed nodes to heartbeat to", check=_url_list_check),
@@ -70,7 +90,11 @@ NODE_SCHEMA = Section({
         "private_key": Field(str, "", "PEM private key of this node"),
         "ca_file": Field(str, "", "PEM CA bundle that signed the pool's certificates"),
         "verify_clients": Field(bool, False, "require client certificates signed by ca_file; a verified "
-                                             "certificate then authenticates like the pool secret"),
+                                             "certificate on allowed_clients then authenticates like the "
+                                             "pool secret"),
+        "allowed_clients": Field(list, list, "client certificates that are pool members: cn:GLOB (subject "
+                                             "common name), dns:GLOB (a SAN DNS name) or dn:SUBJECT",
+                                 check=_patterns_check),
     })),
 })
 
@@ -113,6 +137,12 @@ def _check_tls(tls: dict[str, Any], source: str) -> None:
                 raise ConfigError(f"{source}: 'tls.{key}' is required when tls.enabled is true")
     if tls["verify_clients"] and not tls["ca_file"]:
         raise ConfigError(f"{source}: 'tls.ca_file' is required when tls.verify_clients is true")
+    if tls["verify_clients"] and not tls["allowed_clients"]:
+        raise ConfigError(f"{source}: 'tls.allowed_clients' is required when tls.verify_clients is true: list "
+                          "the certificates that are pool members (e.g. [\"dns:*.pool.example.org\"]; "
+                          "[\"cn:*\"] admits every certificate the CA signed)")
+    if tls["allowed_clients"] and not tls["verify_clients"]:
+        raise ConfigError(f"{source}: 'tls.allowed_clients' has no effect unless tls.verify_clients is true")
 
 
 class Node:
@@ -138,7 +168,8 @@ class Node:
         self.app = RestApp(verifier, pool["read_networks"], node["max_body"], self.metrics,
                            trust_client_certs=tls["verify_clients"])
         host, _, port = node["listen"].rpartition(":")
-        self.server = RestServer(self.app, host.strip("[]"), int(port), threads=node["threads"], tls=tls)
+        gate = GateOptions(header_timeout=node["header_timeout"], max_pending=node["max_pending"])
+        self.server = RestServer(self.app, host.strip("[]"), int(port), threads=node["threads"], tls=tls, gate=gate)
         self.scheme = "https" if tls["enabled"] else "http"
         me = Member(self.name, node["advertise_url"], list(node["components"]), self.version, self.started)
         self.pool = Pool(me, pool["seeds"], self.client, pool["heartbeat_interval"], pool["expiry"],
@@ -173,6 +204,7 @@ class Node:
             if host in ("0.0.0.0", "::", "[::]"):
                 host = socket.getfqdn()
             self.pool.me.url = f"{self.scheme}://{host}:{self.server.port}"
+        self.app.add_receivers(self._own_names())
         for component in self.components.values():
             component.start()
         self.pool.start()
@@ -196,6 +228,15 @@ class Node:
             if out[key]:
                 out[key] = str(self.path(out[key]))
         return out
+
+    def _own_names(self) -> set[str]:
+        """Names beyond the listen address that signed requests may be addressed to: the URL, the aliases."""
+        names = {authority(self.url)}
+        for alias in self.config["node"]["aliases"]:
+            host, sep, port = alias.rpartition(":")
+            names.add(host_port(host, int(port)) if sep and port.isdigit() and not alias.endswith("]")
+                      else host_port(alias, self.server.port))
+        return names
 
     def _secret(self, pool: dict[str, Any]) -> bytes | None:
         if not pool["secret_file"]:

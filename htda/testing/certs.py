@@ -35,8 +35,8 @@ def make_ca(directory: Path, name: str = "HTDA test CA"):
     return cert, key
 
 
-def make_cert(directory: Path, name: str, ca) -> tuple[Path, Path]:
-    """A certificate for ``name`` valid for 127.0.0.1 and localhost, signed by ``ca``."""
+def make_cert(directory: Path, name: str, ca, dns_names: tuple[str, ...] = ()) -> tuple[Path, Path]:
+    """A certificate for ``name`` valid for 127.0.0.1, localhost and ``dns_names``, signed by ``ca``."""
     ca_cert, ca_key = ca
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
@@ -45,7 +45,7 @@ def make_cert(directory: Path, name: str, ca) -> tuple[Path, Path]:
             .issuer_name(ca_cert.subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=2))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+            .add_extension(x509.SubjectAlternativeName([*(x509.DNSName(d) for d in ("localhost", *dns_names)),
                                                         x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
                            critical=False)
             .sign(ca_key, hashes.SHA256()))

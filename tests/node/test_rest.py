@@ -81,7 +81,7 @@ def test_metrics_are_prometheus_text(node):
 def test_bad_requests_get_json_errors_with_fitting_status(node, method, path, body, status):
     from htda.node.auth import Signer
 
-    header = Signer(SECRET.encode()).header(method, path, body)
+    header = Signer(SECRET.encode()).for_url(method, node.url + path, body)
     code, answer = Client().raw(method, node.url + path, body, [f"Authorization: {header}"])
     assert code == status, answer
     error = json.loads(answer)["error"]

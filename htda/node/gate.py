@@ -1,0 +1,425 @@
+"""Connections wait outside the worker threads until their request has arrived.
+
+cheroot gives every accepted connection to a worker thread, which then
+blocks reading the request line and headers (and, with TLS, the acceptor
+itself blocks in the handshake).  A few dozen clients that connect and send
+nothing, or send their headers a byte at a time, so hold every worker and
+``/healthz`` stops answering.
+
+:class:`Gate` replaces cheroot's connection manager.  One thread accepts,
+completes TLS handshakes and reads each request's header block (and a small
+body) with non-blocking sockets; only a connection whose request is complete
+goes to a worker, with the bytes read so far replayed to cheroot's parser.
+A connection waits at most ``header_timeout`` seconds for its request (an
+idle keep-alive connection: ``idle_timeout`` for the first byte), at most
+``max_pending`` connections wait (the oldest is dropped first), and a header
+block larger than ``max_header`` is refused.  Closing connections linger in
+the gate too: it half-closes, discards what the client still sends for a
+moment so the client can read the answer, then closes, without a worker.
+"""
+
+from __future__ import annotations
+
+import _pyio
+import errno
+import logging
+import re
+import resource
+import selectors
+import socket
+import ssl
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cheroot import server as cheroot_server
+from cheroot.makefile import StreamReader, StreamWriter
+
+__all__ = ["Gate", "GateOptions", "GatedServerMixin"]
+
+log = logging.getLogger("htda.rest")
+
+_CONTENT_LENGTH = re.compile(rb"^content-length[ \t]*:[ \t]*(\d{1,19})[ \t]*\r?$", re.I | re.M)
+_EXPECT_CONTINUE = re.compile(rb"^expect[ \t]*:[ \t]*100-continue", re.I | re.M)
+_READ_SIZE = 65536
+_ACCEPTS_PER_WAKE = 64
+_LINGER_SECONDS, _LINGER_BYTES = 2.0, 4 << 20
+_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
+              b"Connection: close\r\n\r\n")
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """Bounds of the waiting room."""
+
+    header_timeout: float = 5.0  # seconds from the first byte until the request is complete
+    idle_timeout: float = 30.0  # seconds a kept-alive connection may wait for its next request
+    max_pending: int = 1024  # connections waiting at once; beyond, the oldest is dropped
+    max_header: int = 64 * 1024  # bytes of request line and headers
+    prefetch_body: int = 64 * 1024  # bodies up to this size are read here too, so no worker waits for them
+
+
+class ReplayReader(StreamReader):
+    """cheroot's socket reader, fed first with the bytes the gate already read."""
+
+    def __init__(self, sock: socket.socket, mode: str = "rb", bufsize: int = 8192):
+        _pyio.BufferedReader.__init__(self, _ReplaySocketIO(sock, mode), bufsize)  # StreamReader's, on our raw
+        self.bytes_read = 0
+
+    def feed(self, data: bytes) -> None:
+        self.raw.pending.extend(data)
+
+    def unread(self) -> bytes:
+        """Bytes received but not yet parsed: the reader's buffer, then what was fed."""
+        return bytes(self._read_buf[self._read_pos:]) + bytes(self.raw.pending)
+
+
+class _ReplaySocketIO(socket.SocketIO):
+    """A socket's raw stream that returns fed bytes before reading the socket."""
+
+    def __init__(self, sock: socket.socket, mode: str):
+        super().__init__(sock, mode)
+        self.pending = bytearray()
+
+    def readinto(self, buffer: Any) -> int | None:
+        if self.pending:
+            size = min(len(buffer), len(self.pending))
+            buffer[:size] = self.pending[:size]
+            del self.pending[:size]
+            return size
+        return super().readinto(buffer)
+
+
+def _makefile(sock: socket.socket, mode: str = "r", bufsize: int = 8192) -> StreamReader | StreamWriter:
+    return ReplayReader(sock, mode, bufsize) if "r" in mode else StreamWriter(sock, mode, bufsize)
+
+
+def request_ready(head: bytes, options: GateOptions) -> str:
+    """``"ready"`` when ``head`` holds a whole header block (and its small body), ``"wait"``, or ``"large"``."""
+    end = _header_end(head)
+    if end < 0:
+        return "large" if len(head) > options.max_header else "wait"
+    match = _CONTENT_LENGTH.search(head, 0, end)
+    length = int(match.group(1)) if match else 0
+    if length > options.prefetch_body or _EXPECT_CONTINUE.search(head, 0, end):
+        return "ready"  # a large body is for the application to refuse or to read: it knows who is asking
+    return "ready" if len(head) - end >= length else "wait"
+
+
+def _header_end(head: bytes) -> int:
+    """Offset just past the empty line that ends the header block, or -1."""
+    ends = [at + len(marker) for marker in (b"\r\n\r\n", b"\n\n") if (at := head.find(marker)) >= 0]
+    return min(ends, default=-1)
+
+
+@dataclass(eq=False)
+class _Waiting:
+    sock: socket.socket
+    addr: Any
+    deadline: float
+    stage: str  # "handshake", "request" or "linger"
+    conn: Any = None  # cheroot's HTTPConnection once it exists (kept-alive connections)
+    data: bytearray = field(default_factory=bytearray)
+    events: int = selectors.EVENT_READ
+    discarded: int = 0  # bytes thrown away while lingering
+
+
+class Gate:
+    """cheroot's ConnectionManager interface (``run``, ``stop``, ``put``, ``close``), served from one thread.
+
+    ``tls`` is cheroot's SSL adapter (its context and WSGI environ); ``admit``
+    decides on a verified client certificate after the handshake.
+    """
+
+    def __init__(self, server: Any, options: GateOptions, tls: Any = None,
+                 admit: Callable[[dict | None, Any], bool] | None = None):
+        self.server, self.options, self.tls, self.admit = server, options, tls, admit
+        self.max_pending = min(options.max_pending, _fd_budget())
+        self._selector = selectors.DefaultSelector()
+        self._waiting: OrderedDict[int, _Waiting] = OrderedDict()
+        self._inbox: deque[tuple[str, Any]] = deque()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        server.socket.setblocking(False)
+        self._selector.register(server.socket, selectors.EVENT_READ, server)
+        self._stop_requested = False
+        self._serving = False
+        self.dropped = 0  # connections dropped for a deadline, the bound or a refused certificate
+
+    # -- cheroot's ConnectionManager interface ---------------------------------------------------
+    def run(self, expiration_interval: float) -> None:
+        self._serving = True
+        try:
+            while not self._stop_requested:
+                self._turn()
+        finally:
+            self._serving = False
+
+    def stop(self) -> None:
+        self._stop_requested = True
+        self._wake()
+        while self._serving:
+            time.sleep(0.01)
+
+    def put(self, conn: Any) -> None:
+        """A worker is done with a kept-alive connection: wait here for its next request."""
+        conn.last_used = time.time()
+        if request_ready(conn.rfile.unread(), self.options) == "ready":
+            self.server.process_conn(conn)  # pipelined: the next request is already here
+            return
+        self._post("keep", conn)
+
+    def linger(self, sock: socket.socket) -> bool:
+        """Take over closing ``sock`` (see the module's docstring); False once the gate has stopped."""
+        if not self._serving:
+            return False
+        try:
+            sock.shutdown(socket.SHUT_WR)  # the answer goes out now, followed by our FIN
+        except OSError:
+            pass
+        self._post("linger", sock)
+        return True
+
+    def close(self) -> None:
+        for entry in list(self._waiting.values()):
+            self._drop(entry, count=False)
+        for kind, item in self._inbox:
+            (item.close if kind == "linger" else item.socket.close)()
+        self._inbox.clear()
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    @property
+    def can_add_keepalive_connection(self) -> bool:
+        return len(self._waiting) < self.max_pending
+
+    @property
+    def _num_connections(self) -> int:
+        return len(self._waiting)
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def _turn(self) -> None:
+        for key, _ in self._selector.select(timeout=0.1):
+            if key.data is None:
+                self._drain_wake()
+            elif key.data is self.server:
+                self._accept()
+            elif key.data.sock.fileno() >= 0:
+                self._step(key.data)
+        self._take_inbox()
+        self._expire(time.monotonic())
+
+    def _accept(self) -> None:
+        for _ in range(_ACCEPTS_PER_WAKE):
+            try:
+                sock, addr = self.server.socket.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    self._drop_oldest()  # out of descriptors: the longest waiter makes room
+                    if not self._waiting:
+                        time.sleep(0.05)
+                    return
+                if exc.errno in (errno.ECONNABORTED, errno.EINTR, errno.EPROTO):
+                    continue
+                raise
+            self._admit_new(sock, addr)
+
+    def _admit_new(self, sock: socket.socket, addr: Any) -> None:
+        sock.setblocking(False)
+        stage = "request"
+        if self.tls is not None:
+            sock = self.tls.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            stage = "handshake"
+        self._wait(_Waiting(sock, addr, time.monotonic() + self.options.header_timeout, stage))
+        self._step(self._waiting[sock.fileno()])  # data may already be there
+
+    def _step(self, entry: _Waiting) -> None:
+        try:
+            if entry.stage == "handshake":
+                self._handshake(entry)
+            elif entry.stage == "request":
+                self._read_request(entry)
+            else:
+                self._discard(entry)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: a broken or rude peer
+            log.debug("connection from %s dropped: %s", entry.addr, exc)
+            self._drop(entry, count=False)
+
+    def _handshake(self, entry: _Waiting) -> None:
+        try:
+            entry.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            return self._listen(entry, selectors.EVENT_READ)
+        except ssl.SSLWantWriteError:
+            return self._listen(entry, selectors.EVENT_WRITE)
+        if self.admit is not None and not self.admit(entry.sock.getpeercert(), entry.addr):
+            self._drop(entry)
+            return None
+        entry.stage = "request"
+        self._listen(entry, selectors.EVENT_READ)
+        return self._read_request(entry)
+
+    def _read_request(self, entry: _Waiting) -> None:
+        head = (entry.conn.rfile.unread() if entry.conn is not None else b"") + bytes(entry.data)
+        while True:
+            chunk = _recv(entry.sock)
+            if chunk is None:
+                break
+            if not chunk:
+                return self._drop(entry, count=False)  # the client went away
+            if not head:  # the request starts: from now on it has header_timeout to arrive
+                entry.deadline = min(entry.deadline, time.monotonic() + self.options.header_timeout)
+            entry.data.extend(chunk)
+            head += chunk
+            if len(head) > self.options.max_header + self.options.prefetch_body:
+                break
+        state = request_ready(head, self.options)
+        if state == "ready":
+            self._hand_off(entry)
+        elif state == "large":
+            _send_quietly(entry.sock, _TOO_LARGE)
+            self._drop(entry)
+        return None
+
+    def _discard(self, entry: _Waiting) -> None:
+        while True:
+            chunk = _recv(entry.sock)
+            if chunk is None:
+                return
+            entry.discarded += len(chunk)
+            if not chunk or entry.discarded > _LINGER_BYTES:
+                return self._drop(entry, count=False)
+
+    # -- hand-off and bookkeeping ---------------------------------------------------------------------
+    def _hand_off(self, entry: _Waiting) -> None:
+        self._forget(entry)
+        conn = entry.conn or self._connection(entry)
+        conn.rfile.feed(bytes(entry.data))
+        entry.sock.settimeout(self.server.timeout)
+        self.server.process_conn(conn)
+
+    def _connection(self, entry: _Waiting) -> Any:
+        conn = self.server.ConnectionClass(self.server, entry.sock, _makefile)
+        if isinstance(entry.addr, tuple):
+            conn.remote_addr, conn.remote_port = entry.addr[0], entry.addr[1]
+        conn.ssl_env = self.tls.get_environ(entry.sock) if self.tls is not None else {}
+        return conn
+
+    def _take_inbox(self) -> None:
+        now = time.monotonic()
+        while self._inbox:
+            kind, item = self._inbox.popleft()
+            try:
+                if kind == "keep":
+                    item.socket.setblocking(False)
+                    self._wait(_Waiting(item.socket, (item.remote_addr, item.remote_port),
+                                        now + self.options.idle_timeout, "request", conn=item))
+                else:
+                    item.setblocking(False)
+                    self._wait(_Waiting(item, None, now + _LINGER_SECONDS, "linger"))
+            except (OSError, ValueError):  # closed meanwhile (the server is stopping)
+                (item.close if kind == "linger" else item.socket.close)()
+
+    def _wait(self, entry: _Waiting) -> None:
+        while len(self._waiting) >= self.max_pending:
+            self._drop_oldest()
+        self._waiting[entry.sock.fileno()] = entry
+        self._selector.register(entry.sock, entry.events, entry)
+
+    def _listen(self, entry: _Waiting, events: int) -> None:
+        if entry.events != events:
+            entry.events = events
+            self._selector.modify(entry.sock, events, entry)
+
+    def _expire(self, now: float) -> None:
+        late = [entry for entry in self._waiting.values() if entry.deadline < now]
+        for entry in late:
+            idle = entry.stage == "linger" or (entry.conn is not None and not entry.data)
+            self._drop(entry, count=not idle)  # only a request that did not arrive in time counts
+
+    def _drop_oldest(self) -> None:
+        if self._waiting:
+            self._drop(next(iter(self._waiting.values())))
+
+    def _forget(self, entry: _Waiting) -> None:
+        fd = entry.sock.fileno()
+        if self._waiting.get(fd) is entry:
+            del self._waiting[fd]
+            self._selector.unregister(entry.sock)
+
+    def _drop(self, entry: _Waiting, count: bool = True) -> None:
+        self._forget(entry)
+        self.dropped += count
+        try:
+            entry.sock.close()
+        except OSError:
+            pass
+
+    def _post(self, kind: str, item: Any) -> None:
+        self._inbox.append((kind, item))
+        self._wake()
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:  # full (a wake-up is pending anyway) or closed (stopping)
+            pass
+
+    def _drain_wake(self) -> None:
+        while _recv(self._wake_r):
+            pass
+
+
+def _recv(sock: socket.socket) -> bytes | None:
+    """Whatever the socket has now; None when nothing (yet), b"" at end of stream."""
+    try:
+        return sock.recv(_READ_SIZE)
+    except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        return None
+
+
+def _send_quietly(sock: socket.socket, data: bytes) -> None:
+    try:
+        sock.send(data)
+    except OSError:
+        pass
+
+
+def _fd_budget() -> int:
+    """Half the descriptors this process may open: the rest is for files, databases and workers."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(64, soft // 2) if soft != resource.RLIM_INFINITY else 1 << 20
+
+
+class GatedServerMixin:
+    """Mix into a cheroot server class: its connections then go through a :class:`Gate`."""
+
+    gate_options = GateOptions()
+    gate_admit: Callable[[dict | None, Any], bool] | None = None
+    gate: Gate | None = None
+
+    def prepare(self) -> None:
+        super().prepare()  # binds, listens, starts the workers and cheroot's own manager, replaced here
+        self._connections._selector.close()
+        self.gate = self._connections = Gate(self, self.gate_options, self.ssl_adapter, self.gate_admit)
+        self.ConnectionClass = _lingering_connection_class(self)
+
+
+def _lingering_connection_class(server: Any) -> type:
+    class Connection(cheroot_server.HTTPConnection):
+        """A connection whose close is left to the gate (see :meth:`Gate.linger`)."""
+
+        def close(self) -> None:
+            self.rfile.close()
+            gate = server.gate
+            if gate is None or self.linger or not gate.linger(self.socket):
+                super().close()
+
+    return Connection
