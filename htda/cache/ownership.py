@@ -43,11 +43,17 @@ class Perms:
     def apply(self, fd: int) -> None:
         """Give the open file ``fd`` these perms (only what differs: its ctime stays when nothing does)."""
         st = os.fstat(fd)
+        mode = self.mode
         if (st.st_uid, st.st_gid) != (self.uid, self.gid):
-            os.fchown(fd, self.uid, self.gid)  # before the chmod: chown clears set-id bits
+            try:
+                os.fchown(fd, self.uid, self.gid)  # before the chmod: chown clears set-id bits
+            except PermissionError:
+                if os.geteuid() == 0:
+                    raise
+                mode &= ~0o070  # an unprivileged node cannot give files away: its own group must not read them
             st = os.fstat(fd)
-        if statmod.S_IMODE(st.st_mode) != self.mode:
-            os.fchmod(fd, self.mode)
+        if statmod.S_IMODE(st.st_mode) != mode:
+            os.fchmod(fd, mode)
 
 
 #: a temporary file, and anything HTDA knows no owner for: root alone
@@ -78,6 +84,9 @@ class Ownership:
     def apply_dir(self, depth: int, fd: int) -> None:
         """A :data:`htda.cache.confine.Visit`: give the directory at ``depth`` its source's perms."""
         perms = self.dir_perms(depth)
+        if perms is not None and os.geteuid() != 0:
+            # an unprivileged node keeps its directories (it cannot give them away) and must still write in them
+            perms = Perms(perms.uid, perms.gid, perms.mode | 0o700)
         if perms is not None:
             perms.apply(fd)
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import sys
 from pathlib import Path
 
 import pytest
 
+import htda
 from htda.cache.backends.http import HTTPStorage
 from htda.cache.backends.posix import LEGACY_XATTR, META_XATTR, PosixDevice, PosixStorage
 from htda.cache.backends.xrootd import XRootDStorage
@@ -254,6 +256,46 @@ def test_remote_copies_follow_the_site_rule_through_every_view(driver, remote, s
         assert access(usera, where, lfns, []) == {f"read {lfn}": True for lfn in lfns}, where
         assert access(userb, where, lfns, []) == {f"read {lfn}": False for lfn in lfns}, where
     assert not can(userb, ["ls", str(Path(device.data_dir) / "store/private")])
+
+
+UNPRIVILEGED_STAGER = """
+import sys
+from htda.cache.backends.http import HTTPStorage
+from htda.cache.backends.posix import PosixDevice, PosixStorage
+from htda.cache.staging import Stager, StagingJob
+device, storage, stager = PosixDevice(sys.argv[1]), PosixStorage(sys.argv[2]), Stager()
+stager.stage(StagingJob(sys.argv[4], HTTPStorage(sys.argv[3]), device))
+for lfn in sys.argv[5:]:
+    stager.stage(StagingJob(lfn, storage, device))
+"""
+
+
+def test_an_unprivileged_node_keeps_copies_its_own_and_never_wider(storage_root, shared_tmp, two_users):
+    """A node that cannot give files away (not root) owns its copies; only what storage lets everyone read,
+    everyone reads; the remote rule's root-only default does not stop it from staging."""
+    root, _ = storage_root
+    usera, userb = two_users
+    (shared_tmp / "http").mkdir(mode=0o755)
+    copy_tree(root / "store/shared", shared_tmp / "http/store/remote")
+    server = RangeHTTPServer(shared_tmp / "http").start()
+    device = shared_tmp / "udev"
+    device.mkdir()
+    os.chown(device, usera.uid, usera.gid)
+    try:
+        done = run_as(usera, [sys.executable, "-c", UNPRIVILEGED_STAGER, str(device), str(root),
+                              server.url, "/store/remote/world.txt", WORLD_LFN, MINE_LFN],
+                      env={"PYTHONPATH": str(Path(htda.__file__).resolve().parents[1])})
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    data = device / "data"
+    modes = {lfn: os.stat(data / lfn.lstrip("/")) for lfn in (WORLD_LFN, MINE_LFN)}
+    assert {lfn: (st.st_uid, stat.S_IMODE(st.st_mode)) for lfn, st in modes.items()} == {
+        WORLD_LFN: (usera.uid, 0o404), MINE_LFN: (usera.uid, 0o400)}
+    remote_copy = os.stat(data / "store/remote/world.txt")
+    assert (remote_copy.st_uid, stat.S_IMODE(remote_copy.st_mode)) == (usera.uid, 0o400)
+    assert can(userb, ["cat", str(data / WORLD_LFN.lstrip("/"))])
+    assert not can(userb, ["cat", str(data / MINE_LFN.lstrip("/"))])
 
 
 # -- a real node: revalidation, restart, listings ----------------------------------------------------------
