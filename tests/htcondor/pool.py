@@ -27,8 +27,8 @@ from pathlib import Path
 from htda.testing.nodes import free_port, wait_until
 from tests.users import User, run_as
 
-__all__ = ["Startd", "PersonalPool", "parse_ads", "make_root", "hook_interpreter", "install_hooks",
-           "write_hooks_settings", "SNIPPETS", "UID_DOMAIN"]
+__all__ = ["Startd", "PersonalPool", "parse_ads", "job_description", "changes", "make_root", "hook_interpreter",
+           "install_hooks", "write_hooks_settings", "SNIPPETS", "UID_DOMAIN"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SNIPPETS = ROOT / "config" / "htcondor"
@@ -320,3 +320,24 @@ class PersonalPool:
     def remove(self, job_id: str, user: User) -> None:
         """Remove a job (as its owner), ignoring one that is gone already."""
         self.tool("condor_rm", job_id, user=user, check=False)
+
+
+def job_description(inputs: list[str] | None = None, requirements: str | None = None,
+                    **attributes: str) -> dict[str, str]:
+    """A vanilla ``/bin/true`` job's submit description; ``inputs`` go to ``HTDA_InputFiles``,
+    ``attributes`` become ``+Name = value`` lines (values are ClassAd expressions)."""
+    description = {"universe": "vanilla", "executable": "/bin/true", "request_cpus": "1",
+                   "request_memory": "64", "request_disk": "1024", "should_transfer_files": "NO",
+                   "log": "jobs.log"}
+    if requirements:
+        description["requirements"] = requirements
+    if inputs:
+        description["+HTDA_InputFiles"] = '"' + ",".join(inputs) + '"'
+    description.update({f"+{name}": value for name, value in attributes.items()})
+    return description
+
+
+def changes(before: dict[str, str], after: dict[str, str], ignore: set[str]) -> dict[str, tuple]:
+    """``{attribute: (before, after)}`` for every attribute added, removed or changed, but ``ignore``."""
+    names = (set(before) | set(after)) - ignore
+    return {n: (before.get(n), after.get(n)) for n in sorted(names) if before.get(n) != after.get(n)}

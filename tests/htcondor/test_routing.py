@@ -1,0 +1,71 @@
+"""The real job router runs HTDA's installed hooks (Python and native) on a user's job."""
+
+from __future__ import annotations
+
+import classad2
+import pytest
+
+from htda.testing.nodes import wait_until
+
+from .pool import changes, job_description
+
+pytestmark = pytest.mark.slow
+
+INPUTS = {"/store/htda-test/run1/a.root": 300, "/store/htda-test/run1/b.root": 100}
+NEVER_RUNS = '(MY.HTDA_Routed =?= true) && (TARGET.HTDA_NodeName =?= "no-such-node")'
+# What HTCondor itself changes in an idle job's ad between two reads: condor_q's clock, and the
+# negotiator's and schedd's bookkeeping of failed matches.
+HTCONDOR_CHANGES = {"ServerTime", "LastRejMatchReason", "LastRejMatchTime", "LastRejMatchNegotiator",
+                    "AutoClusterId", "AutoClusterAttrs"}
+# What the hook may change besides HTDA_* (docs/htcondor.rst, "What the translate hook writes").
+HOOK_MAY_CHANGE = {"Rank", "JobMachineAttrs"}
+
+
+def classad(ad: dict[str, str]) -> classad2.ClassAd:
+    """A ClassAd of ``{attribute: expression}`` (as condor_q/condor_status print them)."""
+    return classad2.parseOne("\n".join(f"{k} = {v}" for k, v in ad.items()), classad2.ParserType.Old)
+
+
+def route(htda_pool, owner, inputs: list[str], **attributes: str) -> tuple[str, dict, dict]:
+    """Submit a job the route skips (``HTDA_Disable``), read it, let the route take it; (id, before, after)."""
+    pool = htda_pool.pool
+    job = pool.submit(owner, job_description(inputs, requirements=NEVER_RUNS, HTDA_Disable="true", **attributes))
+    before = pool.job(job)
+    assert before is not None and "HTDA_Routed" not in before
+    pool.tool("condor_qedit", job, "HTDA_Disable", "false", user=owner)
+    after = wait_until(lambda: (ad := pool.job(job)) and "HTDA_Routed" in ad and ad, timeout=30, interval=0.5,
+                       what=f"the route to edit job {job} ({pool.tail('JobRouterLog', 8)})")
+    return job, before, after
+
+
+def test_routed_job_carries_htdas_steering_and_nothing_else(htda_pool, hooks):
+    """The router ran the installed hook as the job's owner, the hook reached the agent, and the
+    edited job differs from the submitted one in HTDA's attributes only."""
+    owner = htda_pool.owners[0]
+    htda_pool.report_holdings({"w1": INPUTS, "w2": {"/store/htda-test/run1/a.root": 300}})
+    job, before, after = route(htda_pool, owner, list(INPUTS), Rank="TARGET.Memory")
+    try:
+        changed = changes(before, after, HTCONDOR_CHANGES | {"HTDA_Disable"})
+        assert {n for n in changed if not n.startswith("HTDA_")} <= HOOK_MAY_CHANGE, changed
+        assert {"HTDA_Routed", "HTDA_RoutedTime", "HTDA_PreferredNodes", "HTDA_CacheAffinity", "Rank"} <= set(changed)
+        assert all(old is None for name, (old, _) in changed.items() if name.startswith("HTDA_")), changed
+        assert after["HTDA_PreferredNodes"] == '"w1,w2"'
+        assert after["HTDA_UserRank"] == before["Rank"] == "TARGET.Memory"
+        assert "HTDA_NodeName" in after["JobMachineAttrs"]
+    finally:
+        htda_pool.pool.remove(job, owner)
+    assert_affinity_term(htda_pool, after, {"w1": 1.0, "w2": 0.75})
+
+
+def assert_affinity_term(htda_pool, job: dict[str, str], expected: dict[str, float]) -> None:
+    """The job's affinity against the real machine ads, and the pool's PRE_JOB_RANK puts the
+    best holder first although its slot is the larger one (which the default expression avoids)."""
+    pool = htda_pool.pool
+    slots = {name: classad(ad) for name, ad in pool.slots().items()}
+    ad = classad(job)
+    affinity = {name: ad.lookup("HTDA_CacheAffinity").eval(scope=ad, target=slot) for name, slot in slots.items()}
+    assert affinity == expected
+    pre_job_rank = classad2.ExprTree(pool.tool("condor_config_val", "NEGOTIATOR_PRE_JOB_RANK").stdout.strip())
+    ranks = {name: pre_job_rank.eval(scope=slot, target=ad) for name, slot in slots.items()}
+    assert max(ranks, key=ranks.get) == max(expected, key=expected.get), ranks
+    assert slots["w1"]["Memory"] > slots["w2"]["Memory"]
