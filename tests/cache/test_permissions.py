@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from htda.cache.backends.xrootd import XRootDStorage
 from htda.cache.ownership import RemoteRule
 from htda.cache.staging import Stager, StagingJob
 from htda.cache.testing import PeerStandIn, RangeHTTPServer, copy_tree
+from htda.cache.union import unmount
 from htda.node import plugins
 from htda.node.client import Client, HTTPStatusError
 from htda.testing.nodes import SECRET, wait_until
@@ -197,6 +199,34 @@ def test_files_written_through_mergerfs_belong_to_their_writer(storage_root, sha
     assert (written.st_uid, written.st_gid) == (usera.uid, usera.gid)
     assert not (Path(device.data_dir) / "store/usera/out.txt").exists()
     assert not can(userb, ["sh", "-c", f"echo forged > {shared_tmp / 'view/store/usera/evil.txt'}"])
+
+
+MERGERFS_STARTER = """
+import sys
+from htda.cache.backends.posix import PosixDevice
+from htda.cache.union.mergerfs import MergerfsDriver
+MergerfsDriver(sys.argv[1], PosixDevice(sys.argv[2]).branches(), sys.argv[3], sys.argv[4]).start([])
+"""
+
+
+@pytest.mark.skipif(not HAS_FUSE, reason="needs /dev/fuse and mergerfs")
+def test_a_mergerfs_that_cannot_act_as_its_callers_writes_nothing(storage_root, shared_tmp, two_users):
+    """Started without CAP_SETUID/CAP_SETGID (a unit that dropped them), mergerfs would create files as root:
+    the driver mounts storage read-only instead, and reads still work."""
+    root, _ = storage_root
+    usera, _ = two_users
+    view = shared_tmp / "view"
+    started = subprocess.run(["setpriv", "--bounding-set=-setuid,-setgid", "--", sys.executable, "-c",
+                              MERGERFS_STARTER, str(view), str(shared_tmp / "dev"), str(root),
+                              str(shared_tmp / "state")], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(Path(htda.__file__).resolve().parents[1])})
+    try:
+        assert started.returncode == 0, started.stderr
+        assert not can(usera, ["sh", "-c", f"echo result > {view / 'store/usera/out.txt'}"])
+        assert not (root / "store/usera/out.txt").exists()
+        assert run_as(usera, ["cat", str(view / MINE_LFN.lstrip("/"))]).stdout == f"the bytes of {MINE_LFN}\n"
+    finally:
+        unmount(str(view))
 
 
 @pytest.fixture(params=["xrootd", "http"])
