@@ -41,6 +41,18 @@ class Steering:
     steer_requirements: bool = False  # also require a preferred node (off: Requirements untouched)
     steer_timeout: float = 600.0  # seconds after QDate the requirement gives way (0: never)
 
+    def rank(self) -> str:
+        """The job's new ``Rank``: the affinity term, on unclaimed slots only, plus the user's own Rank.
+
+        The negotiator sorts a job's candidate slots by ``NEGOTIATOR_PRE_JOB_RANK``, then by the
+        job's ``Rank``, and only after both by whether taking the slot preempts (matchmaker.cpp).
+        Where the pre-job rank ties or a pool ranks only by the job's ``Rank``, an affinity term on
+        claimed slots would pick preemption on a cache node over an idle slot elsewhere; on a claimed
+        slot (``RemoteOwner`` defined, as in HTCondor's default pre-job rank) it is therefore 0.
+        """
+        return (f"{float(self.rank_scale)!r} * ifThenElse(TARGET.RemoteOwner =?= undefined, {ATTRS.AFFINITY}, 0.0)"
+                f" + {classads.numeric_rank(ATTRS.USER_RANK)}")
+
 
 @dataclass
 class Outcome:
@@ -108,8 +120,7 @@ def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], inputs: int
     ad[ATTRS.PREFERRED] = ",".join(node for node, _ in fractions)
     ad[ATTRS.FRACTION] = fractions[0][1]
     ad[ATTRS.INPUTS] = inputs
-    ad["Rank"] = classads.expr(f"{float(steering.rank_scale)!r} * {ATTRS.AFFINITY} + "
-                               f"{classads.numeric_rank(ATTRS.USER_RANK)}")
+    ad["Rank"] = classads.expr(steering.rank())
     machine_attrs = classads.evaluate(ad, "JobMachineAttrs", "")
     names = [n for n in str(machine_attrs).replace(",", " ").split() if n]
     if NODE_ATTR.lower() not in (n.lower() for n in names):
