@@ -267,6 +267,7 @@ def test_a_job_reading_through_the_view_is_seen_with_the_lfn_it_reads(driver, so
     root, _ = source_tree
     view, union, _ = started_view(driver, root, tmp_path, views, grace="60")  # detached mounts' files show no prefix
     lfn = "/store/a/two.dat"
+    assert open_lfns(union.lfn_of) == set()  # the node's first scan: from here on opens are seen (fanotify)
     job = subprocess.Popen([sys.executable, "-c", "import sys; f = open(sys.argv[1], 'rb'); f.read(1); "
                             "print(flush=True); sys.stdin.read()", os.path.join(view, lfn.lstrip("/"))],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
