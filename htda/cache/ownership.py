@@ -41,7 +41,10 @@ class Perms:
         return Perms(self.uid, self.gid, self.mode & ~_DROPPED)
 
     def apply(self, fd: int) -> None:
-        """Give the open file ``fd`` these perms (only what differs: its ctime stays when nothing does)."""
+        """Give the open file ``fd`` these perms (only what differs: its ctime stays when nothing does).
+
+        A node that is not root cannot give files away: they stay its own, without group permissions (its
+        group is not theirs), and it keeps writing in its own directories."""
         st = os.fstat(fd)
         mode = self.mode
         if (st.st_uid, st.st_gid) != (self.uid, self.gid):
@@ -50,10 +53,20 @@ class Perms:
             except PermissionError:
                 if os.geteuid() == 0:
                     raise
-                mode &= ~0o070  # an unprivileged node cannot give files away: its own group must not read them
+                mode &= ~0o070
             st = os.fstat(fd)
+        if os.geteuid() != 0 and statmod.S_ISDIR(st.st_mode):
+            mode |= 0o700
         if statmod.S_IMODE(st.st_mode) != mode:
             os.fchmod(fd, mode)
+
+    def apply_to_dir(self, path: str) -> None:
+        """:meth:`apply` to the directory ``path``."""
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            self.apply(fd)
+        finally:
+            os.close(fd)
 
 
 #: a temporary file, and anything HTDA knows no owner for: root alone
@@ -84,9 +97,6 @@ class Ownership:
     def apply_dir(self, depth: int, fd: int) -> None:
         """A :data:`htda.cache.confine.Visit`: give the directory at ``depth`` its source's perms."""
         perms = self.dir_perms(depth)
-        if perms is not None and os.geteuid() != 0:
-            # an unprivileged node keeps its directories (it cannot give them away) and must still write in them
-            perms = Perms(perms.uid, perms.gid, perms.mode | 0o700)
         if perms is not None:
             perms.apply(fd)
 

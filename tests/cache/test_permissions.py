@@ -293,39 +293,44 @@ import sys
 from htda.cache.backends.http import HTTPStorage
 from htda.cache.backends.posix import PosixDevice, PosixStorage
 from htda.cache.staging import Stager, StagingJob
-device, storage, stager = PosixDevice(sys.argv[1]), PosixStorage(sys.argv[2]), Stager()
+from htda.cache.union.symlink import SymlinkDriver
+device, storage, stager = PosixDevice(sys.argv[1] + "/dev"), PosixStorage(sys.argv[2]), Stager()
 stager.stage(StagingJob(sys.argv[4], HTTPStorage(sys.argv[3]), device))
 for lfn in sys.argv[5:]:
     stager.stage(StagingJob(lfn, storage, device))
+SymlinkDriver(sys.argv[1] + "/view", device.branches(), sys.argv[2], sys.argv[1] + "/state").start(sys.argv[5:])
 """
 
 
 def test_an_unprivileged_node_keeps_copies_its_own_and_never_wider(storage_root, shared_tmp, two_users):
     """A node that cannot give files away (not root) owns its copies; only what storage lets everyone read,
-    everyone reads; the remote rule's root-only default does not stop it from staging."""
+    everyone reads, on the device and through its symlink view; the remote rule's root-only default does not
+    stop it from staging."""
     root, _ = storage_root
     usera, userb = two_users
     (shared_tmp / "http").mkdir(mode=0o755)
     copy_tree(root / "store/shared", shared_tmp / "http/store/remote")
     server = RangeHTTPServer(shared_tmp / "http").start()
-    device = shared_tmp / "udev"
-    device.mkdir()
-    os.chown(device, usera.uid, usera.gid)
+    node_dir = shared_tmp / "unprivileged"
+    node_dir.mkdir()
+    os.chown(node_dir, usera.uid, usera.gid)
     try:
-        done = run_as(usera, [sys.executable, "-c", UNPRIVILEGED_STAGER, str(device), str(root),
+        done = run_as(usera, [sys.executable, "-c", UNPRIVILEGED_STAGER, str(node_dir), str(root),
                               server.url, "/store/remote/world.txt", WORLD_LFN, MINE_LFN],
                       env={"PYTHONPATH": str(Path(htda.__file__).resolve().parents[1])})
     finally:
         server.stop()
     assert done.returncode == 0, done.stderr
-    data = device / "data"
+    data = node_dir / "dev/data"
     modes = {lfn: os.stat(data / lfn.lstrip("/")) for lfn in (WORLD_LFN, MINE_LFN)}
     assert {lfn: (st.st_uid, stat.S_IMODE(st.st_mode)) for lfn, st in modes.items()} == {
         WORLD_LFN: (usera.uid, 0o404), MINE_LFN: (usera.uid, 0o400)}
     remote_copy = os.stat(data / "store/remote/world.txt")
     assert (remote_copy.st_uid, stat.S_IMODE(remote_copy.st_mode)) == (usera.uid, 0o400)
-    assert can(userb, ["cat", str(data / WORLD_LFN.lstrip("/"))])
-    assert not can(userb, ["cat", str(data / MINE_LFN.lstrip("/"))])
+    for where in (data, node_dir / "view"):
+        assert can(userb, ["cat", str(where / WORLD_LFN.lstrip("/"))]), where
+        assert not can(userb, ["cat", str(where / MINE_LFN.lstrip("/"))]), where
+        assert not can(userb, ["cat", str(where / SECRET_LFN.lstrip("/"))]), where  # usera's node cannot either
 
 
 # -- a real node: revalidation, restart, listings ----------------------------------------------------------

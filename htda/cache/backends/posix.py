@@ -241,11 +241,7 @@ class PosixDevice(CacheDevice):
             os.close(fd)
 
     def set_root_perms(self, perms: Perms) -> None:
-        fd = os.open(self.data_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            perms.apply(fd)
-        finally:
-            os.close(fd)
+        perms.apply_to_dir(self.data_dir)
 
     def delete(self, lfn: str) -> None:
         try:

@@ -17,7 +17,7 @@ import time
 
 from ...lfn import lfn_parts, normalize_lfn
 from ..confine import open_beneath, parent_beneath
-from ..ownership import PRIVATE, Ownership, Perms, dir_perms
+from ..ownership import PRIVATE, Ownership, dir_perms
 from .base import UnionDriver
 
 __all__ = ["SymlinkDriver"]
@@ -33,14 +33,7 @@ class SymlinkDriver(UnionDriver):
         self._held: set[str] = set()
 
     def start(self, held: list[str]) -> None:
-        os.makedirs(self.view, mode=0o700, exist_ok=True)
-        root = self.storage or (self.branches[0] if self.branches else None)
-        if root:  # the view's root lists what storage's root lists, to whom it lists it
-            fd = os.open(self.view, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                Perms.of(os.stat(root)).read_only().apply(fd)
-            finally:
-                os.close(fd)
+        os.makedirs(self.view, mode=0o700, exist_ok=True)  # each link gives it storage's root's perms
         self._held = set(held)
         self._rescan()
 
