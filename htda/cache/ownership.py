@@ -97,6 +97,10 @@ class Ownership:
     def apply_dir(self, depth: int, fd: int) -> None:
         """A :data:`htda.cache.confine.Visit`: give the directory at ``depth`` its source's perms."""
         perms = self.dir_perms(depth)
+        if perms is not None and perms.mode & statmod.S_ISVTX:
+            # in a sticky directory others may add names, but not replace what storage holds; a copy of it lacks
+            # most names storage has, and what others added there would be shown in front of storage's files
+            perms = Perms(perms.uid, perms.gid, perms.mode & ~0o022)
         if perms is not None:
             perms.apply(fd)
 

@@ -288,6 +288,23 @@ def test_remote_copies_follow_the_site_rule_through_every_view(driver, remote, s
     assert not can(userb, ["ls", str(Path(device.data_dir) / "store/private")])
 
 
+def test_no_one_puts_a_file_in_front_of_anothers_in_a_sticky_directory(shared_tmp, two_users):
+    """In a shared 1777 directory usera cannot replace userb's file in storage, so it must not be able to put
+    one in front of it on the device either (the copy of the directory holds only what was cached)."""
+    usera, userb = two_users
+    root = shared_tmp / "storage"
+    scratch = root / "scratch"
+    scratch.mkdir(parents=True)
+    os.chmod(scratch, 0o1777)
+    for name in ("cached.txt", "theirs.txt"):
+        assert can(userb, ["sh", "-c", f"echo userb > {scratch / name}"])
+    device = PosixDevice(str(shared_tmp / "dev"))
+    stage_all(PosixStorage(str(root)), device, ["/scratch/cached.txt"])
+    assert not can(usera, ["sh", "-c", f"echo forged > {scratch / 'theirs.txt'}"])  # storage's own rule
+    assert not can(usera, ["sh", "-c", f"echo forged > {Path(device.data_dir) / 'scratch/theirs.txt'}"])
+    assert can(usera, ["ls", str(Path(device.data_dir) / "scratch")])  # listing stays as in storage
+
+
 UNPRIVILEGED_STAGER = """
 import sys
 from htda.cache.backends.http import HTTPStorage
