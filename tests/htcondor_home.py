@@ -1,5 +1,6 @@
 """Where the tests find HTCondor: ``HTDA_CONDOR_HOME``, else ``../shared/htcondor`` beside the
-checkout, else the installation that holds ``condor_master`` on ``PATH``."""
+checkout, else the installation that holds ``condor_master`` on ``PATH``; a single tool
+(:func:`condor_tool`, e.g. ``condor_config_val``) also from ``PATH`` alone."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
-__all__ = ["condor_home", "SHARED", "INSTALL_HINT"]
+__all__ = ["condor_home", "condor_tool", "SHARED", "INSTALL_HINT"]
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "htcondor"
@@ -28,3 +29,12 @@ def condor_home() -> Path | None:
     if master:
         candidates.append(Path(master).resolve().parent.parent)
     return next((path.resolve() for path in candidates if _is_home(path)), None)
+
+
+def condor_tool(name: str) -> Path | None:
+    """An HTCondor program (``bin/NAME``) of :func:`condor_home`, else ``NAME`` on ``PATH``, else None."""
+    home = condor_home()
+    if home is not None and (home / "bin" / name).is_file():
+        return home / "bin" / name
+    found = shutil.which(name)
+    return Path(found).resolve() if found else None
