@@ -152,12 +152,14 @@ def test_htda_leaves_the_sites_hook_keyword_alone(condor):
 
 def test_submission_tags_only_the_jobs_htdas_route_is_for(condor):
     htda(condor, SITE)
-    tagged, disabled, own, grid = condor.transform(
-        jobs({}, {"HTDA_Disable": "true"}, {"HookKeyword": '"CE"'}, {"JobUniverse": "9"}), "-jobtransforms", "HTDA")
+    tagged, disabled, own, grid, copy = condor.transform(
+        jobs({}, {"HTDA_Disable": "true"}, {"HookKeyword": '"CE"'}, {"JobUniverse": "9"},
+             {"RoutedFromJobId": '"4711.0"'}), "-jobtransforms", "HTDA")
     assert hook_keyword(tagged, "SITE") == "HTDA"
     assert hook_keyword(disabled, "SITE") == "SITE"
     assert hook_keyword(own, "SITE") == "CE"
     assert hook_keyword(grid, "SITE") == "SITE"
+    assert hook_keyword(copy, "SITE") == "SITE"  # a routed copy another route submitted
 
 
 def test_htdas_route_takes_tagged_jobs_and_then_hands_them_to_the_site(condor):
