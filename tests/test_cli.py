@@ -62,7 +62,10 @@ def test_nodes_json_for_scripts(capsys, pool):
 
 def test_cache_shows_a_nodes_devices_and_staging(capsys, pool, tmp_path):
     service, _ = pool
-    code, out, _ = run(capsys, "--url", service.url, "cache", "worker", "--files")
+    secret = ("--secret-file", str(tmp_path / "pool.secret"))  # the cache's listings need a signature
+    code, _, err = run(capsys, "--url", service.url, "cache", "worker", "--files")
+    assert code != 0 and "--secret-file" in err
+    code, out, _ = run(capsys, "--url", service.url, *secret, "cache", "worker", "--files")
     assert code == 0
     assert str(tmp_path / "cache0") in out
     assert "staging: 0 active, 0 queued" in out
@@ -108,11 +111,12 @@ def test_missing_role_is_reported(capsys, pool):
     assert code == 1 and "no coordinator in the pool" in err
 
 
-def test_4xx_answer_is_exit_2(capsys, pool):
+def test_4xx_answer_is_exit_2(capsys, pool, tmp_path):
     service, _ = pool
     code, _, err = run(capsys, "--url", service.url, "get", f"{API}/cache/files")
     assert code == 2 and "HTTP 404" in err  # the contacted node has no cache
-    code, _, err = run(capsys, "--url", pool[1].url, "get", f"{API}/cache/files?limit=0")
+    code, _, err = run(capsys, "--url", pool[1].url, "--secret-file", str(tmp_path / "pool.secret"),
+                       "get", f"{API}/cache/files?limit=0")
     assert code == 2 and "HTTP 400" in err
 
 
