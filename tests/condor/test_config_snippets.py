@@ -157,6 +157,8 @@ def test_submission_tags_only_the_jobs_htdas_route_is_for(condor):
              {"RoutedFromJobId": '"4711.0"'}), "-jobtransforms", "HTDA")
     assert hook_keyword(tagged, "SITE") == "HTDA"
     assert hook_keyword(disabled, "SITE") == "SITE"
+    disabled["HTDA_Disable"] = False  # condor_qedit: the job opts in after all
+    assert hook_keyword(disabled, "SITE") == "HTDA"
     assert hook_keyword(own, "SITE") == "CE"
     assert hook_keyword(grid, "SITE") == "SITE"
     assert hook_keyword(copy, "SITE") == "SITE"  # a routed copy another route submitted
