@@ -1,0 +1,36 @@
+"""Connections that never finish their request hold no worker: /healthz answers and the pool stays whole."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "halfopen_bench.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("halfopen_bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def assert_unharmed(fig: dict, connections: int) -> None:
+    assert fig["held_mean"] > 0.75 * connections, f"the attack did not hold its connections: {fig}"
+    assert fig["failures"] == 0 and fig["max"] < 1.0, f"/healthz was slow or silent: {fig}"
+    assert not fig["member_dropped"], f"the pool lost its member: {fig}"
+
+
+def test_400_half_open_connections_neither_delay_healthz_nor_drop_members(bench):
+    # longer than the member's expiry (3 s): a seed that stopped answering heartbeats would drop it
+    fig = bench.run(400, seconds=6.0, tls=False, kinds=bench.KINDS)
+    assert_unharmed(fig, 400)
+    assert fig["reopened"] > 0  # the seed did drop the stalled connections (header deadline)
+
+
+def test_half_open_tls_handshakes_do_not_stall_the_acceptor(bench):
+    fig = bench.run(200, seconds=5.0, tls=True, kinds=("idle", "hello", "headers", "keepalive"))
+    assert_unharmed(fig, 200)
