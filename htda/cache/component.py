@@ -96,7 +96,7 @@ SCHEMA = Section({
     "holdings_interval": Field(float, 60.0, "seconds between complete holdings reports", check=positive),
     "max_staging": Field(int, 2, "copies in flight at once", check=positive),
     "report_reads": Field(bool, True, "tell the coordinator which files this worker's jobs read from storage, "
-                                      "so their copies wait until the reading stops (scans /proc)"),
+                                      "so their copies wait until the reading stops (fanotify on the view)"),
     "buffer_size": Field(int, 8 << 20, "copy buffer in bytes", check=positive),
     "checksum": Field(str, "adler32", "checksum of copies: " + ", ".join(KINDS), check=one_of(*KINDS)),
     "readback": Field(bool, True, "read each copy back from the device and compare checksums"),

@@ -48,7 +48,7 @@ from typing import Protocol
 
 from ..lfn import normalize_lfn
 
-__all__ = ["open_lfns", "scan_proc", "watch", "unwatch", "FanotifyWatch", "FanotifyUnavailable"]
+__all__ = ["open_lfns", "scan_proc", "watch", "rewatch", "unwatch", "FanotifyWatch", "FanotifyUnavailable"]
 
 log = logging.getLogger("htda.cache.readers")
 
@@ -416,6 +416,14 @@ def watch(driver: Driver) -> FanotifyWatch | None:
                         "(other users' files need CAP_SYS_PTRACE)", driver.view, exc)
         _watches[driver] = found
         return found
+
+
+def rewatch(driver: Driver) -> None:
+    """Mark what ``driver`` mounted since its watch started (an overlayfs generation), if it is watched."""
+    with _watches_lock:
+        found = _watches.get(driver)
+    if found is not None:
+        found.refresh()
 
 
 def unwatch(driver: Driver) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..lfn import normalize_lfn
 from ..node.client import ClientError
+from . import readers
 from .allocation import Room, Wanted, plan
 from .backends.base import CacheDevice, FileStat, StorageBackend, StorageError
 from .backends.logical import LogicalDevice
@@ -143,6 +144,8 @@ class CacheService:
         try:
             self.view.start([e.lfn for e in self.index.entries()])
             self.view_error = ""
+            if self.config["report_reads"]:
+                readers.watch(self.view)  # now: fanotify sees only opens made after its marks
         except (UnionError, OSError) as exc:
             self.view_error = str(exc)
             log.error("union view %s not available: %s (jobs must read from storage)", self.view.view, exc)
@@ -439,5 +442,7 @@ class CacheService:
             for job in self.jobs.values():
                 job.cancel.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if self.view is not None:
+            readers.unwatch(self.view)
         if self.view is not None and not self.view_error:
             self.view.stop()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 
+from .. import readers
 from .base import UnionDriver, UnionError, mount_type, run, unmount
 
 __all__ = ["OverlayfsDriver"]
@@ -103,6 +104,7 @@ class OverlayfsDriver(UnionDriver):
         if os.path.lexists(link):
             os.unlink(link)
         os.symlink(target, link)
+        readers.rewatch(self)  # mark the new generation before jobs can open files in it
         os.replace(link, self.view)  # atomic: a job sees the old or the new mount, never nothing
 
     def _detach_stale(self, adopt: bool = False) -> None:
