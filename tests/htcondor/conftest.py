@@ -140,7 +140,8 @@ def htda_pool(two_users) -> Iterator[HTDAPool]:
         unavailable("the real-HTCondor tests need root (the daemons drop to the condor account)")
     root = make_root()
     with contextlib.ExitStack() as stack:
-        stack.callback(shutil.rmtree, root, True)
+        if not os.environ.get("HTDA_KEEP_CONDOR_POOL"):  # set it to read the daemons' logs after a run
+            stack.callback(shutil.rmtree, root, True)
         try:
             setup = _build(root, home, two_users, stack)
         except Exception as exc:  # noqa: BLE001 - one line why, then skip (or fail under CI)

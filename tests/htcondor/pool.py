@@ -258,12 +258,13 @@ class PersonalPool:
             except ProcessLookupError:
                 pass
 
-    def tail(self, log: str, lines: int = 30) -> str:
-        """The last lines of one of the pool's logs (for failure messages)."""
+    def tail(self, log: str, lines: int = 30, having: str = "") -> str:
+        """The last lines of one of the pool's logs (that contain ``having``), for failure messages."""
         try:
-            return "\n".join((self.local / "log" / log).read_text(errors="replace").splitlines()[-lines:])
+            text = (self.local / "log" / log).read_text(errors="replace").splitlines()
         except OSError as exc:
             return f"({log}: {exc})"
+        return "\n".join([line for line in text if having in line][-lines:])
 
     # -- tools ---------------------------------------------------------------------------------------
 

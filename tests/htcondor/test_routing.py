@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 import classad2
 import pytest
 
@@ -26,16 +29,33 @@ def classad(ad: dict[str, str]) -> classad2.ClassAd:
     return classad2.parseOne("\n".join(f"{k} = {v}" for k, v in ad.items()), classad2.ParserType.Old)
 
 
-def route(htda_pool, owner, inputs: list[str], **attributes: str) -> tuple[str, dict, dict]:
-    """Submit a job the route skips (``HTDA_Disable``), read it, let the route take it; (id, before, after)."""
+@dataclass
+class Routed:
+    """A job the route took: its id, its ad before and after, and when it was let through (epoch)."""
+
+    job: str
+    before: dict[str, str]
+    after: dict[str, str]
+    released: float
+
+
+def route(htda_pool, owner, inputs: list[str], requirements: str = NEVER_RUNS, timeout: float = 30.0,
+          **attributes: str) -> Routed:
+    """Submit a job the route skips (``HTDA_Disable``), read its ad, then let the route take it."""
     pool = htda_pool.pool
-    job = pool.submit(owner, job_description(inputs, requirements=NEVER_RUNS, HTDA_Disable="true", **attributes))
+    job = pool.submit(owner, job_description(inputs, requirements=requirements, HTDA_Disable="true",
+                                             **attributes))
     before = pool.job(job)
     assert before is not None and "HTDA_Routed" not in before
+    released = time.time()
     pool.tool("condor_qedit", job, "HTDA_Disable", "false", user=owner)
-    after = wait_until(lambda: (ad := pool.job(job)) and "HTDA_Routed" in ad and ad, timeout=30, interval=0.5,
-                       what=f"the route to edit job {job} ({pool.tail('JobRouterLog', 8)})")
-    return job, before, after
+    try:
+        after = wait_until(lambda: (ad := pool.job(job)) and "HTDA_Routed" in ad and ad, timeout=timeout,
+                           interval=0.5, what=f"the route to edit job {job}")
+    except TimeoutError as exc:
+        pool.remove(job, owner)
+        raise AssertionError(f"{exc}; JobRouterLog:\n{pool.tail('JobRouterLog', 12, f'src={job},')}") from None
+    return Routed(job, before, after, released)
 
 
 def test_routed_job_carries_htdas_steering_and_nothing_else(htda_pool, hooks):
@@ -43,7 +63,8 @@ def test_routed_job_carries_htdas_steering_and_nothing_else(htda_pool, hooks):
     edited job differs from the submitted one in HTDA's attributes only."""
     owner = htda_pool.owners[0]
     htda_pool.report_holdings({"w1": INPUTS, "w2": {"/store/htda-test/run1/a.root": 300}})
-    job, before, after = route(htda_pool, owner, list(INPUTS), Rank="TARGET.Memory")
+    routed = route(htda_pool, owner, list(INPUTS), Rank="TARGET.Memory")
+    job, before, after = routed.job, routed.before, routed.after
     try:
         changed = changes(before, after, HTCONDOR_CHANGES | {"HTDA_Disable"})
         assert {n for n in changed if not n.startswith("HTDA_")} <= HOOK_MAY_CHANGE, changed
