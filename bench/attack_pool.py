@@ -18,6 +18,7 @@ import pwd
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -26,10 +27,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import classad2
 import pycurl
 
 from htda.node.client import Client, ClientError
 from htda.testing.nodes import SECRET, NodeProcess, free_port, wait_until, write_config
+from tests.htcondor_home import condor_tool
 from tests.users import User, ensure_user, run_as
 
 __all__ = ["AttackPool", "unit_bounding_set"]
@@ -235,6 +238,34 @@ class AttackPool:
         finally:
             for s in socks:
                 s.close()
+
+
+    # -- HTCondor's view of the shipped snippets ------------------------------------------------------------
+    def condor_val(self, knob: str, site: str = "") -> str | None:
+        """``knob`` as ``condor_config_val`` reads a site config (``site``) followed by HTDA's snippets."""
+        tool = condor_tool("condor_config_val")
+        if tool is None:
+            return "(no HTCondor found)"
+        root = Path(tempfile.mkdtemp(dir=self.base))
+        snippets = sorted((REPO / "config" / "htcondor").glob("*.config"))
+        (root / "00-site.config").write_text(site)
+        includes = "".join(f"include : {p}\n" for p in [root / "00-site.config", *snippets])
+        (root / "condor_config").write_text(f"RELEASE_DIR = {tool.parent.parent}\nLOCAL_DIR = {root}\n{includes}")
+        env = {"CONDOR_CONFIG": str(root / "condor_config"), "PATH": "/usr/bin:/bin"}
+        proc = subprocess.run([str(tool), knob], env=env, capture_output=True, text=True, timeout=60)
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    @staticmethod
+    def pre_job_rank(affinity: float, claimed: bool, memory: int = 2000) -> float:
+        """The shipped NEGOTIATOR_PRE_JOB_RANK of one slot for a job with this affinity, kept as a float32."""
+        text = (REPO / "config" / "htcondor" / "50-htda-negotiator.config").read_text()
+        expression = re.search(r"^NEGOTIATOR_PRE_JOB_RANK\s*=\s*(.+)$", text, re.MULTILINE).group(1)
+        machine = classad2.ClassAd({"Cpus": 1, "Memory": memory, "Rank": 0.0})
+        if claimed:
+            machine["RemoteOwner"] = "bob@example.org"
+        job = classad2.ClassAd({"HTDA_CacheAffinity": affinity})
+        value = classad2.ExprTree(expression).eval(machine, job)
+        return struct.unpack("f", struct.pack("f", float(value)))[0]
 
 
 def _name(lookup, ident: int) -> str:

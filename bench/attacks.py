@@ -140,6 +140,38 @@ def half_open(pool: AttackPool) -> Outcome:
                    worst < 1.0 and kept)
 
 
+# -- HTCondor configuration ----------------------------------------------------------------------------------
+@attack("preemption-by-affinity")
+def preemption_by_affinity(pool: AttackPool) -> Outcome:
+    """A job whose inputs sit on a claimed slot's node: the shipped PRE_JOB_RANK must still prefer an idle slot."""
+    claimed_holder = pool.pre_job_rank(affinity=1.0, claimed=True)
+    idle_other = pool.pre_job_rank(affinity=0.0, claimed=False)
+    idle_holder = pool.pre_job_rank(affinity=1.0, claimed=False)
+    near = pool.pre_job_rank(affinity=1.0, claimed=False, memory=2004)
+    ok = idle_other > claimed_holder and idle_holder > idle_other and near != idle_holder
+    return Outcome("NEGOTIATOR_PRE_JOB_RANK: claimed holder vs idle non-holder (float32, as the negotiator)",
+                   "idle non-holder > claimed holder; idle holder first; 4 MB apart not tied",
+                   f"claimed holder {claimed_holder:,.0f}, idle non-holder {idle_other:,.0f}, idle holder "
+                   f"{idle_holder:,.0f}, +4 MB {near:,.0f}", ok)
+
+
+@attack("global-hook-keyword")
+def global_hook_keyword(pool: AttackPool) -> Outcome:
+    """A site with its own router hooks installs HTDA's snippet: the site's keyword must survive."""
+    keyword = pool.condor_val("JOB_ROUTER_HOOK_KEYWORD", site="JOB_ROUTER_HOOK_KEYWORD = SITE\n")
+    return Outcome("HTDA's submit snippet after a site's JOB_ROUTER_HOOK_KEYWORD = SITE",
+                   "keyword stays SITE (HTDA tags only its own jobs)", f"keyword {keyword}", keyword == "SITE")
+
+
+@attack("hooks-in-flight")
+def hooks_in_flight(pool: AttackPool) -> Outcome:
+    """The router starts a hook per candidate per poll: the route must bound them."""
+    limit = pool.condor_val("HTDA_ROUTE_MAX_JOBS")
+    bounded = limit is not None and limit.isdigit() and int(limit) <= 100
+    return Outcome("a burst of jobs: hooks started per router poll", "bounded (<= 100 on the shipped route)",
+                   f"route MaxJobs/MaxIdleJobs {limit}", bounded)
+
+
 # -- running --------------------------------------------------------------------------------------------
 def run(names: list[str]) -> list[Outcome]:
     outcomes = []
