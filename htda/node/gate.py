@@ -28,8 +28,9 @@ import resource
 import selectors
 import socket
 import ssl
+import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,8 +140,11 @@ class Gate:
         self.max_pending = min(options.max_pending, _fd_budget())
         self._selector = selectors.DefaultSelector()
         self._waiting: OrderedDict[int, _Waiting] = OrderedDict()
-        self._inbox: deque[tuple[str, Any]] = deque()
-        self._wake_r, self._wake_w = socket.socketpair()
+        # The gate thread and the workers (handing connections back) share the waiting room; the gate
+        # thread does not hold the lock while it waits in select(), so a worker's hand-back is immediate.
+        self._lock = threading.Lock()
+        self._closed = False
+        self._wake_r, self._wake_w = socket.socketpair()  # only stop() needs to interrupt select()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
@@ -148,6 +152,7 @@ class Gate:
         self._selector.register(server.socket, selectors.EVENT_READ, server)
         self._stop_requested = False
         self._serving = False
+        self._next_expiry = 0.0
         self.dropped = 0  # connections dropped for a deadline, the bound or a refused certificate
 
     # -- cheroot's ConnectionManager interface ---------------------------------------------------
@@ -161,17 +166,20 @@ class Gate:
 
     def stop(self) -> None:
         self._stop_requested = True
-        self._wake()
+        _send_quietly(self._wake_w, b"\0")
         while self._serving:
             time.sleep(0.01)
 
     def put(self, conn: Any) -> None:
         """A worker is done with a kept-alive connection: wait here for its next request."""
         conn.last_used = time.time()
-        if request_ready(conn.rfile.unread(), self.options) == "ready":
+        unread = conn.rfile.unread()
+        if request_ready(unread, self.options) == "ready":
             self.server.process_conn(conn)  # pipelined: the next request is already here
             return
-        self._post("keep", conn)
+        conn.socket.setblocking(False)
+        deadline = time.monotonic() + (self.options.header_timeout if unread else self.options.idle_timeout)
+        self._enter(_Waiting(conn.socket, (conn.remote_addr, conn.remote_port), deadline, "request", conn=conn))
 
     def linger(self, sock: socket.socket) -> bool:
         """Take over closing ``sock`` (see the module's docstring); False once the gate has stopped."""
@@ -179,18 +187,18 @@ class Gate:
             return False
         try:
             sock.shutdown(socket.SHUT_WR)  # the answer goes out now, followed by our FIN
+            sock.setblocking(False)
         except OSError:
             pass
-        self._post("linger", sock)
+        self._enter(_Waiting(sock, None, time.monotonic() + _LINGER_SECONDS, "linger"))
         return True
 
     def close(self) -> None:
-        for entry in list(self._waiting.values()):
-            self._drop(entry, count=False)
-        for kind, item in self._inbox:
-            (item.close if kind == "linger" else item.socket.close)()
-        self._inbox.clear()
-        self._selector.close()
+        with self._lock:
+            self._closed = True
+            for entry in list(self._waiting.values()):
+                self._drop(entry, count=False)
+            self._selector.close()
         self._wake_r.close()
         self._wake_w.close()
 
@@ -204,15 +212,20 @@ class Gate:
 
     # -- the loop ------------------------------------------------------------------------------------
     def _turn(self) -> None:
-        for key, _ in self._selector.select(timeout=0.1):
-            if key.data is None:
-                self._drain_wake()
-            elif key.data is self.server:
-                self._accept()
-            elif key.data.sock.fileno() >= 0:
-                self._step(key.data)
-        self._take_inbox()
-        self._expire(time.monotonic())
+        events = self._selector.select(timeout=0.1)
+        with self._lock:
+            for key, _ in events:
+                if key.data is None:
+                    while _recv(self._wake_r):
+                        pass
+                elif key.data is self.server:
+                    self._accept()
+                elif self._waiting.get(key.fd) is key.data:  # not dropped meanwhile
+                    self._step(key.data)
+            now = time.monotonic()
+            if now >= self._next_expiry:
+                self._next_expiry = now + 0.1
+                self._expire(now)
 
     def _accept(self) -> None:
         for _ in range(_ACCEPTS_PER_WAKE):
@@ -232,11 +245,15 @@ class Gate:
             self._admit_new(sock, addr)
 
     def _admit_new(self, sock: socket.socket, addr: Any) -> None:
-        sock.setblocking(False)
         stage = "request"
-        if self.tls is not None:
-            sock = self.tls.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-            stage = "handshake"
+        try:
+            sock.setblocking(False)
+            if self.tls is not None:
+                sock = self.tls.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                stage = "handshake"
+        except OSError:  # reset before we even looked at it
+            sock.close()
+            return
         self._wait(_Waiting(sock, addr, time.monotonic() + self.options.header_timeout, stage))
         self._step(self._waiting[sock.fileno()])  # data may already be there
 
@@ -278,8 +295,9 @@ class Gate:
                 entry.deadline = min(entry.deadline, time.monotonic() + self.options.header_timeout)
             entry.data.extend(chunk)
             head += chunk
-            if len(head) > self.options.max_header + self.options.prefetch_body:
-                break
+            drained = len(chunk) < _READ_SIZE and not _tls_pending(entry.sock)
+            if drained or len(head) > self.options.max_header + self.options.prefetch_body:
+                break  # anything more wakes select() again
         state = request_ready(head, self.options)
         if state == "ready":
             self._hand_off(entry)
@@ -312,20 +330,13 @@ class Gate:
         conn.ssl_env = self.tls.get_environ(entry.sock) if self.tls is not None else {}
         return conn
 
-    def _take_inbox(self) -> None:
-        now = time.monotonic()
-        while self._inbox:
-            kind, item = self._inbox.popleft()
-            try:
-                if kind == "keep":
-                    item.socket.setblocking(False)
-                    self._wait(_Waiting(item.socket, (item.remote_addr, item.remote_port),
-                                        now + self.options.idle_timeout, "request", conn=item))
-                else:
-                    item.setblocking(False)
-                    self._wait(_Waiting(item, None, now + _LINGER_SECONDS, "linger"))
-            except (OSError, ValueError):  # closed meanwhile (the server is stopping)
-                (item.close if kind == "linger" else item.socket.close)()
+    def _enter(self, entry: _Waiting) -> None:
+        """A worker hands a connection back (to wait for its next request, or to linger)."""
+        with self._lock:
+            if self._closed:
+                entry.sock.close()
+            else:
+                self._wait(entry)
 
     def _wait(self, entry: _Waiting) -> None:
         while len(self._waiting) >= self.max_pending:
@@ -362,20 +373,6 @@ class Gate:
         except OSError:
             pass
 
-    def _post(self, kind: str, item: Any) -> None:
-        self._inbox.append((kind, item))
-        self._wake()
-
-    def _wake(self) -> None:
-        try:
-            self._wake_w.send(b"\0")
-        except OSError:  # full (a wake-up is pending anyway) or closed (stopping)
-            pass
-
-    def _drain_wake(self) -> None:
-        while _recv(self._wake_r):
-            pass
-
 
 def _recv(sock: socket.socket) -> bytes | None:
     """Whatever the socket has now; None when nothing (yet), b"" at end of stream."""
@@ -383,6 +380,11 @@ def _recv(sock: socket.socket) -> bytes | None:
         return sock.recv(_READ_SIZE)
     except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
         return None
+
+
+def _tls_pending(sock: socket.socket) -> int:
+    """Decrypted bytes a TLS socket holds that select() cannot see."""
+    return sock.pending() if isinstance(sock, ssl.SSLSocket) else 0
 
 
 def _send_quietly(sock: socket.socket, data: bytes) -> None:
