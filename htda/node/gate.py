@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import _pyio
 import errno
+import io
 import logging
-import re
 import resource
 import selectors
 import socket
@@ -42,8 +42,6 @@ __all__ = ["Gate", "GateOptions", "GatedServerMixin"]
 
 log = logging.getLogger("htda.rest")
 
-_CONTENT_LENGTH = re.compile(rb"^content-length[ \t]*:[ \t]*(\d{1,19})[ \t]*\r?$", re.I | re.M)
-_EXPECT_CONTINUE = re.compile(rb"^expect[ \t]*:[ \t]*100-continue", re.I | re.M)
 _READ_SIZE = 65536
 _ACCEPTS_PER_WAKE = 64
 _LINGER_SECONDS, _LINGER_BYTES = 2.0, 4 << 20
@@ -98,15 +96,35 @@ def _makefile(sock: socket.socket, mode: str = "r", bufsize: int = 8192) -> Stre
 
 
 def request_ready(head: bytes, options: GateOptions) -> str:
-    """``"ready"`` when ``head`` holds a whole header block (and its small body), ``"wait"``, or ``"large"``."""
+    """``"ready"`` when ``head`` holds a whole header block (and its small body), ``"wait"``, or ``"large"``.
+
+    The headers are parsed by cheroot's own reader, so the gate waits for
+    exactly the body cheroot will read (whatever duplicate or folded
+    Content-Length lines say); anything cheroot would refuse is ready at once.
+    """
     end = _header_end(head)
     if end < 0:
         return "large" if len(head) > options.max_header else "wait"
-    match = _CONTENT_LENGTH.search(head, 0, end)
-    length = int(match.group(1)) if match else 0
-    if length > options.prefetch_body or _EXPECT_CONTINUE.search(head, 0, end):
+    headers = _headers(head[:end])
+    try:
+        length = int(headers.get(b"Content-Length", 0)) if headers is not None else 0
+    except ValueError:
+        length = 0  # cheroot answers 400
+    small = 0 < length <= options.prefetch_body
+    if not small or b"Transfer-Encoding" in headers or headers.get(b"Expect") == b"100-continue":
         return "ready"  # a large body is for the application to refuse or to read: it knows who is asking
     return "ready" if len(head) - end >= length else "wait"
+
+
+def _headers(block: bytes) -> dict[bytes, bytes] | None:
+    """The header block as cheroot reads it (one leading empty line skipped), or None where it would not."""
+    stream = io.BytesIO(block)
+    if stream.readline() == b"\r\n":
+        stream.readline()
+    try:
+        return cheroot_server.HeaderReader()(stream, {})
+    except ValueError:
+        return None
 
 
 def _header_end(head: bytes) -> int:
