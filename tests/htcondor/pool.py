@@ -13,6 +13,7 @@ startd's cron job).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -258,6 +260,19 @@ class PersonalPool:
             except ProcessLookupError:
                 pass
 
+    @contextlib.contextmanager
+    def knobs(self, daemon: str, **values: str) -> Iterator[None]:
+        """Configuration ``values`` read after everything else, for one ``daemon`` (reconfigured)."""
+        override = self.config_dir / "99-zz-test-override.config"
+        override.write_text("".join(f"{name} = {value}\n" for name, value in values.items()))
+        override.chmod(0o644)
+        self.tool("condor_reconfig", "-daemon", daemon)
+        try:
+            yield
+        finally:
+            override.unlink()
+            self.tool("condor_reconfig", "-daemon", daemon)
+
     def tail(self, log: str, lines: int = 30, having: str = "") -> str:
         """The last lines of one of the pool's logs (that contain ``having``), for failure messages."""
         try:
@@ -269,16 +284,29 @@ class PersonalPool:
     # -- tools ---------------------------------------------------------------------------------------
 
     def tool(self, name: str, *args: str, user: User | None = None, check: bool = True,
-             cwd: Path | None = None) -> subprocess.CompletedProcess:
-        """Run one of HTCondor's tools, as root or as ``user``."""
-        argv = [str(self.home / "bin" / name), *args]
+             cwd: Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
+        """Run one of HTCondor's tools, as root or as ``user`` (through bash, which also makes the
+        tool's own exec happen with the user's rights alone)."""
+        program = self.program(name)
         if user is None:
-            done = subprocess.run(argv, env=self.env(), capture_output=True, text=True, timeout=60, cwd=cwd)
+            done = subprocess.run([name, *args], executable=program, env=self.env(), capture_output=True,
+                                  text=True, timeout=60, cwd=cwd, input=stdin)
         else:
-            done = run_as(user, argv, env=self.env(), cwd=cwd)
+            done = run_as(user, ["/bin/bash", "-c", 'exec -a "$0" "$@"', name, str(program), *args],
+                          env=self.env(), cwd=cwd, input=stdin)
         if check and done.returncode != 0:
             raise RuntimeError(f"{name} {' '.join(args)}: exit {done.returncode}: {done.stderr or done.stdout}")
         return done
+
+    def program(self, name: str) -> Path:
+        """The executable behind tool ``name`` (``bin/`` or ``sbin/``).  Tools such as condor_reconfig
+        are links to one program that acts on its argv[0]; a copy that flattened the links holds
+        text files naming the target (``./condor_on``), so follow those."""
+        path = self.home / "bin" / name
+        path = path if path.exists() else self.home / "sbin" / name
+        if path.stat().st_size < 64 and not os.access(path, os.X_OK):
+            path = (path.parent / path.read_text().strip()).resolve()
+        return path
 
     def job_dir(self, user: User) -> Path:
         """A directory of ``user``'s own for submit files, job logs and output."""
@@ -291,11 +319,10 @@ class PersonalPool:
         """Submit one job as ``user``; its id ``cluster.proc``."""
         directory = self.job_dir(user)
         text = "".join(f"{key} = {value}\n" for key, value in description.items()) + "queue\n"
-        done = run_as(user, [str(self.home / "bin" / "condor_submit"), "-terse", "-"], env=self.env(),
-                      cwd=directory, input=text)
+        done = self.tool("condor_submit", "-terse", "-", user=user, cwd=directory, stdin=text)
         match = re.match(r"\s*(\d+)\.(\d+)", done.stdout)
-        if done.returncode != 0 or not match:
-            raise RuntimeError(f"condor_submit as {user.name}: exit {done.returncode}: {done.stderr}{done.stdout}")
+        if not match:
+            raise RuntimeError(f"condor_submit as {user.name}: {done.stderr}{done.stdout}")
         return f"{match.group(1)}.{match.group(2)}"
 
     def job(self, job_id: str) -> dict[str, str] | None:

@@ -57,6 +57,22 @@ def test_the_holders_startd_gets_the_job(htda_pool):
     assert default_choice(slots, done) == "w2"  # without HTDA's term it would have run on w2
 
 
+def test_with_htcondors_default_pre_job_rank_the_jobs_rank_alone_does_not_steer(htda_pool):
+    """The control: the same steered job, the negotiator with HTCondor's default expression, goes
+    to the smaller slot (docs/htcondor.rst: the job's Rank only breaks exact ties)."""
+    pool, owner = htda_pool.pool, htda_pool.owners[0]
+    htda_pool.report_holdings({"w1": INPUTS, "w2": {}})
+    with pool.knobs("negotiator", NEGOTIATOR_PRE_JOB_RANK=DEFAULT):
+        idle_slots(pool)
+        job = pool.submit(owner, job_description(list(INPUTS), requirements=WAITS_FOR_ROUTING))
+        try:
+            done = pool.wait_finished(job)
+        finally:
+            pool.remove(job, owner)
+    assert '"w1"' in done["HTDA_CacheAffinity"] and "HTDA_CacheAffinity" in done["Rank"]
+    assert ran_on(done) == "w2"
+
+
 def test_a_job_without_htda_attributes_matches_as_without_htda(htda_pool):
     pool, owner = htda_pool.pool, htda_pool.owners[1]
     slots = idle_slots(pool)
