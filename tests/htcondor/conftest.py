@@ -25,7 +25,7 @@ from htda.node.client import Client
 from htda.node.runtime import Node
 from htda.testing.nodes import SECRET, NodeProcess, free_port, start_inprocess, write_config
 from tests.htcondor_home import INSTALL_HINT, SHARED, condor_home
-from tests.users import User, ensure_user
+from tests.users import NAMES, User, ensure_user
 
 from .pool import PersonalPool, Startd, hook_interpreter, install_hooks, make_root, write_hooks_settings
 
@@ -131,19 +131,20 @@ def _build(root: Path, home: Path, owners: tuple[User, User], stack: contextlib.
 
 
 @pytest.fixture(scope="session")
-def htda_pool(two_users) -> Iterator[HTDAPool]:
+def htda_pool() -> Iterator[HTDAPool]:
     """The personal pool with HTDA (see the module docstring); stopped and removed at the end."""
     home = condor_home()
     if home is None:
         unavailable(INSTALL_HINT)
     if os.geteuid() != 0:
         unavailable("the real-HTCondor tests need root (the daemons drop to the condor account)")
+    owners = (ensure_user(NAMES[0]), ensure_user(NAMES[1]))  # the two_users accounts, after the checks above
     root = make_root()
     with contextlib.ExitStack() as stack:
         if not os.environ.get("HTDA_KEEP_CONDOR_POOL"):  # set it to read the daemons' logs after a run
             stack.callback(shutil.rmtree, root, True)
         try:
-            setup = _build(root, home, two_users, stack)
+            setup = _build(root, home, owners, stack)
         except Exception as exc:  # noqa: BLE001 - one line why, then skip (or fail under CI)
             unavailable(f"the HTCondor personal pool did not start: {type(exc).__name__}: {exc}")
         yield setup
