@@ -200,6 +200,7 @@ class PersonalPool:
             "NEGOTIATOR_CYCLE_DELAY = 5", "UPDATE_INTERVAL = 5", "MASTER_UPDATE_INTERVAL = 5",
             "STARTER_UPDATE_INTERVAL = 5", "SHADOW_QUEUE_UPDATE_INTERVAL = 5",
             "JOB_ROUTER_DEBUG = D_FULLDEBUG",
+            "LINUX_KERNEL_TUNING_SCRIPT =",  # a master started as root would raise this host's sysctls
         ]
         for startd in self.startds:
             daemon, local = f"STARTD_{startd.name.upper()}", startd.name
