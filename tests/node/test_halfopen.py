@@ -19,7 +19,7 @@ def bench():
 
 
 def assert_unharmed(fig: dict, connections: int) -> None:
-    assert fig["held_mean"] > 0.75 * connections, f"the attack did not hold its connections: {fig}"
+    assert fig["held_mean"] > 0.6 * connections, f"the attack did not hold its connections: {fig}"
     assert fig["failures"] == 0 and fig["max"] < 1.0, f"/healthz was slow or silent: {fig}"
     assert not fig["member_dropped"], f"the pool lost its member: {fig}"
 
