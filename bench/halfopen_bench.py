@@ -221,6 +221,16 @@ def _both_see_each_other(seed: NodeProcess, member: NodeProcess) -> bool:
         return True
 
 
+def dropped(seed: NodeProcess) -> str:
+    """The seed's own count of connections it dropped before a complete request (n/a on nodes without it)."""
+    try:
+        text = seed.client.raw("GET", seed.url + "/metrics")[1].decode()
+    except ClientError as exc:
+        return f"n/a ({exc})"
+    line = next((x for x in text.splitlines() if x.startswith("htda_http_connections_dropped ")), "")
+    return line.split()[1] if line else "n/a"
+
+
 def left_lines(*nodes: NodeProcess) -> int:
     return sum(n.log.read_text(errors="replace").count("left the pool") for n in nodes if n.log.exists())
 
@@ -260,7 +270,7 @@ def run(connections: int, seconds: float, tls: bool, kinds: tuple[str, ...]) -> 
             client_tls = ssl.create_default_context(cafile=ca_file) if ca_file else None
             with HalfOpen("127.0.0.1", port, connections, kinds, client_tls) as attack:
                 seen = watch(seed, member, seconds, ca_file)
-            return figures(seen, attack, rss_before, left_lines(seed, member))
+            return {**figures(seen, attack, rss_before, left_lines(seed, member)), "dropped": dropped(seed)}
         finally:
             member.stop()
             seed.stop()
@@ -285,7 +295,7 @@ def report(fig: dict, args: argparse.Namespace, kinds: tuple[str, ...]) -> str:
         f"half-open bench: {args.connections} connections ({', '.join(kinds)}) held for {args.seconds:g} s "
         f"against a seed htda-node on 127.0.0.1 (TLS: {'yes' if args.tls else 'no'})",
         f"  connections held: mean {fig['held_mean']:.0f}, min {fig['held_min']}; "
-        f"reopened after the seed dropped them: {fig['reopened']}",
+        f"reopened after the seed dropped them: {fig['reopened']} (seed's count: {fig['dropped']})",
         f"  /healthz on a fresh connection: {fig['probes']} probes, p50 {ms(fig['p50'])}, p99 {ms(fig['p99'])}, "
         f"max {ms(fig['max'])}, failed (no answer in 2 s) {fig['failures']}",
         f"  pool member dropped: {'YES' if fig['member_dropped'] else 'no'} (views lacking the other node: "

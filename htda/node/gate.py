@@ -143,6 +143,7 @@ class _Waiting:
     data: bytearray = field(default_factory=bytearray)
     events: int = selectors.EVENT_READ
     discarded: int = 0  # bytes thrown away while lingering
+    started: bool = False  # bytes of a request have arrived (a kept-alive connection is idle until then)
 
 
 class Gate:
@@ -197,7 +198,8 @@ class Gate:
             return
         conn.socket.setblocking(False)
         deadline = time.monotonic() + (self.options.header_timeout if unread else self.options.idle_timeout)
-        self._enter(_Waiting(conn.socket, (conn.remote_addr, conn.remote_port), deadline, "request", conn=conn))
+        self._enter(_Waiting(conn.socket, (conn.remote_addr, conn.remote_port), deadline, "request", conn=conn,
+                             started=bool(unread)))
 
     def linger(self, sock: socket.socket) -> bool:
         """Take over closing ``sock`` (see the module's docstring); False once the gate has stopped."""
@@ -311,6 +313,7 @@ class Gate:
                 return self._drop(entry, count=False)  # the client went away
             if not head:  # the request starts: from now on it has header_timeout to arrive
                 entry.deadline = min(entry.deadline, time.monotonic() + self.options.header_timeout)
+            entry.started = True
             entry.data.extend(chunk)
             head += chunk
             drained = len(chunk) < _READ_SIZE and not _tls_pending(entry.sock)
@@ -370,7 +373,7 @@ class Gate:
     def _expire(self, now: float) -> None:
         late = [entry for entry in self._waiting.values() if entry.deadline < now]
         for entry in late:
-            idle = entry.stage == "linger" or (entry.conn is not None and not entry.data)
+            idle = entry.stage == "linger" or (entry.conn is not None and not entry.started)
             self._drop(entry, count=not idle)  # only a request that did not arrive in time counts
 
     def _drop_oldest(self) -> None:

@@ -284,6 +284,9 @@ class Node:
         m.gauge("htda_heartbeats_sent", "heartbeats answered by seeds", callback=lambda: self.pool.heartbeats_sent)
         m.gauge("htda_heartbeat_failures", "heartbeats that failed", callback=lambda: self.pool.heartbeat_failures)
         m.gauge("htda_process_resident_bytes", "resident memory of the node process", callback=_rss_bytes)
+        m.gauge("htda_http_connections_dropped", "connections dropped before a complete request: silent or slow "
+                "past node.header_timeout, beyond node.max_pending, or a client certificate not allowed",
+                callback=lambda: self.server.dropped)
 
     def node_info(self) -> dict[str, Any]:
         return {"name": self.name, "url": self.url, "roles": list(self.components), "version": self.version,

@@ -75,6 +75,10 @@ def test_an_idle_kept_alive_connection_waits_longer_than_a_new_one(server):
     time.sleep(0.7)  # past the header deadline, within the idle timeout
     sock.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
     assert pong(sock)
+    started = time.monotonic()
+    assert read_all(sock) == b""  # closed once idle for idle_timeout
+    assert 0.8 < time.monotonic() - started < 2.0
+    assert server.dropped == 0  # an idle keep-alive connection is no offender
 
 
 def test_the_oldest_waiting_connection_makes_room(server):

@@ -58,6 +58,7 @@ def test_metrics_are_prometheus_text(node):
     assert "# TYPE htda_http_requests_total counter" in text
     assert re.search(r'^htda_http_requests_total\{method="GET",route="/healthz",status="200"\} \d+$', text, re.M)
     assert re.search(r"^htda_process_resident_bytes \d+$", text, re.M)
+    assert re.search(r"^htda_http_connections_dropped \d+$", text, re.M)
     for line in text.splitlines():
         assert line.startswith("#") or re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? [-+0-9.eInf]+$", line), line
 
