@@ -453,10 +453,10 @@ def receiver_names(host: str, port: int) -> set[str]:
     host = host.strip("[]")
     if host in ("", "0.0.0.0", "::"):
         hosts = {"127.0.0.1", "::1", "localhost", socket.gethostname(), socket.getfqdn()}
+    elif host.lower() == "localhost":
+        hosts = {"localhost", "127.0.0.1", "::1"}
     else:
-        hosts = {host}
-        if _is_loopback(host):
-            hosts.add("localhost")
+        hosts = {host, "localhost"} if _is_loopback(host) else {host}
     return {host_port(h, port) for h in hosts}
 
 
@@ -464,7 +464,7 @@ def _is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
-        return host == "localhost"
+        return False
 
 
 def _admit(policy: CertificatePolicy) -> Callable[[dict | None, Any], bool]:

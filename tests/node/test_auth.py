@@ -1,12 +1,14 @@
 """Trust: signed requests are accepted once; anything else is refused and changes nothing."""
 
 import re
+import socket
 import time
 
 import pytest
 
 from htda.node.auth import AuthError, Signer, Verifier, authority, body_hash, check_body, request_target
 from htda.node.client import Client, HTTPStatusError
+from htda.node.rest import receiver_names
 from htda.testing.nodes import SECRET
 
 KEY = SECRET.encode()
@@ -173,3 +175,19 @@ def test_a_node_accepts_signatures_for_its_configured_aliases(inprocess_node):
         assert send_heartbeat(node.url, header, body)[0] == 200
     header = Signer(KEY).header("POST", "/api/v1/pool/heartbeat", body, receiver="seed.example.org:8443")
     assert send_heartbeat(node.url, header, body)[0] == 401
+
+
+@pytest.mark.parametrize("host,names", [
+    ("127.0.0.1", {"127.0.0.1:8740", "localhost:8740"}),
+    ("localhost", {"localhost:8740", "127.0.0.1:8740", "[::1]:8740"}),
+    ("10.1.2.3", {"10.1.2.3:8740"}),  # no loopback name: the node is not listening there
+    ("[::1]", {"[::1]:8740", "localhost:8740"}),
+])
+def test_a_server_answers_to_the_names_of_its_listen_address(host, names):
+    assert receiver_names(host, 8740) == names
+
+
+def test_a_wildcard_listener_answers_to_loopback_and_the_host_names():
+    names = receiver_names("0.0.0.0", 8740)
+    assert {"127.0.0.1:8740", "[::1]:8740", "localhost:8740", f"{socket.gethostname().lower()}:8740"} <= names
+    assert "10.1.2.3:8740" not in names  # other addresses: node.aliases
