@@ -62,9 +62,9 @@ class HTDAPool:
         install_hooks(self.pool.hook_dir, self.interpreter, native=variant == "native")
 
     @contextlib.contextmanager
-    def hooks_pointed_at(self, **values: object) -> Iterator[None]:
-        """The hooks' settings with ``values`` for the duration; the agent's settings after."""
-        write_hooks_settings(self.settings, **{**self.settings_values, **values})
+    def hooks_pointed_at(self, address: str) -> Iterator[None]:
+        """The hooks talk to ``address`` instead of the agent for the duration."""
+        write_hooks_settings(self.settings, **{**self.settings_values, **settings_for(address)})
         try:
             yield
         finally:
@@ -87,9 +87,14 @@ class HTDAPool:
             self.agent.start()
 
 
+def settings_for(address: str) -> dict[str, object]:
+    """What the hooks' settings must say to reach an agent (real or fake) at ``address``."""
+    return {"node": address}
+
+
 def agent_settings(agent: NodeProcess) -> dict[str, object]:
-    """What the hooks' settings must say to reach ``agent`` (and to log into the pool's tree)."""
-    return {"node": agent.url}
+    """What the hooks' settings must say to reach the pool's submit agent."""
+    return settings_for(agent.url)
 
 
 def _start_agent(directory: Path) -> NodeProcess:

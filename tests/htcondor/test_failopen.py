@@ -40,7 +40,7 @@ def failing_agent(htda_pool, failure: str) -> Iterator[None]:
     if failure == "bad-ad":
         body = bad_ad()
     with StubbornServer(delay=delay, body=body, content_type="text/plain") as server:
-        with htda_pool.hooks_pointed_at(node=server.url):
+        with htda_pool.hooks_pointed_at(server.url):
             yield
 
 
