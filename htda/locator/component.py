@@ -115,7 +115,7 @@ class LocatorComponent(Component):
                   body=HOLDINGS_BODY, tag=tag, max_body=256 * 1024 * 1024),
             Route("POST", f"{BASE}/lookup", self._lookup,
                   "holders of many LFNs and each node's share of their bytes", body=LOOKUP_BODY,
-                  access="read", tag=tag, max_body=64 * 1024 * 1024),
+                  access="read", tag=tag, max_body=64 * 1024 * 1024, unsigned_body=64 * 1024),
             Route("GET", f"{BASE}/files/{{lfn:path}}", self._file, "which nodes hold one LFN (admin)", tag=tag),
             Route("GET", f"{BASE}/nodes", self._nodes, "files and bytes held per node (admin)", tag=tag),
         ]

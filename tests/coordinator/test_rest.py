@@ -124,7 +124,7 @@ def test_non_finite_numbers_and_broken_json_are_a_400(coordinator, path, raw):
     from htda.node.auth import Signer
 
     target = BASE + path
-    header = Signer(SECRET.encode()).header("POST", target, raw)
+    header = Signer(SECRET.encode()).for_url("POST", coordinator.url + target, raw)
     request = urllib.request.Request(coordinator.url + target, data=raw, method="POST",
                                      headers={"Authorization": header, "Content-Type": "application/json"})
     with pytest.raises(urllib.error.HTTPError) as err:

@@ -40,7 +40,7 @@ class Raw:
         self.client = Client(timeout=timeout, retries=0)
 
     def header(self, method: str, target: str, body: bytes) -> str:
-        return "Authorization: " + self.signer.header(method, target, body)
+        return "Authorization: " + self.signer.for_url(method, self.base_url + target, body)
 
     def send(self, method: str, target: str, body: bytes | Any = b"", sign: bool = True,
              headers: list[str] | None = None, auth: str | None = None) -> tuple[int, Any]:

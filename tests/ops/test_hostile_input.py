@@ -169,11 +169,13 @@ def test_forged_signatures_are_401(target):
         body = b"{}"
         forged = [
             ("unsigned", None),
-            ("other secret", "Authorization: " + other.header(method, target_path, body)),
+            ("other secret", "Authorization: " + other.for_url(method, raw.base_url + target_path, body)),
             ("other body", raw.header(method, target_path, b'{"x":1}')),
             ("other path", raw.header(method, target_path + "x", body)),
-            ("stale", "Authorization: " + raw.signer.header(method, target_path, body, now=time.time() - 3600)),
-            ("future", "Authorization: " + raw.signer.header(method, target_path, body, now=time.time() + 3600)),
+            ("stale", "Authorization: " + raw.signer.for_url(method, raw.base_url + target_path, body,
+                                                              now=time.time() - 3600)),
+            ("future", "Authorization: " + raw.signer.for_url(method, raw.base_url + target_path, body,
+                                                               now=time.time() + 3600)),
             ("garbage", "Authorization: HTDA-HMAC ts=x,nonce=,sig=zz"),
             ("other scheme", "Authorization: Bearer abc"),
         ]
