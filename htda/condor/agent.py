@@ -1,18 +1,23 @@
 """The submit agent: the node component the job-router hooks talk to on the submit host.
 
-The hooks run as the job's owner, so they must not hold the pool secret.  They
-post their standard input, unsigned, to this component on the same host (only
-loopback, or ``allow_networks``, is accepted).  The agent, a pool member with
-the secret, parses the ad with HTCondor's code, asks a locator, answers the
-rewritten ad, and queues jobs and state changes for the coordinator, sent in
-batches by a background thread so no hook waits for the coordinator.
+The hooks run as the job's owner, so they must not hold the pool secret, and
+whoever answers them decides what that user's job becomes.  They post their
+standard input, unsigned, to this component through a UNIX socket only HTDA
+can create (:mod:`htda.condor.channel`, ``submit.socket``); the kernel names
+the caller's uid, and the agent serves a hook only for that uid's own jobs
+(the ad's ``Owner``), root and ``trusted_users`` (the ``condor`` account)
+excepted.  The agent, a pool member with the secret, parses the ad with
+HTCondor's code, asks a locator, answers the attributes to change, and queues
+jobs and state changes for the coordinator, sent in batches by a background
+thread so no hook waits for the coordinator.
 """
 
 from __future__ import annotations
 
 import collections
-import ipaddress
 import itertools
+import json
+import pwd
 import threading
 import time
 from typing import Any
@@ -21,16 +26,16 @@ from ..node.client import ClientError
 from ..node.component import Component
 from ..node.config import Field, ListOf, Section, positive
 from ..node.periodic import Periodic
-from ..node.rest import API, HTTPError, Request, Response, Route
+from ..node.rest import API
 from . import classads
-from .hooks import split
+from .channel import Answer, Call, HookServer, Refused
+from .hooks import EVENTS_PATH, SUBMIT_SOCKET, TRANSLATE_PATH, split
 from .jobinfo import InputMapping, JobInfo, job_ids, job_state
 from .sizes import SizeProbe
-from .translate import Steering, translate
+from .translate import Steering, parse_input, translate
 
 __all__ = ["SubmitAgent"]
 
-BASE = f"{API}/submit"
 HOOKS = ("update", "finalize", "cleanup")
 
 
@@ -61,8 +66,11 @@ class SubmitAgent(Component):
 
     name = "submit"
     config_schema = Section({
-        "allow_networks": Field(list, lambda: ["127.0.0.0/8", "::1/128"],
-                                "networks whose unsigned hook requests are served (keep it to loopback)"),
+        "socket": Field(str, SUBMIT_SOCKET, "the UNIX socket the hooks reach the agent on (mode 0666), in a "
+                                            "directory that only root or this node's account can write"),
+        "trusted_users": Field(list, lambda: ["condor"], "accounts (besides root) whose hooks may act for any "
+                                                         "user's jobs; everyone else's only for their own"),
+        "hook_threads": Field(int, 8, "threads answering hooks", check=positive),
         "locators": Field(list, list, "locator URLs (default: the pool's locator members)"),
         "coordinators": Field(list, list, "coordinator URLs (default: the pool's coordinator members)"),
         "local_locator": Field(bool, True, "when this node also runs a locator (and no locators are "
@@ -91,7 +99,10 @@ class SubmitAgent(Component):
 
     def __init__(self, node, config: dict[str, Any]):
         super().__init__(node, config)
-        self.allowed = [ipaddress.ip_network(n, strict=False) for n in config["allow_networks"]]
+        self.trusted = {0} | {uid for uid in map(_uid, config["trusted_users"]) if uid is not None}
+        self.channel = HookServer(node.path(config["socket"]), {TRANSLATE_PATH: self._translate,
+                                                                EVENTS_PATH: self._event},
+                                  config["max_ad_bytes"], threads=config["hook_threads"])
         self.mapping = InputMapping(config["input_attribute"], {p["prefix"]: p["lfn"] for p in config["lfn_prefixes"]})
         self.steering = Steering(config["rank_scale"], config["max_preferred"], config["min_fraction"],
                                  config["steer_requirements"], config["steer_timeout"])
@@ -114,51 +125,57 @@ class SubmitAgent(Component):
 
     # -- life cycle --------------------------------------------------------------
     def start(self) -> None:
+        self.channel.start()
         self._sender.start()
 
     def stop(self) -> None:
+        self.channel.stop()
         self._sender.stop(timeout=5)
         self.flush()  # one last try, so jobs routed just before shutdown are not lost
 
-    # -- REST --------------------------------------------------------------------
-    def routes(self) -> list[Route]:
-        limit = self.config["max_ad_bytes"]
-        # access="public" on purpose: hooks run as users and hold no secret; _local() admits
-        # only allow_networks (loopback by default), whatever pool.read_networks says.
-        return [
-            Route("POST", f"{BASE}/translate", self._translate, "a translate hook's stdin; answers the new job ad",
-                  access="public", tag="submit", max_body=limit, content_type="text/plain"),
-            Route("POST", f"{BASE}/events", self._event, "a lifecycle hook's job ad (query: hook)",
-                  query={"hook": "update, finalize or cleanup"}, access="public", tag="submit", max_body=limit,
-                  content_type="text/plain"),
-        ]
+    # -- the hooks' channel -------------------------------------------------------------
+    # No REST routes: hooks come through self.channel only, never a TCP port a user could take first.
 
-    def _local(self, request: Request) -> None:
+    def _authorize(self, uid: int, ad: classads.ClassAd) -> None:
+        """Refuse unless the caller ``uid`` owns the job (its ``Owner``) or is root or a trusted account."""
+        if uid in self.trusted:
+            return
+        owner = classads.evaluate(ad, "Owner")
+        if not isinstance(owner, str) or _uid(owner) != uid:
+            raise Refused(f"uid {uid} may not act for a job of {str(owner)[:64]!r}")
+
+    def _translate(self, call: Call) -> Answer:
         try:
-            addr = ipaddress.ip_address(request.remote)
-        except ValueError:
-            addr = None
-        if addr is None or not any(addr in net for net in self.allowed):
-            raise HTTPError(403, "hook requests are served only from this host (submit.allow_networks)")
-
-    def _translate(self, request: Request) -> Response:
-        self._local(request)
-        outcome = translate(request.body, self.mapping, self.steering, self._queue_job, self.lookup)
+            _, ad = parse_input(call.body)
+        except (classads.AdError, UnicodeDecodeError) as exc:
+            self._translated.inc(outcome="malformed")
+            return Answer(f"malformed job ad: {exc}\n".encode(), 400)
+        try:
+            self._authorize(call.uid, ad)
+        except Refused as exc:
+            self._translated.inc(outcome="refused")
+            self.log.warning("translate refused: %s", exc)
+            raise
+        outcome = translate(ad, self.mapping, self.steering, self._queue_job, self.lookup)
         self._translated.inc(outcome="steered" if outcome.changed else "unchanged")
         job = outcome.job.job_id if outcome.job else "?"
         (self.log.warning if outcome.failed else self.log.debug)("translate %s: %s", job, outcome.reason)
-        return Response(outcome.text, content_type="text/plain; charset=utf-8",
-                        headers=[("X-HTDA-Outcome", "steered" if outcome.changed else "unchanged")])
+        return Answer(outcome.text, headers=[("X-HTDA-Outcome", "steered" if outcome.changed else "unchanged")])
 
-    def _event(self, request: Request) -> dict[str, Any]:
-        hook = request.query.get("hook", "")
+    def _event(self, call: Call) -> Answer:
+        hook = call.query.get("hook", "")
         if hook not in HOOKS:
-            raise HTTPError(400, f"query parameter 'hook' must be one of {', '.join(HOOKS)}")
-        self._local(request)
+            return Answer(f"query parameter 'hook' must be one of {', '.join(HOOKS)}\n".encode(), 400)
         try:
-            ad = classads.parse_job(split(request.body)[1].decode("utf-8"))
+            ad = classads.parse_job(split(call.body)[1].decode("utf-8"))
         except (classads.AdError, UnicodeDecodeError) as exc:
-            raise HTTPError(400, f"malformed job ad: {exc}") from None
+            return Answer(f"malformed job ad: {exc}\n".encode(), 400)
+        try:
+            self._authorize(call.uid, ad)
+        except Refused as exc:
+            self._hook_events.inc(hook=hook, state="refused")
+            self.log.warning("%s hook refused: %s", hook, exc)
+            raise
         state, node = job_state(ad)
         if state is not None:
             event = {"job_id": job_ids(ad)[0], "state": state, "time": time.time()}
@@ -167,7 +184,7 @@ class SubmitAgent(Component):
             with self._lock:
                 self.events.put(event)
         self._hook_events.inc(hook=hook, state=state or "none")
-        return {"state": state}
+        return Answer(json.dumps({"state": state}).encode())
 
     # -- the pool side -----------------------------------------------------------
     def _queue_job(self, job: JobInfo) -> None:
@@ -225,3 +242,11 @@ class SubmitAgent(Component):
             return True
         self.log.warning("no coordinator took %d %s; kept for the next try", len(batch), outbox.key)
         return False
+
+
+def _uid(user: str) -> int | None:
+    """The uid of account ``user``; None when there is no such account."""
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except (KeyError, OSError):
+        return None

@@ -11,7 +11,7 @@ from typing import Any
 
 import classad2
 
-__all__ = ["AdError", "ClassAd", "ExprTree", "parse_job", "parse_route", "print_old",
+__all__ = ["AdError", "ClassAd", "ExprTree", "parse_job", "parse_route", "print_old", "print_attributes",
            "evaluate", "expr", "quote", "affinity_expression", "numeric_rank"]
 
 ClassAd = classad2.ClassAd
@@ -55,8 +55,34 @@ def parse_route(text: str) -> classad2.ClassAd | None:
 
 
 def print_old(ad: classad2.ClassAd) -> str:
-    """The ad in old format, ``Name = expression`` per line, as HTCondor prints it."""
-    return ad.printOld()
+    """The ad in old format, ``Name = expression`` per line, as HTCondor prints it.
+
+    Raises :class:`AdError` when a value holds a control character: old ClassAd syntax has no
+    escape for a line break (HTCondor prints it raw, and the next line becomes an attribute of its
+    own to whoever reads the ad), so such an ad cannot be printed safely at all.
+    """
+    text = ad.printOld()
+    if text.count("\n") != len(ad) or _has_control(text.replace("\n", "")):
+        bad = next((name for name in ad.keys() if _has_control(_one(ad, name).printOld()[:-1])), "?")
+        raise AdError(f"attribute {bad} holds a line break or control character, which old ClassAd "
+                      "syntax cannot carry")
+    return text
+
+
+def print_attributes(ad: classad2.ClassAd, names: list[str]) -> str:
+    """Only the attributes ``names`` of ``ad``, in old format (see :func:`print_old`)."""
+    return print_old(_one(ad, *names))
+
+
+def _one(ad: classad2.ClassAd, *names: str) -> classad2.ClassAd:
+    part = classad2.ClassAd()
+    for name in names:
+        part[name] = ad.lookup(name)
+    return part
+
+
+def _has_control(text: str) -> bool:
+    return any(ord(c) < 32 or c == "\x7f" for c in text)
 
 
 def evaluate(ad: classad2.ClassAd, name: str, default: Any = None) -> Any:

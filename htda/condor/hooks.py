@@ -2,16 +2,28 @@
 
 HTCondor starts a hook process per job, so start-up time is the hook's cost.
 This module therefore imports only interpreter built-ins (``_socket``,
-``_signal``: the ``socket``/``signal``/``json`` wrappers cost more than the
-whole request) and never ``classad2`` or PycURL: the ClassAd work and the
-signed calls to the pool happen in the submit agent (:mod:`htda.condor.agent`)
-on the same host, which these functions reach over loopback.
+``_signal``, ``pwd``: the ``socket``/``signal``/``json`` wrappers cost more
+than the whole request) and never ``classad2`` or PycURL: the ClassAd work and
+the signed calls to the pool happen in the submit agent
+(:mod:`htda.condor.agent`) on the same host.
+
+Hooks run as the job's owner, so what answers them decides what that user's
+job becomes.  They therefore talk to the agent only through a UNIX socket in
+a directory that only root or the agent's account can write (``socket``,
+``/run/htda/submit.sock``), never a TCP port another user could take while
+the agent is down: before sending anything a hook checks that the directory
+and the socket belong to root or ``agent_user`` and that the directory is
+writable by no one else, and after connecting that the process listening
+runs as one of them (``SO_PEERCRED``).  The agent's answer lists attributes
+to set; the hook applies it only when each attribute it changes or adds is
+HTDA's to change (:data:`ALLOWED_ATTRIBUTES`, ``HTDA_*``), and keeps every
+other line of the job ad byte for byte.
 
 Rules of every hook here: read all of standard input; whatever happens, exit
 0 within the configured deadline (a socket timeout, and a hard ``SIGALRM`` as
-the last resort); the translate hook prints either the agent's new ad or the
-job ad it was given, unchanged.  Problems go to the log file (or stderr,
-which the job router records).
+the last resort); the translate hook prints the job ad exactly once, with
+HTDA's changes or unchanged.  Problems go to the log file (or stderr, which
+the job router records).
 """
 
 from __future__ import annotations
@@ -19,22 +31,38 @@ from __future__ import annotations
 import _signal
 import _socket
 import os
+import pwd
 import sys
 import time
 
-__all__ = ["translate_main", "update_main", "finalize_main", "cleanup_main", "load_settings", "split",
-           "SEPARATOR", "DEFAULTS"]
+__all__ = ["translate_main", "update_main", "finalize_main", "cleanup_main", "load_settings", "read_settings",
+           "split", "apply_answer", "node_request", "SEPARATOR", "DEFAULTS", "SUBMIT_SOCKET", "AGENT_USER",
+           "TRANSLATE_PATH", "EVENTS_PATH", "ALLOWED_ATTRIBUTES", "ALLOWED_PREFIX", "CONFIG_PATH", "allowed"]
 
 SEPARATOR = b"------"
 CONFIG_ENV = "HTDA_HOOKS_CONFIG"
 CONFIG_PATH = "/etc/htda/hooks.toml"
+#: where the submit agent listens: the default of ``[submit] socket`` and of the hooks' ``socket``
+SUBMIT_SOCKET = "/run/htda/submit.sock"
+#: the account the agent runs as (systemd/htda.sysusers); hooks trust it and root, nobody else
+AGENT_USER = "htda"
+TRANSLATE_PATH = "/api/v1/submit/translate"
+EVENTS_PATH = "/api/v1/submit/events"  # ?hook=update|finalize|cleanup
+#: the job attributes (besides ``HTDA_*``) a translate hook may change or add; compared case-insensitively
+ALLOWED_ATTRIBUTES = ("Rank", "Requirements", "JobMachineAttrs")
+ALLOWED_PREFIX = "HTDA_"
 
 DEFAULTS: dict[str, object] = {
-    "node": "http://127.0.0.1:8740",  # this host's htda-node: the submit agent (workers: the cache node)
+    "socket": SUBMIT_SOCKET,  # the submit agent (job-router hooks)
+    "agent_user": AGENT_USER,  # besides root, the only account the agent's socket may belong to
+    "node": "http://127.0.0.1:8740",  # this host's htda-node, for the startd cron on workers
     "timeout": 0.5,  # seconds, for the whole hook run
     "log": "",  # a file to append problems to; empty: standard error
     "max_ad_bytes": 1024 * 1024,  # larger ads are echoed without asking the agent
 }
+
+_ALLOWED = frozenset(name.lower() for name in ALLOWED_ATTRIBUTES)
+_S_IFMT, _S_IFDIR, _S_IFSOCK = 0o170000, 0o040000, 0o140000
 
 
 class _Deadline(Exception):
@@ -43,6 +71,10 @@ class _Deadline(Exception):
 
 def _on_alarm(signum, frame):  # noqa: ARG001 - signal handler signature
     raise _Deadline()
+
+
+def _ignore(signum, frame):  # noqa: ARG001 - a late alarm once the output has begun
+    return None
 
 
 def split(data: bytes) -> tuple[bytes | None, bytes]:
@@ -58,19 +90,24 @@ def split(data: bytes) -> tuple[bytes | None, bytes]:
     return None, data
 
 
-def load_settings(path: str | None = None) -> dict[str, object]:
-    """The hooks' settings: a flat TOML file (``key = value`` lines, strings, numbers, booleans).
+# -- settings --------------------------------------------------------------------------------------
 
-    A missing file means the defaults; an unreadable or odd line is ignored
-    (a hook never fails on its config).
+def read_settings(path: str | None = None) -> tuple[dict[str, object], str | None]:
+    """(settings, problem): the hooks' settings from a flat TOML file, and why the file was not
+    read when it exists but cannot be (the hook then runs on the defaults and logs the problem).
+
+    A missing file means the defaults; an odd line or unknown key is ignored (a hook never fails on
+    its config).
     """
     settings = dict(DEFAULTS)
     path = path or os.environ.get(CONFIG_ENV) or CONFIG_PATH
     try:
         with open(path, encoding="utf-8") as fh:
             lines = fh.read().splitlines()
-    except OSError:
-        return settings
+    except FileNotFoundError:
+        return settings, None
+    except (OSError, UnicodeDecodeError) as exc:
+        return settings, f"settings {path} not read ({type(exc).__name__}: {exc}): using the defaults"
     for line in lines:
         key, eq, raw = line.partition("=")
         key, raw = key.strip(), raw.split(" #", 1)[0].strip()
@@ -81,7 +118,12 @@ def load_settings(path: str | None = None) -> dict[str, object]:
             settings[key] = value
         elif isinstance(DEFAULTS[key], float) and isinstance(value, int) and not isinstance(value, bool):
             settings[key] = float(value)
-    return settings
+    return settings, None
+
+
+def load_settings(path: str | None = None) -> dict[str, object]:
+    """The hooks' settings (see :func:`read_settings`)."""
+    return read_settings(path)[0]
 
 
 def _scalar(raw: str) -> object:
@@ -116,6 +158,8 @@ class _Log:
             pass  # logging must never fail the hook
 
 
+# -- input and output ------------------------------------------------------------------------------
+
 def _read_stdin() -> bytes:
     """All of standard input (the router closes it after the ad)."""
     chunks = []
@@ -132,19 +176,78 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _post(node: str, path: str, body: bytes, deadline: float, method: str = "POST") -> tuple[int, bytes]:
-    """One HTTP/1.1 request to this host's node; (status, body).  Raises OSError on trouble."""
-    rest = node.split("://", 1)[-1].split("/", 1)[0]
-    host, _, port = rest.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
-    family = _socket.AF_INET6 if ":" in host else _socket.AF_INET
-    sock = _socket.socket(family, _socket.SOCK_STREAM)
+class _Output:
+    """Standard output, written at most once.
+
+    The alarm is disarmed before the first byte goes out: the router may read slowly, and an alarm
+    in the middle of the write would otherwise print the ad a second time (or a late one, cut short).
+    """
+
+    def __init__(self, hook: str):
+        self.hook, self.job, self.done = hook, b"", False
+
+    def emit(self, data: bytes) -> int:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        _signal.signal(_signal.SIGALRM, _ignore)
+        if not self.done:
+            self.done = True
+            _write_all(1, data)
+        return 0
+
+    def unchanged(self) -> int:
+        """The protocol's "no change": the translate hook echoes the job ad, the others print nothing."""
+        return self.emit(self.job if self.hook == "translate" else b"")
+
+
+# -- the channel to the agent ----------------------------------------------------------------------
+
+def _trusted_uids(agent_user: str) -> set[int]:
+    uids = {0}
+    try:
+        uids.add(pwd.getpwnam(agent_user).pw_uid)
+    except (KeyError, OSError):
+        pass  # no such account here: root only
+    return uids
+
+
+def _check_path(path: str, kind: int, uids: set[int], what: str) -> None:
+    st = os.lstat(path)  # lstat: a symbolic link is refused, not followed
+    if st.st_mode & _S_IFMT != kind:
+        raise OSError(f"{what} {path} is not a {'directory' if kind == _S_IFDIR else 'socket'}")
+    if st.st_uid not in uids:
+        raise OSError(f"{what} {path} belongs to uid {st.st_uid}, not to root or the agent's account")
+    if kind == _S_IFDIR and st.st_mode & 0o022:
+        raise OSError(f"{what} {path} is writable by others (mode {st.st_mode & 0o7777:o})")
+
+
+def connect_agent(settings: dict[str, object], deadline: float) -> _socket.socket:
+    """A connection to the submit agent, made only when nobody but root or ``agent_user`` can have
+    made the socket, and kept only when the process answering runs as one of them (SO_PEERCRED)."""
+    path = str(settings["socket"])
+    if not path.startswith("/"):
+        raise OSError(f"socket {path!r} is not an absolute path")
+    uids = _trusted_uids(str(settings["agent_user"]))
+    _check_path(path.rpartition("/")[0] or "/", _S_IFDIR, uids, "the socket's directory")
+    _check_path(path, _S_IFSOCK, uids, "the agent's socket")
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(max(0.001, deadline - time.monotonic()))
-        sock.connect((host, int(port or 80)))
-        head = (f"{method} {path} HTTP/1.1\r\nHost: {rest}\r\nContent-Type: text/plain\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
-        sock.sendall(head + body)
+        sock.connect(path)
+        creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)  # struct ucred: pid, uid, gid
+        uid = int.from_bytes(creds[4:8], sys.byteorder)
+        if uid not in uids:
+            raise OSError(f"the process serving {path} runs as uid {uid}, not as root or the agent's account")
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _exchange(sock: _socket.socket, request: bytes, deadline: float) -> tuple[int, bytes]:
+    """Send one HTTP/1.1 request (``Connection: close``) and read the whole answer; (status, body)."""
+    try:
+        sock.settimeout(max(0.001, deadline - time.monotonic()))
+        sock.sendall(request)
         chunks = []
         while True:
             sock.settimeout(max(0.001, deadline - time.monotonic()))
@@ -155,6 +258,31 @@ def _post(node: str, path: str, body: bytes, deadline: float, method: str = "POS
     finally:
         sock.close()
     return _parse_response(b"".join(chunks))
+
+
+def _request(method: str, path: str, host: str, body: bytes) -> bytes:
+    return (f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: text/plain\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+
+
+def ask_agent(settings: dict[str, object], path: str, body: bytes, deadline: float) -> tuple[int, bytes]:
+    """POST ``body`` to the submit agent over its socket; (status, body).  Raises OSError on trouble."""
+    return _exchange(connect_agent(settings, deadline), _request("POST", path, "localhost", body), deadline)
+
+
+def node_request(node: str, path: str, deadline: float, method: str = "GET", body: bytes = b"") -> tuple[int, bytes]:
+    """One HTTP/1.1 request to this host's node over TCP (the startd cron's read-only queries)."""
+    rest = node.split("://", 1)[-1].split("/", 1)[0]
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    sock = _socket.socket(_socket.AF_INET6 if ":" in host else _socket.AF_INET, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(max(0.001, deadline - time.monotonic()))
+        sock.connect((host, int(port or 80)))
+    except BaseException:
+        sock.close()
+        raise
+    return _exchange(sock, _request(method, path, rest, body), deadline)
 
 
 def _parse_response(raw: bytes) -> tuple[int, bytes]:
@@ -169,65 +297,112 @@ def _parse_response(raw: bytes) -> tuple[int, bytes]:
     return int(status_line[1]), body
 
 
+# -- the allow-list --------------------------------------------------------------------------------
+
+def allowed(name: str) -> bool:
+    """Whether a translate hook may change, add or remove the job attribute ``name``."""
+    lower = name.lower()
+    return lower in _ALLOWED or lower.startswith(ALLOWED_PREFIX.lower())
+
+
+def _assignment(line: bytes) -> tuple[str, bytes] | None:
+    """(attribute name, expression) of a ``Name = expression`` line; None if it is not one."""
+    name, eq, value = line.partition(b"=")
+    name, value = name.strip(), value.strip()
+    if not eq or not value or not name or not (name[:1].isalpha() or name[:1] == b"_"):
+        return None
+    if not name.replace(b"_", b"").isalnum() or not name.isascii():
+        return None
+    return name.decode("ascii"), value
+
+
+def apply_answer(job: bytes, answer: bytes) -> bytes:
+    """The job ad with the agent's answer (``Name = expression`` lines to set) applied.
+
+    Each line of the job ad is kept byte for byte unless the answer sets its attribute; attributes
+    the answer sets that the job lacks are added at the end.  An answer line that repeats the job's
+    own expression changes nothing.  Raises ValueError when the answer would change or add an
+    attribute that is not HTDA's (:func:`allowed`), or holds a line that is not an assignment.
+    """
+    given: dict[str, bytes] = {}
+    for line in job.split(b"\n"):
+        parsed = _assignment(line)
+        if parsed:
+            given[parsed[0].lower()] = parsed[1]
+    changes: dict[str, bytes] = {}
+    for line in answer.split(b"\n"):
+        if not line.strip():
+            continue
+        parsed = _assignment(line)
+        if parsed is None:
+            raise ValueError(f"the answer holds a line that is not 'Name = expression': {line[:80]!r}")
+        key = parsed[0].lower()
+        if key in changes:
+            raise ValueError(f"the answer sets {parsed[0]} twice")
+        if given.get(key) == parsed[1]:
+            continue
+        if not allowed(parsed[0]):
+            raise ValueError(f"the answer changes {parsed[0]}, which is not HTDA's to change")
+        changes[key] = parsed[0].encode() + b" = " + parsed[1]
+    if not changes:
+        return job
+    out = []
+    for line in job.split(b"\n"):
+        parsed = _assignment(line)
+        out.append(changes.pop(parsed[0].lower()) if parsed and parsed[0].lower() in changes else line)
+    if out and out[-1] == b"":
+        out.pop()  # the job's final newline: added back after the new attributes
+    return b"\n".join(out + list(changes.values())) + b"\n"
+
+
+# -- the hooks -------------------------------------------------------------------------------------
+
 def _run(hook: str, work) -> int:
-    """Common frame: settings, deadline, stdin, fail-open; ``work(settings, data, deadline, log)``."""
+    """Common frame: settings, deadline, stdin, fail-open; ``work(settings, data, deadline, log, out)``."""
     started = time.monotonic()
-    settings = load_settings()
+    settings, problem = read_settings()
     log = _Log(str(settings["log"]), hook)
+    if problem:
+        log(problem)
+    out = _Output(hook)
     timeout = float(settings["timeout"])
-    deadline = started + timeout
-    data = b""
     try:
         _signal.signal(_signal.SIGALRM, _on_alarm)
         _signal.setitimer(_signal.ITIMER_REAL, timeout)
         data = _read_stdin()
+        out.job = split(data)[1]
         if len(data) > int(settings["max_ad_bytes"]):
             log(f"ad of {len(data)} bytes is over max_ad_bytes={settings['max_ad_bytes']}: left unchanged")
-            return _fail_open(hook, data)
-        return work(settings, data, deadline, log)
+            return out.unchanged()
+        return work(settings, data, started + timeout, log, out)
     except _Deadline:
         log(f"deadline of {timeout:g}s reached: left unchanged")
     except Exception as exc:  # noqa: BLE001 - fail open on anything at all
         log(f"{type(exc).__name__}: {exc}: left unchanged")
     try:
-        _signal.setitimer(_signal.ITIMER_REAL, 0)
-        return _fail_open(hook, data)
+        return out.unchanged()
     except Exception:  # noqa: BLE001
         return 0
 
 
-def _fail_open(hook: str, data: bytes) -> int:
-    """The protocol's "no change": the translate hook echoes the job ad, the others print nothing."""
-    if hook == "translate":
-        _write_all(1, split(data)[1])
-    return 0
-
-
-def _translate(settings, data: bytes, deadline: float, log) -> int:
-    status, body = _post(str(settings["node"]), "/api/v1/submit/translate", data, deadline)
-    _signal.setitimer(_signal.ITIMER_REAL, 0)
-    if status != 200 or not _looks_like_the_job(body, split(data)[1]):
+def _translate(settings, data: bytes, deadline: float, log, out: _Output) -> int:
+    status, body = ask_agent(settings, TRANSLATE_PATH, data, deadline)
+    if status != 200:
         log(f"agent answered HTTP {status}: {body[:200]!r}: left unchanged")
-        return _fail_open("translate", data)
-    _write_all(1, body)
-    return 0
-
-
-def _looks_like_the_job(answer: bytes, job: bytes) -> bool:
-    """A cheap guard against printing a garbled answer (the router would drop the job): every
-    line is ``Name = expression`` and there are at least as many as the job had."""
-    lines = [line for line in answer.splitlines() if line.strip()]
-    return bool(lines) and len(lines) >= len([x for x in job.splitlines() if x.strip()]) and all(
-        b" = " in line for line in lines)
+        return out.unchanged()
+    try:
+        return out.emit(apply_answer(out.job, body))
+    except ValueError as exc:
+        log(f"{exc}: left unchanged")
+        return out.unchanged()
 
 
 def _lifecycle(hook: str):
-    def work(settings, data: bytes, deadline: float, log) -> int:
-        status, body = _post(str(settings["node"]), f"/api/v1/submit/events?hook={hook}", data, deadline)
-        _signal.setitimer(_signal.ITIMER_REAL, 0)
+    def work(settings, data: bytes, deadline: float, log, out: _Output) -> int:
+        status, body = ask_agent(settings, f"{EVENTS_PATH}?hook={hook}", data, deadline)
         if status != 200:
             log(f"agent answered HTTP {status}: {body[:200]!r}")
-        return 0
+        return out.unchanged()
     return work
 
 

@@ -24,8 +24,10 @@ class InputMapping:
     """How input names in a job ad become LFNs.
 
     ``attribute`` (e.g. ``HTDA_InputFiles``) lists LFNs or paths; without it
-    ``TransferInput`` is used.  Both are comma (or whitespace) separated;
-    relative entries are relative to the job's ``Iwd``.  ``prefixes`` maps
+    ``TransferInput`` is used.  Both are comma-separated lists, as HTCondor
+    reads ``transfer_input_files``: blanks around an entry are dropped, blanks
+    inside it are part of the name (``my file.dat``); relative entries are
+    relative to the job's ``Iwd``.  ``prefixes`` maps
     a path or URL prefix to an LFN prefix (longest match wins).  An entry of
     ``attribute`` that no prefix maps is taken as an LFN; one of
     ``TransferInput`` is skipped (it is the user's own file, not shared data).
@@ -44,12 +46,14 @@ class InputMapping:
         if not isinstance(source, str):
             return []
         iwd = classads.evaluate(ad, "Iwd", "/")
-        out: list[str] = []
-        for entry in source.replace(",", " ").split():
-            lfn = self._map(entry, iwd if isinstance(iwd, str) else "/", keep_unmapped)
-            if lfn is not None and lfn not in out:
-                out.append(lfn)
-        return out
+        iwd = iwd if isinstance(iwd, str) else "/"
+        out: dict[str, None] = {}  # ordered and O(1) per lookup: jobs with 10,000s of inputs exist
+        for entry in source.split(","):
+            entry = entry.strip()
+            lfn = self._map(entry, iwd, keep_unmapped) if entry else None
+            if lfn is not None:
+                out.setdefault(lfn)
+        return list(out)
 
     def _map(self, entry: str, iwd: str, keep_unmapped: bool) -> str | None:
         path = entry if entry.startswith("/") or _URL_MARK in entry else posixpath.join(iwd, entry)

@@ -1,8 +1,10 @@
 """The translate hook's logic: publish the job, find where its inputs are cached, steer its Rank.
 
-Whatever goes wrong, the answer is the job ad exactly as it came in: the job
-router has no fallback for a failed hook, so failing open is the only safe
-failure.
+The answer lists only the attributes to set (old ClassAd format, printed by
+HTCondor's code); the hook applies them to the job ad it holds
+(:func:`htda.condor.hooks.apply_answer`).  Whatever goes wrong, the answer is
+empty and the job goes on exactly as it came in: the job router has no
+fallback for a failed hook, so failing open is the only safe failure.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from . import classads
 from .hooks import split
 from .jobinfo import NODE_ATTR, InputMapping, JobInfo, job_info
 
-__all__ = ["Steering", "Outcome", "translate", "ATTRS"]
+__all__ = ["Steering", "Outcome", "translate", "parse_input", "ATTRS"]
 
 
 class ATTRS:
@@ -56,7 +58,7 @@ class Steering:
 
 @dataclass
 class Outcome:
-    """The hook's answer and why."""
+    """The hook's answer (the attributes to set; empty: none) and why."""
 
     text: bytes
     changed: bool
@@ -70,27 +72,32 @@ Publish = Callable[[JobInfo], None]
 Lookup = Callable[[list[str]], Any]
 
 
-def translate(stdin: bytes, mapping: InputMapping, steering: Steering, publish: Publish,
-              lookup: Lookup) -> Outcome:
-    """Answer a translate hook's input (route line, ``------``, job ad)."""
+def parse_input(stdin: bytes) -> tuple[bytes, classads.ClassAd]:
+    """(job ad text, parsed job ad) of a hook's input (route line, ``------``, job ad);
+    :class:`~htda.condor.classads.AdError` or UnicodeDecodeError when the job ad is malformed."""
     job_bytes = split(stdin)[1]
-    unchanged = job_bytes
-    try:
-        ad = classads.parse_job(job_bytes.decode("utf-8"))
-    except (classads.AdError, UnicodeDecodeError) as exc:
-        return Outcome(unchanged, False, f"malformed job ad: {exc}", failed=True)
+    return job_bytes, classads.parse_job(job_bytes.decode("utf-8"))
+
+
+def translate(ad: classads.ClassAd, mapping: InputMapping, steering: Steering, publish: Publish,
+              lookup: Lookup) -> Outcome:
+    """Answer a translate hook for the job ``ad``: the attributes HTDA sets, or nothing."""
     job = job_info(ad, mapping)
     if not job.inputs:
-        return Outcome(unchanged, False, "the job names no inputs", job)
+        return Outcome(b"", False, "the job names no inputs", job)
     publish(job)
     try:
         fractions = _preferred(lookup(job.inputs), steering)
     except Exception as exc:  # noqa: BLE001 - any failure of the pool or its answer: fail open
-        return Outcome(unchanged, False, f"locator lookup failed: {exc}", job, failed=True)
+        return Outcome(b"", False, f"locator lookup failed: {exc}", job, failed=True)
     if not fractions:
-        return Outcome(unchanged, False, "no cache node holds any input", job)
-    _steer(ad, fractions, len(job.inputs), steering)
-    return Outcome(classads.print_old(ad).encode(), True, f"preferred {fractions[0][0]} ({fractions[0][1]:.0%})", job)
+        return Outcome(b"", False, "no cache node holds any input", job)
+    written = _steer(ad, fractions, len(job.inputs), steering)
+    try:
+        text = classads.print_attributes(ad, written)
+    except classads.AdError as exc:
+        return Outcome(b"", False, f"not printable: {exc}", job, failed=True)
+    return Outcome(text.encode(), True, f"preferred {fractions[0][0]} ({fractions[0][1]:.0%})", job)
 
 
 def _preferred(answer: Any, steering: Steering) -> list[tuple[str, float]]:
@@ -103,7 +110,7 @@ def _preferred(answer: Any, steering: Steering) -> list[tuple[str, float]]:
         fraction = facts.get("fraction") if isinstance(facts, dict) else None
         if not isinstance(fraction, (int, float)) or isinstance(fraction, bool) or not math.isfinite(fraction):
             raise ValueError(f"node {str(node)[:40]!r} has no numeric fraction")
-        if not isinstance(node, str) or not node or '"' in node or "\\" in node:
+        if not isinstance(node, str) or not node or '"' in node or "\\" in node or not node.isprintable():
             raise ValueError(f"bad node name {str(node)[:40]!r}")
         if fraction > steering.min_fraction:
             out.append((node, min(float(fraction), 1.0)))
@@ -111,23 +118,31 @@ def _preferred(answer: Any, steering: Steering) -> list[tuple[str, float]]:
     return out[:steering.max_preferred]
 
 
-def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], inputs: int, steering: Steering) -> None:
+def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], inputs: int, steering: Steering) -> list[str]:
+    """Write the steering into ``ad``; the names of the attributes written."""
+    written = []
+
+    def put(name: str, value: Any) -> None:
+        ad[name] = value
+        written.append(name)
+
     if ATTRS.USER_RANK not in ad and "Rank" in ad:
-        ad[ATTRS.USER_RANK] = ad.lookup("Rank")  # kept once: a second pass must not wrap our own Rank
-    ad[ATTRS.MACHINE_NODE] = classads.expr(
-        f"ifThenElse(isUndefined(TARGET.{NODE_ATTR}), TARGET.Machine, TARGET.{NODE_ATTR})")
-    ad[ATTRS.AFFINITY] = classads.expr(classads.affinity_expression(fractions, ATTRS.MACHINE_NODE))
-    ad[ATTRS.PREFERRED] = ",".join(node for node, _ in fractions)
-    ad[ATTRS.FRACTION] = fractions[0][1]
-    ad[ATTRS.INPUTS] = inputs
-    ad["Rank"] = classads.expr(steering.rank())
+        put(ATTRS.USER_RANK, ad.lookup("Rank"))  # kept once: a second pass must not wrap our own Rank
+    put(ATTRS.MACHINE_NODE, classads.expr(
+        f"ifThenElse(isUndefined(TARGET.{NODE_ATTR}), TARGET.Machine, TARGET.{NODE_ATTR})"))
+    put(ATTRS.AFFINITY, classads.expr(classads.affinity_expression(fractions, ATTRS.MACHINE_NODE)))
+    put(ATTRS.PREFERRED, ",".join(node for node, _ in fractions))
+    put(ATTRS.FRACTION, fractions[0][1])
+    put(ATTRS.INPUTS, inputs)
+    put("Rank", classads.expr(steering.rank()))
     machine_attrs = classads.evaluate(ad, "JobMachineAttrs", "")
     names = [n for n in str(machine_attrs).replace(",", " ").split() if n]
     if NODE_ATTR.lower() not in (n.lower() for n in names):
-        ad["JobMachineAttrs"] = ",".join([*names, NODE_ATTR])
+        put("JobMachineAttrs", ",".join([*names, NODE_ATTR]))
     if steering.steer_requirements and ATTRS.USER_REQUIREMENTS not in ad and "Requirements" in ad:
-        ad[ATTRS.USER_REQUIREMENTS] = ad.lookup("Requirements")
-        ad["Requirements"] = classads.expr(f"({ATTRS.USER_REQUIREMENTS}) && {_cache_requirement(steering)}")
+        put(ATTRS.USER_REQUIREMENTS, ad.lookup("Requirements"))
+        put("Requirements", classads.expr(f"({ATTRS.USER_REQUIREMENTS}) && {_cache_requirement(steering)}"))
+    return written
 
 
 def _cache_requirement(steering: Steering) -> str:

@@ -3,6 +3,7 @@ what it is sent (the REST contract, signature checked)."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,24 @@ import pytest
 from htda.node.client import Client
 from htda.testing.nodes import SECRET
 
-from .kit import HOOKS, RecordingCoordinator, agent_sections, run_hook, write_hook_config
+from .kit import HOOKS, RecordingCoordinator, agent_sections, agent_socket, run_hook, shared_dir, write_hook_config
+
+
+@pytest.fixture(scope="session")
+def socket_dir():
+    """Where the tests' agents put their sockets: root's, 0755, like /run/htda."""
+    path = shared_dir("htda-run-")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+_SOCKETS = itertools.count()
+
+
+@pytest.fixture
+def sockets(socket_dir):
+    """``sockets(name)``: a fresh socket path in :func:`socket_dir`."""
+    return lambda name="agent": str(socket_dir / f"{name}-{next(_SOCKETS)}.sock")
 
 
 @pytest.fixture
@@ -29,14 +47,14 @@ def locator(inprocess_node):
 
 
 @pytest.fixture
-def agent(inprocess_node, locator, coordinator):
+def agent(inprocess_node, locator, coordinator, sockets):
     return inprocess_node("submit", ["submit"], seeds=[locator.url],
-                          sections=agent_sections([locator.url], [coordinator.url]))
+                          sections=agent_sections([locator.url], [coordinator.url], sockets()))
 
 
 @pytest.fixture
 def hook_config(tmp_path, agent):
-    return write_hook_config(tmp_path / "hooks.toml", agent.url, log=str(tmp_path / "hooks.log"))
+    return write_hook_config(tmp_path / "hooks.toml", agent_socket(agent), log=str(tmp_path / "hooks.log"))
 
 
 @pytest.fixture

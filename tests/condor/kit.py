@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ import classad2
 from htda.node.auth import Verifier
 from htda.node.rest import RestApp, RestServer, Route
 from htda.testing.nodes import SECRET, free_port
+from tests.users import User
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOKS = ROOT / "hooks"
@@ -49,24 +51,50 @@ class HookRun:
     seconds: float
 
 
-def run_hook(name: str, stdin: bytes, config: Path, direct: bool = False, binary: Path | None = None) -> HookRun:
+def run_hook(name: str, stdin: bytes, config: Path, direct: bool = False, binary: Path | None = None,
+             user: User | None = None) -> HookRun:
     """Run ``hooks/<name>`` as HTCondor would; ``direct`` uses its shebang, else the same
-    interpreter flags (-I -S) with this interpreter; ``binary`` runs that file instead (native hooks)."""
+    interpreter flags (-I -S) with this interpreter; ``binary`` runs that file instead (an installed
+    hook); ``user`` runs it as that account (as the job router runs hooks, as the job's owner)."""
     if binary is not None:
         argv = [str(binary)]
     else:
         argv = [str(HOOKS / name)] if direct else [sys.executable, "-IS", str(HOOKS / name)]
+    if user is not None:
+        argv = [*as_user(user), *argv]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HTDA_HOOKS_CONFIG": str(config)}
     started = time.monotonic()
     proc = subprocess.run(argv, input=stdin, capture_output=True, env=env, timeout=30)
     return HookRun(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
 
 
-def write_hook_config(path: Path, node: str, timeout: float = 0.5, **extra) -> Path:
-    lines = [f'node = "{node}"', f"timeout = {timeout}"]
+def as_user(user: User) -> list[str]:
+    """The argv prefix that runs a program as ``user`` (as :func:`tests.users.run_as` does)."""
+    return ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--"]
+
+
+def write_hook_config(path: Path, socket: str | None = None, timeout: float = 0.5, **extra) -> Path:
+    """Hook settings (mode 0644) that reach the agent at ``socket``; ``extra`` keys as given."""
+    lines = [f'socket = "{socket}"'] if socket else []
+    lines.append(f"timeout = {timeout}")
     lines += [f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {v}" for k, v in extra.items()]
     path.write_text("\n".join(lines) + "\n")
+    path.chmod(0o644)
     return path
+
+
+def shared_dir(prefix: str) -> Path:
+    """A fresh directory under /tmp, root's, mode 0755: every account may reach what is in it,
+    only root may write it (as /run/htda and a hook directory are).  pytest's own is 0700."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    path.chmod(0o755)
+    return path
+
+
+def agent_socket(node) -> str:
+    """The UNIX socket the submit agent of the in-process ``node`` serves the hooks on."""
+    return str(node.components["submit"].channel.path)
 
 
 class RecordingCoordinator:
@@ -93,17 +121,20 @@ class RecordingCoordinator:
         return {"accepted": len(request.json["events"]), "duplicates": 0, "unknown": 0}
 
 
-def agent_sections(locators: list[str], coordinators: list[str], **extra) -> dict:
+def agent_sections(locators: list[str], coordinators: list[str], socket: str, **extra) -> dict:
     return {"submit": {"locators": locators, "coordinators": coordinators, "send_interval": 0.05,
-                       "lfn_prefixes": PREFIXES, **extra}}
+                       "lfn_prefixes": PREFIXES, "socket": socket, **extra}}
 
 
 class StubbornServer:
-    """A real HTTP server on loopback that answers every request late, or with fixed bytes."""
+    """A real HTTP server that answers every request late, or with fixed bytes: on loopback
+    (``.url``), or on the UNIX socket ``socket`` as an agent would be (run by root: a fake agent
+    the hooks cannot tell from the real one)."""
 
     def __init__(self, delay: float = 0.0, status: int = 200, body: bytes = b"",
-                 content_type: str = "application/json"):
+                 content_type: str = "application/json", socket: str | None = None):
         import http.server
+        import socketserver
 
         outer = self
 
@@ -127,11 +158,19 @@ class StubbornServer:
             def log_message(self, *args) -> None:
                 pass
 
+            def address_string(self) -> str:
+                return "local"
+
         self.delay, self.status, self.body = delay, status, body
         self.released = threading.Event()
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if socket:
+            self.socket = socket
+            self.httpd = socketserver.ThreadingUnixStreamServer(socket, Handler)
+            os.chmod(socket, 0o666)
+        else:
+            self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def __enter__(self) -> "StubbornServer":

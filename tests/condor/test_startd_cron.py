@@ -17,14 +17,14 @@ def machine_ad(stdout: bytes) -> classad2.ClassAd:
 
 def test_prints_the_local_node_name(inprocess_node, tmp_path):
     node = inprocess_node("worker-7", ["locator"])
-    run = run_hook("htda_startd_cron", b"", write_hook_config(tmp_path / "h.toml", node.url), direct=True)
+    run = run_hook("htda_startd_cron", b"", write_hook_config(tmp_path / "h.toml", node=node.url), direct=True)
     assert run.code == 0, run.stderr
     ad = machine_ad(run.stdout)
     assert ad["HTDA_NodeName"] == "worker-7" and ad["HTDA_Up"] is True
 
 
 def test_node_down_still_prints_an_ad(tmp_path):
-    run = run_hook("htda_startd_cron", b"", write_hook_config(tmp_path / "h.toml", f"http://127.0.0.1:{free_port()}"),
+    run = run_hook("htda_startd_cron", b"", write_hook_config(tmp_path / "h.toml", node=f"http://127.0.0.1:{free_port()}"),
                    direct=True)
     assert run.code == 0
     ad = machine_ad(run.stdout)

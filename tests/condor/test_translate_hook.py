@@ -9,7 +9,7 @@ import pytest
 
 from htda.testing.nodes import wait_until
 
-from .kit import INPUTS, agent_sections, hook_input, job_ad, parse, run_hook, write_hook_config
+from .kit import INPUTS, agent_sections, agent_socket, hook_input, job_ad, parse, run_hook, write_hook_config
 
 HALF = {"/store/data/run1/c.root": 200}  # 200 of the 400 input bytes
 
@@ -110,11 +110,11 @@ def test_no_holder_means_unchanged_but_published(run, agent, hook_config, coordi
     (0.0, 100_000, False),  # no timeout: it waits for ever
 ])
 def test_requirements_change_only_when_configured(run, inprocess_node, locator, coordinator, holdings, tmp_path,
-                                                  timeout, waited, elsewhere):
+                                                  sockets, timeout, waited, elsewhere):
     node = inprocess_node("strict", ["submit"], seeds=[locator.url],
-                          sections=agent_sections([locator.url], [coordinator.url], steer_requirements=True,
+                          sections=agent_sections([locator.url], [coordinator.url], sockets(), steer_requirements=True,
                                                   steer_timeout=timeout))
-    config = write_hook_config(tmp_path / "strict.toml", node.url)
+    config = write_hook_config(tmp_path / "strict.toml", agent_socket(node))
     holdings({"c-all": INPUTS})
     job = parse(run("htda_translate", hook_input(job_ad(QDate=str(int(time.time()) - waited))), config).stdout)
     assert job.lookup("Requirements").eval(scope=job, target=machine("c-all")) is True
@@ -129,28 +129,29 @@ def test_the_executable_runs_through_its_own_shebang(agent, hook_config, holding
     assert parse(run.stdout)["HTDA_PreferredNodes"] == "c-all"
 
 
-def test_a_locator_on_the_agents_node_is_used_directly(inprocess_node, coordinator, tmp_path, run):
+def test_a_locator_on_the_agents_node_is_used_directly(inprocess_node, coordinator, tmp_path, run, sockets):
     from htda.node.client import Client
     from htda.testing.nodes import SECRET
 
     node = inprocess_node("submit-loc", ["submit", "locator"],
-                          sections=agent_sections([], [coordinator.url]))
+                          sections=agent_sections([], [coordinator.url], sockets()))
     Client(SECRET.encode(), retries=0).post(f"{node.url}/api/v1/locator/holdings", {
         "node": "c-all", "files": [{"lfn": k, "size": v} for k, v in INPUTS.items()], "replace": True})
-    out = run("htda_translate", hook_input(job_ad()), write_hook_config(tmp_path / "h.toml", node.url))
+    out = run("htda_translate", hook_input(job_ad()), write_hook_config(tmp_path / "h.toml", agent_socket(node)))
     assert parse(out.stdout)["HTDA_PreferredNodes"] == "c-all"
     _, metrics = Client(None, retries=0).raw("GET", f"{node.url}/metrics")
     assert b"\nhtda_locator_lookups_total " not in metrics  # the index was asked directly, not over HTTP
 
 
-def test_sizes_come_from_the_submit_hosts_view_of_storage(run, inprocess_node, locator, coordinator, tmp_path):
+def test_sizes_come_from_the_submit_hosts_view_of_storage(run, inprocess_node, locator, coordinator, tmp_path,
+                                                          sockets):
     storage = tmp_path / "storage"
     (storage / "store/data/run1").mkdir(parents=True)
     (storage / "store/data/run1/c.root").write_bytes(b"x" * 1234)
     (storage / "store/x.root").symlink_to("/etc/passwd")  # planted: must not reveal the host's files
-    sections = agent_sections([locator.url], [coordinator.url], storage_root=str(storage))
+    sections = agent_sections([locator.url], [coordinator.url], sockets(), storage_root=str(storage))
     agent = inprocess_node("sizes", ["submit"], seeds=[locator.url], sections=sections)
-    config = write_hook_config(tmp_path / "sized.toml", agent.url)
+    config = write_hook_config(tmp_path / "sized.toml", agent_socket(agent))
     run("htda_translate", hook_input(job_ad(HTDA_InputFiles='"/store/data/run1/c.root, /store/x.root"')), config)
     wait_until(lambda: coordinator.jobs, timeout=5, what="the job to reach the coordinator")
     assert coordinator.jobs[0]["sizes"] == {"/store/data/run1/c.root": 1234}
