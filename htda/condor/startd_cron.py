@@ -15,7 +15,7 @@ import socket
 import sys
 import time
 
-from .hooks import _post, load_settings
+from .hooks import node_request, read_settings
 
 __all__ = ["main", "machine_attributes"]
 
@@ -26,12 +26,12 @@ def machine_attributes(settings: dict[str, object], timeout: float = 2.0) -> dic
     node = str(settings["node"])
     attrs: dict[str, object] = {"HTDA_NodeName": socket.gethostname().split(".", 1)[0], "HTDA_Up": False}
     try:
-        status, body = _post(node, "/api/v1/node", b"", deadline, method="GET")
+        status, body = node_request(node, "/api/v1/node", deadline)
         if status != 200:
             return attrs
         me = json.loads(body)
         attrs.update(HTDA_NodeName=str(me["name"]), HTDA_Up=True)
-        status, body = _post(node, "/api/v1/pool", b"", deadline, method="GET")
+        status, body = node_request(node, "/api/v1/pool", deadline)
         members = json.loads(body).get("members", []) if status == 200 else []
         cache = next((m.get("info", {}).get("cache") for m in members if m.get("name") == me["name"]), None)
         if isinstance(cache, dict):
@@ -45,16 +45,25 @@ def machine_attributes(settings: dict[str, object], timeout: float = 2.0) -> dic
 
 
 def _literal(value: object) -> str:
+    """``value`` in old ClassAd syntax, as the startd reads cron output.
+
+    Old syntax escapes nothing but ``"`` (a backslash is itself, ``\\n`` two characters), and
+    has no way to write a line break: control characters are dropped.
+    """
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
-    return json.dumps(str(value))  # a JSON string is a valid ClassAd string literal for names
+    text = "".join(c for c in str(value) if c.isprintable())
+    return '"' + text.replace('"', '\\"') + '"'
 
 
 def main() -> int:
     """Print the attributes and the end-of-ad line; always exit 0."""
-    attrs = machine_attributes(load_settings())
+    settings, problem = read_settings()
+    if problem:
+        os.write(2, f"htda_startd_cron: {problem}\n".encode())
+    attrs = machine_attributes(settings)
     lines = [f"{name} = {_literal(value)}" for name, value in attrs.items()]
     os.write(1, ("\n".join(lines) + "\n-\n").encode())
     return 0

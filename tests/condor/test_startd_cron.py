@@ -29,3 +29,11 @@ def test_node_down_still_prints_an_ad(tmp_path):
     assert run.code == 0
     ad = machine_ad(run.stdout)
     assert ad["HTDA_Up"] is False and ad["HTDA_NodeName"]
+
+
+def test_names_are_written_in_old_classad_syntax(inprocess_node, tmp_path):
+    """Old syntax escapes only the double quote: JSON's escapes (``\\\\``) would change the name the
+    startd publishes, and the translate hook's affinity would never match it."""
+    node = inprocess_node('w\\1"x', ["locator"])
+    run = run_hook("htda_startd_cron", b"", write_hook_config(tmp_path / "h.toml", node=node.url), direct=True)
+    assert machine_ad(run.stdout)["HTDA_NodeName"] == 'w\\1"x'
