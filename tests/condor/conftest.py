@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import itertools
 import shutil
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 
 from htda.node.client import Client
 from htda.testing.nodes import SECRET
 
-from .kit import HOOKS, RecordingCoordinator, agent_sections, agent_socket, run_hook, shared_dir, write_hook_config
+from .kit import Hooks, RecordingCoordinator, agent_sections, agent_socket, install_hooks, shared_dir, write_hook_config
 
 
 @pytest.fixture(scope="session")
@@ -72,20 +71,37 @@ def holdings(locator):
 
 
 @pytest.fixture(scope="session")
-def native_hooks(tmp_path_factory):
+def installed():
+    """``installed(variant)``: the hooks as ``hooks/install-hooks [--native]`` writes them, in a root
+    folder every user may reach (hooks run as the job's owner)."""
+    made: dict[str, Path] = {}
+
+    def install(variant: str) -> Path:
+        if variant == "native" and not (shutil.which("cc") or shutil.which("gcc")):
+            pytest.skip("no C compiler: the native hooks cannot be built here")
+        if variant not in made:
+            made[variant] = install_hooks(shared_dir(f"htda-hooks-{variant}-"), native=variant == "native")
+        return made[variant]
+
+    yield install
+    for path in made.values():
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def native_hooks(installed):
     """The native job-router hooks, built with hooks/install-hooks --native."""
-    if not (shutil.which("cc") or shutil.which("gcc")):
-        pytest.skip("no C compiler: the native hooks cannot be built here")
-    target = tmp_path_factory.mktemp("native-hooks")
-    subprocess.run([sys.executable, str(HOOKS / "install-hooks"), "--native", str(target)], check=True,
-                   capture_output=True)
-    return target
+    return installed("native")
 
 
 @pytest.fixture(params=["python", "native"])
 def run(request):
-    """``run(name, stdin, config)``: a job-router hook, as the Python script and as the native program."""
-    if request.param == "python":
-        return run_hook
-    native = request.getfixturevalue("native_hooks")
-    return lambda name, stdin, config: run_hook(name, stdin, config, binary=native / name)
+    """``run(name, stdin, config)`` (and ``run.argv(name)``): a job-router hook, as the Python script and
+    as the native program, run by root."""
+    return Hooks(request.getfixturevalue("native_hooks") if request.param == "native" else None)
+
+
+@pytest.fixture(params=["python", "native"])
+def installed_hooks(request, installed):
+    """``hooks(name, stdin, config, user)``: the installed Python and native hooks, run as ``user``."""
+    return Hooks(installed(request.param))

@@ -16,7 +16,7 @@ import classad2
 from htda.node.auth import Verifier
 from htda.node.rest import RestApp, RestServer, Route
 from htda.testing.nodes import SECRET, free_port
-from tests.users import User
+from tests.users import User, run_as
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOKS = ROOT / "hooks"
@@ -51,27 +51,47 @@ class HookRun:
     seconds: float
 
 
-def run_hook(name: str, stdin: bytes, config: Path, direct: bool = False, binary: Path | None = None,
-             user: User | None = None) -> HookRun:
+def run_hook(name: str, stdin: bytes, config: Path, direct: bool = False, binary: Path | None = None) -> HookRun:
     """Run ``hooks/<name>`` as HTCondor would; ``direct`` uses its shebang, else the same
-    interpreter flags (-I -S) with this interpreter; ``binary`` runs that file instead (an installed
-    hook); ``user`` runs it as that account (as the job router runs hooks, as the job's owner)."""
+    interpreter flags (-I -S) with this interpreter; ``binary`` runs that file instead (native hooks)."""
     if binary is not None:
-        argv = [str(binary)]
-    else:
-        argv = [str(HOOKS / name)] if direct else [sys.executable, "-IS", str(HOOKS / name)]
-    if user is not None:
-        argv = [*as_user(user), *argv]
+        return run_argv([str(binary)], stdin, config)
+    return run_argv([str(HOOKS / name)] if direct else Hooks().argv(name), stdin, config)
+
+
+def run_argv(argv: list[str], stdin: bytes, config: Path, user: User | None = None) -> HookRun:
+    """Run a hook's ``argv`` with ``stdin`` and the settings ``config``; as ``user`` when given (the
+    job router runs hooks as the job's owner)."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HTDA_HOOKS_CONFIG": str(config)}
     started = time.monotonic()
-    proc = subprocess.run(argv, input=stdin, capture_output=True, env=env, timeout=30)
+    if user is not None:
+        proc = run_as(user, argv, input=stdin, env=env, text=False, timeout=30)
+    else:
+        proc = subprocess.run(argv, input=stdin, capture_output=True, env=env, timeout=30)
     return HookRun(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
 
 
-def as_user(user: User) -> list[str]:
-    """The argv prefix that runs a program as ``user`` (as :func:`tests.users.run_as` does)."""
-    return ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--inh-caps=-all",
-            "--bounding-set=-all", "--"]
+@dataclass(frozen=True)
+class Hooks:
+    """Hook executables as HTCondor runs them: the checkout's scripts with this interpreter and
+    ``-I -S`` (no ``directory``), or what ``install-hooks`` wrote into ``directory``."""
+
+    directory: Path | None = None
+
+    def argv(self, name: str) -> list[str]:
+        if self.directory is not None:
+            return [str(self.directory / name)]
+        return [sys.executable, "-IS", str(HOOKS / name)]
+
+    def __call__(self, name: str, stdin: bytes, config: Path, user: User | None = None) -> HookRun:
+        return run_argv(self.argv(name), stdin, config, user)
+
+
+def install_hooks(target: Path, native: bool = False) -> Path:
+    """``hooks/install-hooks [--native] target``, as a site runs it; ``target``."""
+    subprocess.run([sys.executable, str(HOOKS / "install-hooks"), *(["--native"] if native else []), str(target)],
+                   check=True, capture_output=True)
+    return target
 
 
 def write_hook_config(path: Path, socket: str | None = None, timeout: float = 0.5, **extra) -> Path:

@@ -1,13 +1,16 @@
-"""Fail-open: whatever breaks, the translate hook prints the job ad unchanged, exits 0, in time."""
+"""Fail-open: whatever breaks, the translate hook prints the job ad unchanged, exactly once, exits 0, in time."""
 
 from __future__ import annotations
+
+import subprocess
+import time
 
 import pytest
 
 from htda.node.client import Client
 from htda.testing.nodes import free_port
 
-from .kit import INPUTS, StubbornServer, agent_sections, hook_input, job_ad, write_hook_config
+from .kit import INPUTS, StubbornServer, agent_sections, agent_socket, hook_input, job_ad, parse, write_hook_config
 
 TIMEOUT = 0.5
 MARGIN = 0.6  # interpreter start-up on a loaded 2-core machine, and process teardown
@@ -19,61 +22,104 @@ def assert_unchanged(run, ad: str) -> None:
     assert run.seconds < TIMEOUT + MARGIN, f"took {run.seconds:.2f}s"
 
 
-def agent_with(inprocess_node, tmp_path, locators, coordinators, name="agent"):
-    node = inprocess_node(name, ["submit"], sections=agent_sections(locators, coordinators))
-    return write_hook_config(tmp_path / f"{name}.toml", node.url, timeout=TIMEOUT, log=str(tmp_path / "hooks.log"))
+def agent_with(inprocess_node, tmp_path, sockets, locators, coordinators, name="agent"):
+    node = inprocess_node(name, ["submit"], sections=agent_sections(locators, coordinators, sockets()))
+    return write_hook_config(tmp_path / f"{name}.toml", agent_socket(node), timeout=TIMEOUT,
+                             log=str(tmp_path / "hooks.log"))
 
 
-def test_agent_down(run, tmp_path):
-    config = write_hook_config(tmp_path / "h.toml", f"http://127.0.0.1:{free_port()}", timeout=TIMEOUT,
-                               log=str(tmp_path / "hooks.log"))
+def test_agent_down(run, tmp_path, sockets):
+    config = write_hook_config(tmp_path / "h.toml", sockets(), timeout=TIMEOUT, log=str(tmp_path / "hooks.log"))
     assert_unchanged(run("htda_translate", hook_input(job_ad()), config), job_ad())
     assert "left unchanged" in (tmp_path / "hooks.log").read_text()
 
 
-def test_agent_hangs(run, tmp_path):
-    with StubbornServer(delay=30) as server:
-        config = write_hook_config(tmp_path / "h.toml", server.url, timeout=TIMEOUT)
+def test_agent_hangs(run, tmp_path, sockets):
+    with StubbornServer(delay=30, socket=sockets()) as server:
+        config = write_hook_config(tmp_path / "h.toml", server.socket, timeout=TIMEOUT)
         run = run("htda_translate", hook_input(job_ad()), config)
     assert_unchanged(run, job_ad())
     assert b"left unchanged" in run.stderr  # no log file: stderr, which the router records
 
 
-@pytest.mark.parametrize("status, body", [(200, b"this is not an ad"), (200, b""), (500, b"{}"),
-                                          (200, b"A = 1\n")])
-def test_agent_answers_garbage(run, tmp_path, status, body):
-    with StubbornServer(status=status, body=body) as server:
-        config = write_hook_config(tmp_path / "h.toml", server.url, timeout=TIMEOUT)
+@pytest.mark.parametrize("status, body", [(200, b"this is not an ad"), (500, b"{}"), (200, b"A = 1\n"),
+                                          (200, b"Rank = 1\nno assignment here\n"), (403, b"Rank = 1\n"),
+                                          (200, b"Rank = 1\nRANK = 2\n")])
+def test_agent_answers_garbage(run, tmp_path, sockets, status, body):
+    with StubbornServer(status=status, body=body, socket=sockets()) as server:
+        config = write_hook_config(tmp_path / "h.toml", server.socket, timeout=TIMEOUT)
         assert_unchanged(run("htda_translate", hook_input(job_ad()), config), job_ad())
 
 
-def test_locator_down(run, inprocess_node, tmp_path, coordinator):
-    config = agent_with(inprocess_node, tmp_path, [f"http://127.0.0.1:{free_port()}"], [coordinator.url])
+@pytest.mark.parametrize("answer", [
+    'Cmd = "/bin/sh"\nRank = 5.0\n',  # the squatter's prize: the job's command
+    'Args = "-c id"\n',
+    'Environment = "LD_PRELOAD=/tmp/x.so"\nHTDA_PreferredNodes = "c-all"\n',
+    'Owner = "root"\n',
+    'TransferInput = "/etc/shadow"\n',
+    'PeriodicRemove = true\n',
+    job_ad(Cmd='"/bin/sh"', Rank="5.0"),  # a whole ad, one foreign change in it
+])
+def test_an_answer_changing_anything_but_htdas_attributes_is_refused(run, tmp_path, sockets, answer):
+    with StubbornServer(body=answer.encode(), content_type="text/plain", socket=sockets()) as server:
+        config = write_hook_config(tmp_path / "h.toml", server.socket, timeout=TIMEOUT)
+        out = run("htda_translate", hook_input(job_ad()), config)
+    assert_unchanged(out, job_ad())
+    assert b"not HTDA's to change" in out.stderr
+
+
+def test_htdas_attributes_are_applied_and_every_other_line_kept(run, tmp_path, sockets):
+    """Rank, Requirements, JobMachineAttrs and HTDA_* (any case) change; a line repeating the job's own
+    expression is no change; an attribute the answer leaves out is kept, never deleted."""
+    answer = ('rank = 5.0\nHTDA_PreferredNodes = "c-all"\nRequirements = true\njobmachineattrs = "HTDA_NodeName"\n'
+              'Cmd = "/home/alice/ana/run.sh"\n')
+    with StubbornServer(body=answer.encode(), content_type="text/plain", socket=sockets()) as server:
+        config = write_hook_config(tmp_path / "h.toml", server.socket, timeout=TIMEOUT)
+        out = run("htda_translate", hook_input(job_ad()), config)
+    assert out.code == 0, out.stderr
+    changed = {"rank", "requirements", "jobmachineattrs", "htda_preferrednodes"}
+
+    def kept(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.split(" = ")[0].lower() not in changed]
+
+    assert kept(out.stdout.decode()) == kept(job_ad())  # byte for byte, in order
+    job = parse(out.stdout)
+    assert job["Rank"] == 5.0 and job["Requirements"] is True and job["HTDA_PreferredNodes"] == "c-all"
+    assert job["JobMachineAttrs"] == "HTDA_NodeName"
+    assert {k.lower() for k in parse(job_ad()).keys()} <= {k.lower() for k in job.keys()}
+
+
+def test_locator_down(run, inprocess_node, tmp_path, sockets, coordinator):
+    config = agent_with(inprocess_node, tmp_path, sockets, [f"http://127.0.0.1:{free_port()}"], [coordinator.url])
     assert_unchanged(run("htda_translate", hook_input(job_ad()), config), job_ad())
 
 
-def test_no_locator_known(run, inprocess_node, tmp_path, coordinator):
-    config = agent_with(inprocess_node, tmp_path, [], [coordinator.url])
+def test_no_locator_known(run, inprocess_node, tmp_path, sockets, coordinator):
+    config = agent_with(inprocess_node, tmp_path, sockets, [], [coordinator.url])
     assert_unchanged(run("htda_translate", hook_input(job_ad()), config), job_ad())
 
 
-def test_locator_slow(run, inprocess_node, tmp_path, coordinator):
+def test_locator_slow(run, inprocess_node, tmp_path, sockets, coordinator):
     with StubbornServer(delay=30, body=b'{"files": {}, "nodes": {"c1": {"fraction": 1.0}}}') as slow:
-        config = agent_with(inprocess_node, tmp_path, [slow.url], [coordinator.url])
+        config = agent_with(inprocess_node, tmp_path, sockets, [slow.url], [coordinator.url])
         assert_unchanged(run("htda_translate", hook_input(job_ad()), config), job_ad())
 
 
 @pytest.mark.parametrize("body", [b"not json", b"[]", b'{"files": {}}', b'{"nodes": {"c1": {"fraction": "x"}}}',
-                                  b'{"nodes": {"c\\"1": {"fraction": 0.5}}}', b'{"nodes": {"c1": 7}}'])
-def test_locator_answers_garbage(run, inprocess_node, tmp_path, coordinator, body):
+                                  b'{"nodes": {"c\\"1": {"fraction": 0.5}}}', b'{"nodes": {"c1": 7}}',
+                                  b'{"nodes": {"c1\\nCmd = \\"/bin/sh\\"": {"fraction": 0.5}}}',
+                                  b'{"nodes": {"c1\\r": {"fraction": 0.5}}}'])
+def test_locator_answers_garbage(run, inprocess_node, tmp_path, sockets, coordinator, body):
     with StubbornServer(body=body) as server:
-        config = agent_with(inprocess_node, tmp_path, [server.url], [coordinator.url])
-        assert_unchanged(run("htda_translate", hook_input(job_ad()), config), job_ad())
+        config = agent_with(inprocess_node, tmp_path, sockets, [server.url], [coordinator.url])
+        out = run("htda_translate", hook_input(job_ad()), config)
+    assert_unchanged(out, job_ad())
+    assert parse(out.stdout).keys() == parse(job_ad()).keys()  # no attribute smuggled in by a line break
 
 
-def test_coordinator_down_does_not_matter(run, inprocess_node, locator, holdings, tmp_path):
+def test_coordinator_down_does_not_matter(run, inprocess_node, locator, holdings, tmp_path, sockets):
     holdings({"c-all": INPUTS})
-    config = agent_with(inprocess_node, tmp_path, [locator.url], [f"http://127.0.0.1:{free_port()}"])
+    config = agent_with(inprocess_node, tmp_path, sockets, [locator.url], [f"http://127.0.0.1:{free_port()}"])
     run = run("htda_translate", hook_input(job_ad()), config)
     assert run.code == 0 and b"HTDA_PreferredNodes" in run.stdout  # publishing is queued, not awaited
 
@@ -92,6 +138,22 @@ def test_huge_ad(run, hook_config):
     assert_unchanged(run("htda_translate", hook_input(ad), hook_config), ad)
 
 
+def test_a_huge_ad_is_printed_once_when_the_router_reads_late(run, hook_config):
+    """The router may not read standard output before the hook's deadline: the ad (over max_ad_bytes,
+    larger than a pipe holds) must still come out exactly once, not again when the alarm fires."""
+    ad = job_ad(Huge='"' + "x" * (2 * 1024 * 1024) + '"')
+    argv = run.argv("htda_translate")
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={"PATH": "/usr/bin:/bin", "HTDA_HOOKS_CONFIG": str(hook_config)})
+    proc.stdin.write(hook_input(ad))
+    proc.stdin.close()
+    time.sleep(TIMEOUT + 0.5)  # the alarm has fired while the hook waits for us to read
+    out = proc.stdout.read()
+    proc.wait(timeout=10)
+    assert proc.returncode == 0, proc.stderr.read()
+    assert len(out) == len(ad.encode()) and out == ad.encode()
+
+
 def test_job_without_inputs(run, hook_config):
     ad = job_ad(TransferInput=None)
     assert_unchanged(run("htda_translate", hook_input(ad), hook_config), ad)
@@ -102,11 +164,11 @@ def test_no_separator_and_empty_input(run, hook_config):
     assert_unchanged(run("htda_translate", b"", hook_config), "")
 
 
-def test_agent_refuses_other_networks(inprocess_node, tmp_path, locator, coordinator):
-    node = inprocess_node("closed", ["submit"],
-                          sections=agent_sections([locator.url], [coordinator.url], allow_networks=["10.0.0.0/8"]))
-    status, body = Client(None, retries=0).raw("POST", node.url + "/api/v1/submit/translate", hook_input(job_ad()))
-    assert status == 403, body
+def test_the_agent_serves_hooks_on_no_tcp_port(agent):
+    """The old endpoint on the node's port, which any local user could serve while the agent was down, is gone."""
+    for path in ("/api/v1/submit/translate", "/api/v1/submit/events?hook=cleanup"):
+        status, _ = Client(None, retries=0).raw("POST", agent.url + path, hook_input(job_ad()))
+        assert status == 404, path
 
 
 def test_unknown_hook_settings_are_ignored(run, tmp_path, hook_config):
