@@ -22,6 +22,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -78,6 +79,10 @@ class AttackPool:
         self.view = base / "view"
         self.device = base / "etc" / "data" / "worker" / "dev0"
         self.users: dict[str, User] = {name: ensure_user(name) for name in ("usera", "userb")}
+        self.run_dir = Path(tempfile.mkdtemp(prefix="htda-attacks-", dir="/run"))  # root's, 0755: as /run/htda
+        self.run_dir.chmod(0o755)
+        self.agent_socket = self.run_dir / "submit.sock"
+        self.hooks: dict[str, Path] = {}
         self.contents: dict[str, str] = {}
         self.nodes: dict[str, NodeProcess] = {}
         self.signed = Client(SECRET.encode(), timeout=5.0, retries=0)
@@ -93,10 +98,12 @@ class AttackPool:
         try:
             pool._make_storage()
             pool._start_nodes()
+            pool._install_hooks()
             yield pool
         finally:
             pool._stop()
             shutil.rmtree(base, ignore_errors=True)
+            shutil.rmtree(pool.run_dir, ignore_errors=True)
 
     def _make_storage(self) -> None:
         self._put("/private/secret.txt", "userb's secret\n", "userb", 0o600, dir_mode=0o700)
@@ -125,8 +132,9 @@ class AttackPool:
         service_port, worker_port = free_port(), free_port()
         seed = f"http://127.0.0.1:{service_port}"
         common = {"interval": 0.5, "expiry": self.expiry}
-        service = write_config(etc, "service", ["coordinator", "locator"], service_port, [seed],
-                               sections={"coordinator": {"cycle": 0.5}}, **common)
+        service = write_config(etc, "service", ["coordinator", "locator", "submit"], service_port, [seed],
+                               sections={"coordinator": {"cycle": 0.5},
+                                         "submit": {"socket": str(self.agent_socket)}}, **common)
         worker = write_config(etc, "worker", ["cache"], worker_port, [seed], sections={"cache": {
             "storage": "posix", "storage_location": str(self.storage), "devices": [{"path": str(self.device)}],
             "union": "mergerfs", "view": str(self.view), "cycle": 0.5, "holdings_interval": 1.0,
@@ -134,6 +142,47 @@ class AttackPool:
         self.nodes["service"] = NodeProcess(service).start()
         self.nodes["worker"] = _Worker(worker).start()
         wait_until(lambda: {"service", "worker"} <= self.members("service"), timeout=20, what="the pool to form")
+
+    def _install_hooks(self) -> None:
+        """HTDA's hooks as a site installs them (``hooks/install-hooks``), Python and native, with settings."""
+        for variant in ("python", "native"):
+            target = self.base / f"hooks-{variant}"
+            argv = [sys.executable, str(REPO / "hooks" / "install-hooks"), *(["--native"] if variant == "native"
+                                                                              else []), str(target)]
+            subprocess.run(argv, check=True, capture_output=True, timeout=120)
+            self.hooks[variant] = target
+        self.settings = self.hook_settings(self.agent_socket)
+
+    def hook_settings(self, socket_path: Path, name: str = "hooks") -> Path:
+        path = self.base / f"{name}.toml"
+        path.write_text(f'socket = "{socket_path}"\ntimeout = 0.5\n')
+        path.chmod(0o644)
+        return path
+
+    def hook(self, user: str, variant: str, name: str, stdin: bytes, settings: Path | None = None,
+             read_after: float = 0.0) -> tuple[int, bytes]:
+        """Run an installed hook as ``user``; (exit status, standard output), read ``read_after`` s late."""
+        account = self.users[user]
+        argv = ["setpriv", f"--reuid={account.uid}", f"--regid={account.gid}", "--clear-groups", "--",
+                str(self.hooks[variant] / name)]
+        env = {"PATH": "/usr/bin:/bin", "HTDA_HOOKS_CONFIG": str(settings or self.settings)}
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                env=env)
+        feeder = threading.Thread(target=_feed, args=(proc, stdin), daemon=True)
+        feeder.start()
+        time.sleep(read_after)
+        out = proc.stdout.read()
+        return proc.wait(timeout=30), out
+
+    def agent_metric(self, name: str, **labels: str) -> float:
+        """A sample of the service node's /metrics (0 when absent)."""
+        text = self.anonymous.get_text(self.url("service") + "/metrics") if hasattr(self.anonymous, "get_text") \
+            else _get(self.url("service") + "/metrics")
+        want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        for line in text.splitlines():
+            if line.startswith(f"{name}{{{want}}}"):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
 
     def _stop(self) -> None:
         for node in reversed(list(self.nodes.values())):
@@ -181,6 +230,11 @@ class AttackPool:
 
     def anonymous_status(self, node: str, method: str, path: str) -> int:
         return _status(self.url(node) + path, method)
+
+    def raw_status(self, node: str, method: str, path: str, body: bytes, authorization: str) -> int:
+        """Send exactly these bytes and this Authorization header; the status."""
+        return _status(self.url(node) + path, method, body, [f"Authorization: {authorization}",
+                                                              "Content-Type: application/json"])
 
     def healthz_seconds(self, node: str) -> float:
         started = time.monotonic()
@@ -268,6 +322,40 @@ class AttackPool:
         return struct.unpack("f", struct.pack("f", float(value)))[0]
 
 
+def job_ad(owner: str, **extra: str) -> str:
+    """A small old-syntax job ad of ``owner`` as the schedd hands it to the router's hooks (sorted)."""
+    attrs = {"ClusterId": "7", "ProcId": "0", "GlobalJobId": f'"submit#7.0#{time.time_ns()}"', "Owner": f'"{owner}"',
+             "User": f'"{owner}@example.org"', "Cmd": '"/bin/analysis"', "Args": '"--events 10"', "JobUniverse": "5",
+             "JobStatus": "1", "Iwd": '"/tmp"', "QDate": str(int(time.time())), "RequestCpus": "1",
+             "RequestMemory": "2000", "Requirements": "true", "HTDA_InputFiles": '"/public/usera-data.txt"', **extra}
+    return "".join(f"{name} = {value}\n" for name, value in sorted(attrs.items()))
+
+
+def hook_input(ad: str) -> bytes:
+    return ('[ Name = "HTDA"; EditJobInPlace = true ]\n------\n' + ad).encode()
+
+
+def _feed(proc: subprocess.Popen, data: bytes) -> None:
+    try:
+        proc.stdin.write(data)
+        proc.stdin.close()
+    except OSError:
+        pass  # the hook stopped reading: its problem to report
+
+
+def _get(url: str) -> str:
+    chunks: list[bytes] = []
+    curl = pycurl.Curl()
+    try:
+        curl.setopt(pycurl.URL, url)
+        curl.setopt(pycurl.WRITEFUNCTION, chunks.append)
+        curl.setopt(pycurl.TIMEOUT, 10)
+        curl.perform()
+    finally:
+        curl.close()
+    return b"".join(chunks).decode()
+
+
 def _name(lookup, ident: int) -> str:
     try:
         return lookup(ident)[0]
@@ -275,11 +363,14 @@ def _name(lookup, ident: int) -> str:
         return str(ident)
 
 
-def _status(url: str, method: str) -> int:
+def _status(url: str, method: str, body: bytes = b"", headers: list[str] | None = None) -> int:
     curl = pycurl.Curl()
     try:
         curl.setopt(pycurl.URL, url)
         curl.setopt(pycurl.CUSTOMREQUEST, method)
+        if body:
+            curl.setopt(pycurl.POSTFIELDS, body)
+        curl.setopt(pycurl.HTTPHEADER, headers or [])
         curl.setopt(pycurl.WRITEFUNCTION, lambda data: None)
         curl.setopt(pycurl.TIMEOUT, 10)
         curl.perform()

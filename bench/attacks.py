@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,8 +28,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.attack_pool import AttackPool  # noqa: E402
+from bench.attack_pool import AttackPool, hook_input, job_ad  # noqa: E402
 from htda.node.client import ClientError  # noqa: E402
+from htda.testing.nodes import wait_until  # noqa: E402
 
 
 @dataclass
@@ -106,6 +108,120 @@ def cache_listing_unsigned(pool: AttackPool) -> Outcome:
                    status in (401, 403))
 
 
+# -- the hooks and the submit agent -------------------------------------------------------------------------
+SQUATTER = """
+import socketserver, sys
+ad = sys.argv[2].encode()
+class Answer(socketserver.StreamRequestHandler):
+    def handle(self):
+        self.request.recv(1 << 20)
+        self.wfile.write(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n" % len(ad) + ad)
+socketserver.UnixStreamServer(sys.argv[1], Answer).serve_forever()
+"""
+
+
+@attack("hook-squatter")
+def hook_squatter(pool: AttackPool) -> Outcome:
+    """usera tries to take the agent's place and answer userb's translate hook with usera's command."""
+    made = pool.as_user("usera", [sys.executable, "-c", "import socket; socket.socket(socket.AF_UNIX)"
+                                  f".bind({str(pool.run_dir / 'squat.sock')!r})"])
+    own_dir = pool.base / "usera-run"
+    own_dir.mkdir()
+    os.chown(own_dir, pool.users["usera"].uid, pool.users["usera"].gid)
+    own_dir.chmod(0o755)
+    evil = job_ad("userb", Cmd='"/home/usera/evil"', Args='"steal"')
+    server = subprocess.Popen(["setpriv", f"--reuid={pool.users['usera'].uid}", f"--regid={pool.users['usera'].gid}",
+                               "--clear-groups", "--", sys.executable, "-c", SQUATTER, str(own_dir / "s.sock"), evil])
+    try:
+        wait_until(lambda: (own_dir / "s.sock").exists(), what="the squatter's socket")
+        settings = pool.hook_settings(own_dir / "s.sock", "squatted")
+        original = job_ad("userb")
+        printed = {variant: pool.hook("userb", variant, "htda_translate", hook_input(original), settings)[1]
+                   for variant in ("python", "native")}
+    finally:
+        server.kill()
+        server.wait()
+    unchanged = [v for v, out in printed.items() if out == original.encode()]
+    ok = made.returncode != 0 and len(unchanged) == 2
+    return Outcome("usera serves a socket to answer userb's translate hook with usera's Cmd",
+                   "usera cannot create a socket beside the agent's; both hooks ignore a usera socket",
+                   f"bind beside the agent: {'denied' if made.returncode else 'ALLOWED'}; job unchanged from "
+                   f"{', '.join(unchanged) or 'no'} hook(s)", ok)
+
+
+@attack("forged-owner")
+def forged_owner(pool: AttackPool) -> Outcome:
+    """usera reports userb's job removed through the agent (the cleanup hook with userb's ad)."""
+    before = pool.agent_metric("htda_submit_events_total", hook="cleanup", state="removed")
+    ad = job_ad("userb", JobStatus="3")
+    status, _ = pool.hook("usera", "python", "htda_job_cleanup", hook_input(ad))
+    refused = pool.agent_metric("htda_submit_events_total", hook="cleanup", state="refused")
+    after = pool.agent_metric("htda_submit_events_total", hook="cleanup", state="removed")
+    return Outcome("usera's cleanup hook reports userb's job removed", "agent refuses (caller's uid is not the owner)",
+                   f"hook exit {status}; agent: {refused:.0f} refused, {after - before:.0f} removal(s) taken",
+                   refused >= 1 and after == before)
+
+
+@attack("huge-ad-twice")
+def huge_ad_twice(pool: AttackPool) -> Outcome:
+    """An ad over max_ad_bytes whose reader drains stdout only after the hook's deadline."""
+    ad = job_ad("usera", Huge='"' + "x" * (2 << 20) + '"')
+    copies = {variant: pool.hook("usera", variant, "htda_translate", hook_input(ad), read_after=1.0)[1].count(b"Huge =")
+              for variant in ("python", "native")}
+    return Outcome("a 2 MB ad, stdout drained after the deadline", "printed exactly once by both hooks",
+                   ", ".join(f"{v}: {n} copies" for v, n in copies.items()), set(copies.values()) == {1})
+
+
+@attack("many-inputs")
+def many_inputs(pool: AttackPool) -> Outcome:
+    """A job naming 10,000 inputs: mapping them must stay linear, or such jobs are never steered."""
+    from htda.condor import classads
+    from htda.condor.jobinfo import InputMapping
+
+    names = ",".join(f"/store/data/f{i}.root" for i in range(10_000))
+    ad = classads.parse_job(job_ad("usera", HTDA_InputFiles=f'"{names}"'))
+    started = time.perf_counter()
+    lfns = InputMapping("HTDA_InputFiles", {}).lfns(ad)
+    seconds = time.perf_counter() - started
+    return Outcome("a job with 10,000 inputs", "mapped in < 50 ms", f"{len(lfns)} LFNs in {seconds * 1000:.1f} ms",
+                   len(lfns) == 10_000 and seconds < 0.05)
+
+
+@attack("hostile-names")
+def hostile_names(pool: AttackPool) -> Outcome:
+    """'my file.dat' as an input, and a newline inside a string attribute, through the installed hooks."""
+    from htda.condor import classads
+    from htda.condor.jobinfo import InputMapping
+
+    ad = job_ad("usera", HTDA_InputFiles='"my file.dat, /public/usera-data.txt"', Note='"line1\\nCmd = evil"')
+    original = classads.parse_job(ad)
+    lfns = InputMapping("HTDA_InputFiles", {}).lfns(original)
+    pool.stage_for("usera", "/public/usera-data.txt")
+    kept = {}
+    for variant in ("python", "native"):
+        _, out = pool.hook("usera", variant, "htda_translate", hook_input(ad))
+        reparsed = classads.parse_job(out.decode())
+        kept[variant] = (classads.evaluate(reparsed, "Note") == classads.evaluate(original, "Note")
+                         and classads.evaluate(reparsed, "Cmd") == "/bin/analysis" and b"HTDA_" in out)
+    ok = lfns == ["/tmp/my file.dat", "/public/usera-data.txt"] and all(kept.values())
+    return Outcome("input 'my file.dat'; a newline inside a string attribute", "one LFN per entry; steered ad "
+                   "re-parses with Note and Cmd as they were", f"LFNs {lfns}; " + ", ".join(
+                       f"{v}: {'kept' if k else 'CHANGED'}" for v, k in kept.items()), ok)
+
+
+@attack("hook-as-other-user")
+def hook_as_other_user(pool: AttackPool) -> Outcome:
+    """Hooks installed by install-hooks run as every job owner (interpreter and package readable by all)."""
+    pool.stage_for("usera", "/public/usera-data.txt")  # so the locator has a holder to steer to
+    ad = job_ad("usera")
+    results = {v: pool.hook("usera", v, "htda_translate", hook_input(ad)) for v in ("python", "native")}
+    steered = {v: out != ad.encode() and out.startswith(b"Args") for v, (code, out) in results.items()}
+    ok = all(code == 0 for code, _ in results.values()) and all(steered.values())
+    return Outcome("usera runs the installed translate hooks against the live agent", "they run and steer",
+                   ", ".join(f"{v}: exit {c}, {'steered' if steered[v] else 'unchanged'}" for v, (c, _) in
+                             results.items()), ok, control=True)
+
+
 # -- the network ---------------------------------------------------------------------------------------
 @attack("unsigned-bodies")
 def unsigned_bodies(pool: AttackPool) -> Outcome:
@@ -138,6 +254,19 @@ def half_open(pool: AttackPool) -> Outcome:
                    "/healthz < 1 s, no member dropped",
                    f"/healthz max {worst * 1000:.0f} ms, worker {'still a member' if kept else 'DROPPED'}",
                    worst < 1.0 and kept)
+
+
+@attack("replay-to-other-node")
+def replay_to_other_node(pool: AttackPool) -> Outcome:
+    """A request signed for the worker is sent, unchanged, to the service node within the replay window."""
+    from htda.node.auth import Signer
+    from htda.testing.nodes import SECRET
+
+    body = b'{"lfns": ["/x"], "pin": true}'
+    header = Signer(SECRET.encode()).for_url("POST", pool.url("worker") + "/api/v1/coordinator/pins", body)
+    status = pool.raw_status("service", "POST", "/api/v1/coordinator/pins", body, header)
+    return Outcome("a request signed for the worker, replayed to the service node", "401",
+                   f"HTTP {status}", status == 401)
 
 
 # -- HTCondor configuration ----------------------------------------------------------------------------------
