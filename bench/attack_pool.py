@@ -184,6 +184,49 @@ class AttackPool:
                 return float(line.rsplit(" ", 1)[1])
         return 0.0
 
+    def start_tls_node(self, pki: Path, allowed: list[str]) -> NodeProcess:
+        """A third node serving HTTPS that requires client certificates on ``allowed``."""
+        for name in ("ca.pem", "seed.pem", "seed.key"):
+            shutil.copy(pki / name, self.base / "etc" / name)
+        tls = {"enabled": True, "certificate": "seed.pem", "private_key": "seed.key", "ca_file": "ca.pem",
+               "verify_clients": True, "allowed_clients": allowed}
+        port = free_port()
+        config = write_config(self.base / "etc", "tls", ["locator"], port, [f"https://127.0.0.1:{port}"],
+                              sections={"tls": tls}, scheme="https")
+        node = NodeProcess(config)
+        node.client.close()
+        node.client = Client(None, retries=0, ca_file=str(pki / "ca.pem"), client_cert=str(pki / "admin.pem"),
+                             client_key=str(pki / "admin.key"))
+        self.nodes["tls"] = node.start()
+        return node
+
+    @staticmethod
+    def exposure(unit: str) -> float:
+        """``systemd-analyze security`` of a shipped unit (offline), or NaN where systemd-analyze is missing."""
+        if shutil.which("systemd-analyze") is None:
+            return float("nan")
+        proc = subprocess.run(["systemd-analyze", "security", "--offline=true", str(REPO / "systemd" / unit)],
+                              capture_output=True, text=True, timeout=120)
+        found = re.search(r"Overall exposure level for \S+: ([0-9.]+)", proc.stdout)
+        return float(found.group(1)) if found else float("nan")
+
+    def scratch_root(self) -> Path:
+        """The shipped sysusers and tmpfiles rules applied to a scratch root, with settings and a secret in place."""
+        root = self.base / "root"
+        (root / "etc").mkdir(parents=True)
+        root.chmod(0o755)
+        for name in ("passwd", "group"):
+            shutil.copy(f"/etc/{name}", root / "etc" / name)
+        subprocess.run(["systemd-sysusers", f"--root={root}", str(REPO / "systemd" / "htda.sysusers")],
+                       check=True, capture_output=True, timeout=60)
+        tmpfiles = ["systemd-tmpfiles", "--create", f"--root={root}", str(REPO / "systemd" / "htda.tmpfiles")]
+        subprocess.run(tmpfiles, check=True, capture_output=True, timeout=60)
+        for name in ("hooks.toml", "pool.secret"):
+            (root / "etc/htda" / name).write_text("x = 1\n")
+            (root / "etc/htda" / name).chmod(0o600)  # as a careless install leaves them: tmpfiles puts them right
+        subprocess.run(tmpfiles, check=True, capture_output=True, timeout=60)
+        return root
+
     def _stop(self) -> None:
         for node in reversed(list(self.nodes.values())):
             node.stop()

@@ -269,6 +269,61 @@ def replay_to_other_node(pool: AttackPool) -> Outcome:
                    f"HTTP {status}", status == 401)
 
 
+@attack("any-ca-certificate")
+def any_ca_certificate(pool: AttackPool) -> Outcome:
+    """With tls.verify_clients: a certificate the site's CA issued to some other service, not a pool member."""
+    from htda.node.client import Client, ClientError
+    from htda.testing.certs import make_ca, make_cert
+
+    pki = pool.base / "pki"
+    pki.mkdir()
+    ca = make_ca(pki)
+    for name in ("seed", "admin", "webserver"):
+        make_cert(pki, name, ca)
+    node = pool.start_tls_node(pki, allowed=["cn:seed", "cn:admin"])
+    beat = {"name": "intruder", "url": "https://127.0.0.1:9", "roles": [], "version": "t", "started": 1.0}
+    seen = {}
+    for name in ("webserver", "admin"):
+        client = Client(None, retries=0, ca_file=str(pki / "ca.pem"), client_cert=str(pki / f"{name}.pem"),
+                        client_key=str(pki / f"{name}.key"))
+        try:
+            client.post(node.url + "/api/v1/pool/heartbeat", beat, timeout=5)
+            seen[name] = "member"
+        except ClientError as exc:
+            seen[name] = f"refused ({type(exc).__name__})"
+        finally:
+            client.close()
+    ok = seen["webserver"].startswith("refused") and seen["admin"] == "member"
+    return Outcome("a CA-issued certificate not on tls.allowed_clients joins the pool",
+                   "refused; a listed certificate is a member", f"webserver: {seen['webserver']}, admin: "
+                   f"{seen['admin']}", ok)
+
+
+@attack("unit-privileges")
+def unit_privileges(pool: AttackPool) -> Outcome:
+    """What the shipped units grant: no CAP_SYS_PTRACE for the cache role; systemd's own exposure scores."""
+    from bench.attack_pool import unit_bounding_set
+
+    caps = unit_bounding_set()
+    scores = {unit: pool.exposure(unit) for unit in ("htda-node@.service", "htda-cache@.service")}
+    ok = "sys_ptrace" not in caps and scores["htda-node@.service"] <= 4.0
+    return Outcome("privileges of the shipped units", "cache: no CAP_SYS_PTRACE; htda-node@ <= 4.0",
+                   f"cache caps {','.join(caps)}; scores " + ", ".join(f"{u} {s:.1f}" for u, s in scores.items()),
+                   ok)
+
+
+@attack("hooks-settings-readable")
+def hooks_settings_readable(pool: AttackPool) -> Outcome:
+    """Under the shipped tmpfiles rules, every user's hooks can read their settings; nobody the pool secret."""
+    root = pool.scratch_root()
+    hooks = pool.as_user("usera", ["cat", str(root / "etc/htda/hooks.toml")])
+    secret = pool.as_user("usera", ["cat", str(root / "etc/htda/pool.secret")])
+    ok = hooks.returncode == 0 and secret.returncode != 0
+    return Outcome("usera's hook reads /etc/htda/hooks.toml (tmpfiles applied to a scratch root)",
+                   "hooks.toml readable, pool.secret not", f"hooks.toml {'read' if hooks.returncode == 0 else 'DENIED'}"
+                   f", pool.secret {'denied' if secret.returncode else 'READ'}", ok)
+
+
 # -- HTCondor configuration ----------------------------------------------------------------------------------
 @attack("preemption-by-affinity")
 def preemption_by_affinity(pool: AttackPool) -> Outcome:
