@@ -27,7 +27,7 @@ from htda.testing.nodes import SECRET, NodeProcess, free_port, start_inprocess, 
 from tests.htcondor_home import INSTALL_HINT, SHARED, condor_home
 from tests.users import NAMES, User, ensure_user
 
-from .pool import PersonalPool, Startd, hook_interpreter, install_hooks, make_root, write_hooks_settings
+from .pool import PersonalPool, Startd, install_hooks, make_root, write_hooks_settings
 
 PREFIXES = [{"prefix": "/storage/", "lfn": "/"}]
 WORKERS = {"w1": 2048, "w2": 1024}  # name -> slot memory (MB): the default PRE_JOB_RANK prefers w2
@@ -49,7 +49,7 @@ class HTDAPool:
     agent: NodeProcess
     workers: dict[str, Node]
     owners: tuple[User, User]
-    interpreter: str
+    sockets: Path  # root's, 0755, like /run/htda: the agent's socket and the fakes'
     settings_values: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -59,12 +59,12 @@ class HTDAPool:
 
     def use_hooks(self, variant: str) -> None:
         """Install the Python or the native hooks into the pool's ``HTDA_HOOK_DIR``."""
-        install_hooks(self.pool.hook_dir, self.interpreter, native=variant == "native")
+        install_hooks(self.pool.hook_dir, native=variant == "native")
 
     @contextlib.contextmanager
-    def hooks_pointed_at(self, address: str) -> Iterator[None]:
-        """The hooks talk to ``address`` instead of the agent for the duration."""
-        write_hooks_settings(self.settings, **{**self.settings_values, **settings_for(address)})
+    def hooks_pointed_at(self, socket: Path) -> Iterator[None]:
+        """The hooks talk to whatever serves ``socket`` instead of the agent for the duration."""
+        write_hooks_settings(self.settings, **{**self.settings_values, **settings_for(socket)})
         try:
             yield
         finally:
@@ -87,21 +87,16 @@ class HTDAPool:
             self.agent.start()
 
 
-def settings_for(address: str) -> dict[str, object]:
-    """What the hooks' settings must say to reach an agent (real or fake) at ``address``."""
-    return {"node": address}
+def settings_for(socket: Path) -> dict[str, object]:
+    """What the hooks' settings must say to reach an agent (real or fake) on the UNIX ``socket``."""
+    return {"socket": str(socket)}
 
 
-def agent_settings(agent: NodeProcess) -> dict[str, object]:
-    """What the hooks' settings must say to reach the pool's submit agent."""
-    return settings_for(agent.url)
-
-
-def _start_agent(directory: Path) -> NodeProcess:
+def _start_agent(directory: Path, socket: Path) -> NodeProcess:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    config = write_config(directory, "submit", ["submit", "coordinator", "locator"], port, [url],
-                          sections={"submit": {"lfn_prefixes": PREFIXES}, "coordinator": {"cycle": 3600.0}})
+    sections = {"submit": {"lfn_prefixes": PREFIXES, "socket": str(socket)}, "coordinator": {"cycle": 3600.0}}
+    config = write_config(directory, "submit", ["submit", "coordinator", "locator"], port, [url], sections=sections)
     return NodeProcess(config).start()
 
 
@@ -115,15 +110,16 @@ def _start_workers(directory: Path, seed: str) -> dict[str, Node]:
 
 def _build(root: Path, home: Path, owners: tuple[User, User], stack: contextlib.ExitStack) -> HTDAPool:
     condor = ensure_user("condor")
-    agent = _start_agent(root / "nodes")
+    sockets = root / "run-htda"
+    sockets.mkdir(mode=0o755)
+    agent = _start_agent(root / "nodes", sockets / "submit.sock")
     stack.callback(agent.stop)
     workers = _start_workers(root / "nodes", agent.url)
     for worker in workers.values():
         stack.callback(worker.stop)
     hook_dir = root / "libexec-htda"
-    interpreter = hook_interpreter(owners[0])
-    install_hooks(hook_dir, interpreter)
-    values = agent_settings(agent)
+    install_hooks(hook_dir)
+    values = settings_for(sockets / "submit.sock")
     settings = write_hooks_settings(root / "hooks.toml", **values)
     startds = [Startd(name, memory, write_hooks_settings(root / f"hooks-{name}.toml", node=workers[name].url))
                for name, memory in WORKERS.items()]
@@ -132,7 +128,7 @@ def _build(root: Path, home: Path, owners: tuple[User, User], stack: contextlib.
     stack.callback(pool.stop)
     pool.start()
     _TIMES["pool start-up"] = pool.started_in or 0.0
-    return HTDAPool(pool, agent, workers, owners, interpreter, values)
+    return HTDAPool(pool, agent, workers, owners, sockets, values)
 
 
 @pytest.fixture(scope="session")

@@ -29,8 +29,8 @@ from pathlib import Path
 from htda.testing.nodes import free_port, wait_until
 from tests.users import User, run_as
 
-__all__ = ["Startd", "PersonalPool", "parse_ads", "job_description", "changes", "make_root", "hook_interpreter",
-           "install_hooks", "write_hooks_settings", "SNIPPETS", "UID_DOMAIN"]
+__all__ = ["Startd", "PersonalPool", "parse_ads", "job_description", "changes", "make_root", "install_hooks",
+           "write_hooks_settings", "SNIPPETS", "UID_DOMAIN"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SNIPPETS = ROOT / "config" / "htcondor"
@@ -72,28 +72,11 @@ def parse_ads(text: str) -> list[dict[str, str]]:
     return ads
 
 
-def hook_interpreter(user: User) -> str:
-    """A python3 that ``user`` (a job owner) may run: the hooks' first line names it.
-
-    The test interpreter may live where only root can reach (pyenv under /root); HTCondor
-    then cannot start hooks with it.  The check runs through ``sh``, because ``setpriv``
-    execs its first program while root's capabilities still apply.
-    """
-    candidates = [sys.executable, shutil.which("python3") or "", "/usr/bin/python3"]
-    for candidate in dict.fromkeys(c for c in candidates if c):
-        probe = ["/bin/sh", "-c", 'exec "$0" -I -c "import json, socket"', candidate]
-        if run_as(user, probe, timeout=30).returncode == 0:
-            return candidate
-    raise RuntimeError(f"no python3 that {user.name} may run for the hooks (tried {candidates})")
-
-
-def install_hooks(target: Path, interpreter: str, native: bool = False) -> list[Path]:
-    """Run ``hooks/install-hooks [--native] target`` with ``interpreter``; the files it wrote."""
-    import htda
-
-    env = {**os.environ, "PYTHONPATH": str(Path(htda.__file__).resolve().parent.parent)}
-    argv = [interpreter, str(HOOKS / "install-hooks"), *(["--native"] if native else []), str(target)]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+def install_hooks(target: Path, native: bool = False) -> list[Path]:
+    """Run ``hooks/install-hooks [--native] target`` (it picks a Python every job owner may run);
+    the files it wrote."""
+    argv = [sys.executable, str(HOOKS / "install-hooks"), *(["--native"] if native else []), str(target)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"install-hooks failed: {(done.stderr or done.stdout).strip()[-800:]}")
     return [Path(line) for line in done.stdout.split()]

@@ -16,19 +16,24 @@ from .test_routing import HTCONDOR_CHANGES, INPUTS, route
 
 pytestmark = pytest.mark.slow
 
-WAITS_FOR_ROUTING = "(MY.HTDA_Routed =?= true)"  # the site recipe in docs/htcondor.rst: run once routed
+# The site recipe in docs/htcondor.rst (run once routed), and the test's own go-ahead: a routed job
+# could otherwise start and leave the queue (a claim reused at once) before its routed ad is read.
+WAITS = "(MY.HTDA_Routed =?= true) && (MY.TestMayRun =?= true)"
 ROUTE_SETS = {"HTDA_Routed", "HTDA_RoutedTime"}  # the route's own SET/EVALSET, after any hook
 ROUNDING = 1.5  # HTDA_RoutedTime is whole seconds; the hook's interpreter start-up on a loaded machine
 
 
-def bad_ad(lines: int = 200) -> bytes:
-    """An answer shaped like an ad (``Name = expr`` lines, more than a job has) that does not parse."""
-    return "".join(f"Attr{i} = ][ Attr{i} (\n" for i in range(lines)).encode()
+#: what a fake agent answers: not an answer; HTDA's attribute with a job attribute that is not HTDA's
+#: to change (the job would run /bin/false); an HTDA attribute HTCondor cannot parse
+ANSWERS = {"garbage": b"this is not an ad\n",
+           "foreign-attribute": b'HTDA_CacheAffinity = 1.0\nCmd = "/bin/false"\n',
+           "bad-htda-expression": b"HTDA_CacheAffinity = ][ (\n"}
 
 
 @contextlib.contextmanager
 def failing_agent(htda_pool, failure: str) -> Iterator[None]:
-    """The agent ``down`` (its node killed), ``hanging``, answering ``garbage`` or a ``bad-ad``."""
+    """The agent ``down`` (its node killed; its socket stays), or a fake agent on another socket:
+    ``hanging``, or answering one of :data:`ANSWERS`."""
     if failure == "down":
         htda_pool.agent.kill()
         try:
@@ -36,34 +41,38 @@ def failing_agent(htda_pool, failure: str) -> Iterator[None]:
         finally:
             htda_pool.restart_agent()
         return
-    delay, body = (30.0, b"") if failure == "hanging" else (0.0, b"this is not an ad\n")
-    if failure == "bad-ad":
-        body = bad_ad()
-    with StubbornServer(delay=delay, body=body, content_type="text/plain") as server:
-        with htda_pool.hooks_pointed_at(server.url):
-            yield
+    delay = 30.0 if failure == "hanging" else 0.0
+    socket = htda_pool.sockets / f"fake-{failure}.sock"
+    with StubbornServer(delay=delay, body=ANSWERS.get(failure, b""), content_type="text/plain", socket=str(socket)):
+        try:
+            with htda_pool.hooks_pointed_at(socket):
+                yield
+        finally:
+            socket.unlink()
 
 
-BAD_AD_DROPPED = pytest.mark.xfail(strict=True, reason=(
-    "the hooks check only the answer's shape: an ad-shaped answer that does not parse is printed, and the "
-    "job router drops the job from routing and retries it every other poll, so it is never routed "
-    "(JobRouterLog: 'Failed to insert ... ignoring invalid hook output'); fixed when the hook accepts only "
-    "the job's own attributes and HTDA's"))
+#: The hooks apply HTDA's attributes without parsing their expressions; one HTCondor cannot parse
+#: makes the router drop the job from routing and retry it every other poll, for ever.
+DROPPED_BY_THE_ROUTER = pytest.mark.xfail(strict=True, reason=(
+    "an HTDA attribute whose expression does not parse is printed; the job router then drops the job from "
+    "routing ('Failed to insert ... ignoring invalid hook output') and retries it every other poll, so a job "
+    "that waits for HTDA_Routed never runs"))
 
 
-@pytest.mark.parametrize("failure", ["down", "hanging", "garbage", pytest.param("bad-ad", marks=BAD_AD_DROPPED)])
+@pytest.mark.parametrize("failure", ["down", "hanging", "garbage", "foreign-attribute",
+                                     pytest.param("bad-htda-expression", marks=DROPPED_BY_THE_ROUTER)])
 def test_job_is_routed_unchanged_in_time_and_runs(htda_pool, hooks, failure):
     owner = htda_pool.owners[0]
     pool = htda_pool.pool
     period = float(pool.tool("condor_config_val", "JOB_ROUTER_POLLING_PERIOD").stdout)
     deadline = float(load_settings(str(htda_pool.settings))["timeout"])
     with failing_agent(htda_pool, failure):
-        routed = route(htda_pool, owner, list(INPUTS), requirements=WAITS_FOR_ROUTING,
-                       timeout=deadline + 2 * period + 5)
+        routed = route(htda_pool, owner, list(INPUTS), requirements=WAITS, timeout=deadline + 2 * period + 5)
     try:
         assert set(changes(routed.before, routed.after, HTCONDOR_CHANGES | {"HTDA_Disable"})) == ROUTE_SETS
         took = int(routed.after["HTDA_RoutedTime"]) - math.floor(routed.released)
         assert took <= deadline + period + ROUNDING, f"routed {took}s after it was let through"
+        pool.tool("condor_qedit", routed.job, "TestMayRun", "true", user=owner)
         done = pool.wait_finished(routed.job)
     finally:
         pool.remove(routed.job, owner)
