@@ -101,21 +101,17 @@ def write_hooks_settings(path: Path, **values: object) -> Path:
     return path
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (read from /proc), deepest last."""
-    children: dict[int, list[int]] = {}
+def _processes_with(variable: bytes) -> list[int]:
+    """The processes whose environment holds ``variable`` (``NAME=value``): a pool's daemons carry
+    its CONDOR_CONFIG, also once they have lost their master (each daemon is its own session)."""
+    found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
             try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
+                if variable in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
                 continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
     return found
 
 
@@ -228,17 +224,15 @@ class PersonalPool:
                 and kinds.count("Machine") >= len(self.startds))
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Fast shutdown (SIGQUIT to the master), then SIGKILL to whatever of its tree is left."""
-        if self.master is None or self.master.poll() is not None:
-            return
-        tree = _descendants(self.master.pid)
-        self.master.send_signal(signal.SIGQUIT)
-        try:
-            self.master.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.master.kill()
-            self.master.wait(10)
-        for pid in tree + _descendants(self.master.pid):
+        """Fast shutdown (SIGQUIT to the master), then SIGKILL to whatever of this pool is left."""
+        if self.master is not None and self.master.poll() is None:
+            self.master.send_signal(signal.SIGQUIT)
+            try:
+                self.master.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.master.kill()
+                self.master.wait(10)
+        for pid in _processes_with(f"CONDOR_CONFIG={self.config}".encode()):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
