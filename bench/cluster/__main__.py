@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from .condor import INSTALL_HINT, condor_home
 from .dataset import DatasetSpec, ensure_dataset
 from .report import correctness, daemon_table, pass_table, plot, table
 from .runner import MODES, RunConfig, run_benchmark
@@ -50,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="HTDA steers by Rank alone (submit.steer_requirements = false, HTDA's default); "
                           "by default the HTDA run sets it true: a job steered to cache nodes waits for one of them")
     run.add_argument("--modes", default=",".join(MODES), help="comma list of " + ", ".join(MODES))
+    run.add_argument("--negotiator", choices=("condor", "standin"),
+                     help="what places and runs the jobs: a real HTCondor pool (the default where HTCondor is "
+                          "found: HTDA_CONDOR_HOME, ../shared/htcondor, condor_master on PATH) or the stand-in "
+                          "negotiator (the default elsewhere)")
     run.add_argument("--small", action="store_true", help="a quick check: 300 MB, 2 workers, 2 passes of 4 jobs")
     return p
 
@@ -81,7 +86,13 @@ def main(argv: list[str] | None = None) -> int:
             args.dataset_mb, args.file_mb, args.workers = 300, (20, 40), 2
             args.passes, args.jobs_per_pass, args.files_per_job, args.think = 2, 4, 2, 3.0
             args.dataset_dir = args.dataset_dir or args.workdir / "dataset-small"
-        config = RunConfig(workdir=args.workdir, dataset_dir=args.dataset_dir, prefix=args.prefix,
+        home = condor_home()
+        negotiator = args.negotiator or ("condor" if home else "standin")
+        if negotiator == "condor" and home is None:
+            raise ValueError(f"--negotiator condor: {INSTALL_HINT}")
+        log(f"placement: {'real HTCondor in ' + str(home) if negotiator == 'condor' else 'the stand-in negotiator'}")
+        config = RunConfig(workdir=args.workdir, negotiator=negotiator, condor_home=home,
+                           dataset_dir=args.dataset_dir, prefix=args.prefix,
                            workers=args.workers, slots=args.slots, storage_rate=args.storage_rate,
                            service_rate=args.service_rate, cache_mb=args.cache_mb, think=args.think,
                            steer_requirements=not args.rank_only, native_hooks=not args.python_hooks,

@@ -1,8 +1,9 @@
 """HTDA in the cluster: the service node, one cache node per worker, and the job-router hooks.
 
 The service host runs one ``htda-node`` with the coordinator, the locator and
-the submit agent (the hooks' endpoint on the submit host, reached on the
-service host's loopback).  Each worker runs a cache node whose union view
+the submit agent (the hooks' endpoint on the submit host: a UNIX socket in a
+root-owned directory of the run, ``submit.socket``, named in the hooks'
+settings file).  Each worker runs a cache node whose union view
 (mergerfs) stacks its cache device over the worker's xrootdfs mount of the
 storage; the cache stages from the storage's XRootD server.  The hooks are
 the checkout's own executables in ``hooks/``, run in the service host's
@@ -47,6 +48,7 @@ class HTDAPool:
         self.daemons: dict[str, Daemon] = {}
         self.hooks_config = workdir / "hooks.toml"
         self.hook_log = workdir / "hooks.log"
+        self.socket = workdir / "run-htda" / "submit.sock"  # like /run/htda/submit.sock: root's 0755 directory
 
     # -- configs -----------------------------------------------------------------
     def _url(self, host: Host, port: int) -> str:
@@ -68,7 +70,7 @@ class HTDAPool:
             "coordinator": {"cycle": self.coordinator_cycle, "unknown_size": self.unknown_size,
                             "half_life": 3600.0},
             "submit": {"lookup_timeout": 1.0, "connect_timeout": 0.5, "send_interval": 0.2,
-                       "steer_requirements": self.steer_requirements},
+                       "steer_requirements": self.steer_requirements, "socket": str(self.socket)},
         })
 
     def cache_config(self, worker: Host) -> Path:
@@ -79,6 +81,9 @@ class HTDAPool:
             "devices": [{"path": str(base / "cache0"), "capacity": self.cache_bytes}],
             "union": "mergerfs", "view": str(base / "view"), "view_storage": str(self.storage_mounts[worker.name]),
             "cycle": self.cache_cycle, "holdings_interval": 10.0, "max_staging": 2,
+            # the site rule for copies of remote files: the storage's xrootd lets everyone read (r/o export),
+            # so may every job's owner (the default, root only, refuses jobs run as their users)
+            "remote_file_mode": "0644", "remote_dir_mode": "0755",
         }})
 
     # -- life cycle --------------------------------------------------------------
@@ -91,11 +96,16 @@ class HTDAPool:
         if done.returncode != 0:
             raise TopologyError(f"install-hooks failed: {(done.stderr or done.stdout).strip()[-500:]}")
 
+    def write_hooks_settings(self, log: Path | None = None) -> None:
+        """The hooks' settings file: the agent's socket, a 2 s deadline (a loaded two-core machine), the log."""
+        self.hooks_config.write_text(f'socket = "{self.socket}"\ntimeout = 2.0\nlog = "{log or ""}"\n')
+        self.hooks_config.chmod(0o644)
+
     def start(self) -> None:
         self.install_hooks()
-        self.hooks_config.write_text(f'node = "http://127.0.0.1:{SERVICE_PORT}"\ntimeout = 2.0\n'
-                                     f'log = "{self.hook_log}"\n')
-        self.hooks_config.chmod(0o644)
+        self.socket.parent.mkdir(mode=0o755, exist_ok=True)
+        self.socket.parent.chmod(0o755)
+        self.write_hooks_settings(self.hook_log)
         self._start("service", self.topo.service, self.service_config())
         self._wait_healthy("service", self.topo.service, SERVICE_PORT)
         for worker in self.topo.worker_hosts:

@@ -14,26 +14,19 @@ Modes (the same jobs in the same order each time):
 
 from __future__ import annotations
 
-import json
 import os
-import queue
 import shutil
-import subprocess
-import sys
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from htda.condor import classads
-
 from .dataset import DatasetFile, DatasetSpec, ensure_dataset
+from .dispatch import CondorDispatch, StandinDispatch
 from .htda_pool import HTDAPool
 from .monitor import Monitor
-from .negotiator import Negotiator, Slot, shipped_pre_job_rank
 from .services import XCACHE_PORT, XROOTD_PORT, Daemon, mounts_under, unmount_all, xcache, xrootd_origin, xrootdfs_mount
-from .topology import Host, Topology, TopologyError
-from .workload import WorkloadSpec, job_ad, make_jobs
+from .topology import Topology, TopologyError
+from .workload import WorkloadSpec, make_jobs
 
 __all__ = ["RunConfig", "ModeResult", "run_benchmark", "MODES", "REPO"]
 
@@ -58,6 +51,8 @@ class RunConfig:
     steer_requirements: bool = True  # HTDA's submit.steer_requirements: jobs wait for a node holding inputs
     native_hooks: bool = True  # the compiled job-router hooks (install-hooks --native), else the Python ones
     modes: tuple[str, ...] = MODES
+    negotiator: str = "standin"  # "condor": a real HTCondor pool places and runs the jobs; "standin": negotiator.py
+    condor_home: Path | None = None  # HTCondor's release directory (negotiator = "condor")
     dataset: DatasetSpec = field(default_factory=DatasetSpec)
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
 
@@ -68,6 +63,10 @@ class RunConfig:
         if self.slots < 1 or self.cache_mb < 1:
             raise ValueError("slots and cache_mb must be positive")
         self.dataset_dir = Path(self.dataset_dir or self.workdir / "dataset")
+        if self.negotiator not in ("condor", "standin"):
+            raise ValueError(f"negotiator must be condor or standin, not {self.negotiator!r}")
+        if self.negotiator == "condor" and self.condor_home is None:
+            raise ValueError("negotiator condor needs HTCondor's release directory (condor_home)")
 
 
 @dataclass
@@ -82,43 +81,7 @@ class ModeResult:
     started: float
     ended: float
     pass_times: dict[int, tuple[float, float]]
-
-
-class SlotRunner:
-    """Long-lived job runners, one per slot, in the slot's worker namespace (see analysis.serve)."""
-
-    def __init__(self, hosts: dict[str, Host], slots: list[Slot], logdir: Path):
-        self.results: queue.Queue = queue.Queue()
-        self.procs: dict[tuple[str, int], subprocess.Popen] = {}
-        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
-        for slot in slots:
-            log = open(logdir / f"slot-{slot.worker}-{slot.number}.log", "ab")
-            proc = subprocess.Popen(hosts[slot.worker].cmd(sys.executable, "-m", "bench.cluster.analysis", "--serve"),
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
-                                    cwd=REPO, start_new_session=True)
-            log.close()
-            self.procs[(slot.worker, slot.number)] = proc
-            threading.Thread(target=self._read, args=(slot, proc), daemon=True).start()
-
-    def _read(self, slot: Slot, proc: subprocess.Popen) -> None:
-        for line in proc.stdout:
-            self.results.put((slot, json.loads(line)))
-        self.results.put((slot, None))  # the runner died
-
-    def submit(self, slot: Slot, job_id: str, paths: list[str]) -> None:
-        proc = self.procs[(slot.worker, slot.number)]
-        proc.stdin.write(json.dumps({"job": job_id, "paths": paths}) + "\n")
-        proc.stdin.flush()
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.stdin.close()
-        for proc in self.procs.values():
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    negotiator: str = "standin"  # what placed the jobs: "condor" (real HTCondor) or "standin"
 
 
 class Cluster:
@@ -188,11 +151,18 @@ class Cluster:
                 daemon.stop()
             unmount_all(moddir)
 
+    def _dispatch(self, mode: str, roots: dict[str, Path], pool: HTDAPool | None, moddir: Path):
+        """Real HTCondor (``negotiator = "condor"``) or the stand-in places and runs this mode's jobs."""
+        c = self.config
+        if c.negotiator == "condor":
+            return CondorDispatch(c.condor_home, self.topo, mode, roots, pool, moddir, c.slots, log=self.log)
+        return StandinDispatch(self.topo, mode, roots, pool, moddir, c.slots,
+                               lambda worker: self.rundir / mode / worker / "cache0" / "data")
+
     def _execute(self, mode: str, jobs: list, roots: dict[str, Path], pool: HTDAPool | None, moddir: Path,
                  watched: dict[str, int]) -> ModeResult:
         c = self.config
-        negotiator = Negotiator([w.name for w in self.topo.worker_hosts], c.slots, shipped_pre_job_rank())
-        runner = SlotRunner(self.topo.hosts, negotiator.slots, moddir)
+        dispatch = self._dispatch(mode, roots, pool, moddir)
         monitor = Monitor(self.topo, self.topo.storage, watched).start()
         records: list[dict] = []
         pass_times: dict[int, tuple[float, float]] = {}
@@ -200,8 +170,7 @@ class Cluster:
         try:
             for pass_no in sorted({j.pass_no for j in jobs}):
                 t0 = time.time()
-                batch = [j for j in jobs if j.pass_no == pass_no]
-                records += self._run_pass(mode, batch, roots, pool, negotiator, runner)
+                records += dispatch.run_pass([j for j in jobs if j.pass_no == pass_no])
                 pass_times[pass_no] = (t0, time.time())
                 self.log(f"{mode}: pass {pass_no} done in {time.time() - t0:.1f}s")
                 if pass_no != jobs[-1].pass_no and c.think > 0:
@@ -209,57 +178,9 @@ class Cluster:
         finally:
             ended = time.time()
             monitor.stop()
-            runner.stop()
+            dispatch.stop()
         return ModeResult(mode, records, monitor.link_samples, monitor.link_bytes(), monitor.daemon_stats(),
-                          started, ended, pass_times)
-
-    def _run_pass(self, mode, batch, roots, pool, negotiator, runner) -> list[dict]:
-        submitted = []
-        for job in batch:  # submission: the router runs the translate hook on each idle job
-            source = job_ad(job)
-            routed = pool.translate(source) if pool else source
-            submitted.append((job, source, routed, classads.parse_job(routed)))
-        waiting, running, records = list(submitted), {}, []
-        while waiting or running:
-            for entry in list(waiting):  # a negotiation cycle: every idle job, in order, gets a slot if one matches
-                if not negotiator.free():
-                    break
-                job, source, routed, ad = entry
-                slot = negotiator.place(job.job_id, ad)
-                if slot is None:
-                    continue
-                waiting.remove(entry)
-                cached = self._cached_bytes(mode, slot.worker, job)
-                if pool:
-                    pool.started(routed, slot.worker, slot.number)
-                running[job.job_id] = (job, source, routed, slot, cached, _preferred(ad))
-                runner.submit(slot, job.job_id, [str(roots[slot.worker]) + lfn for lfn in job.inputs])
-            slot, result = runner.results.get(timeout=3600)
-            if result is None:
-                raise TopologyError(f"the job runner of slot {slot.number} on {slot.worker} died "
-                                    f"(log in the run directory)")
-            job, source, routed, slot, cached, preferred = running.pop(result["job"])
-            negotiator.release(slot)
-            if pool:
-                pool.finished(source, routed, slot.worker, slot.number)
-            if "error" in result:
-                raise TopologyError(f"{mode}: job {job.job_id} on {slot.worker} failed: {result['error']}")
-            records.append({**result, "mode": mode, "pass": job.pass_no, "worker": slot.worker,
-                            "slot": slot.number, "inputs": list(job.inputs), "input_bytes": sum(job.sizes.values()),
-                            "cached_bytes": cached, "preferred": preferred})
-        return records
-
-    def _cached_bytes(self, mode: str, worker: str, job) -> int:
-        """Bytes of the job's inputs that the worker's cache device holds as the job starts (HTDA only)."""
-        if mode != "htda":
-            return 0
-        data = self.rundir / mode / worker / "cache0" / "data"
-        return sum(job.sizes[lfn] for lfn in job.inputs if (data / lfn.lstrip("/")).exists())
-
-
-def _preferred(ad) -> list[str]:
-    value = classads.evaluate(ad, "HTDA_PreferredNodes", "")
-    return [v for v in str(value).split(",") if v]
+                          started, ended, pass_times, dispatch.name)
 
 
 def _world_readable(directory: Path) -> None:

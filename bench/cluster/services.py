@@ -110,12 +110,14 @@ def xrootdfs_mount(host: Host, server: Host, port: int, mountpoint: Path, log: P
 
     This is the worker's POSIX view of a remote XRootD server (as an NFS
     mount would be): the jobs of the no-cache and XCache runs read through
-    it, and it is the storage branch of HTDA's union view.
+    it, and it is the storage branch of HTDA's union view.  ``allow_other``:
+    jobs run as their owners under HTCondor, and FUSE lets only the mounting
+    user in otherwise.
     """
     mountpoint.mkdir(parents=True, exist_ok=True)
     daemon = Daemon(f"xrootdfs-{mountpoint.name}-{host.name}", host,
                     ["xrootdfs", str(mountpoint), "-f", "-o", f"rdr=root://{server.address}:{port}//",
-                     "-o", "nworkers=8", "-o", "max_read=1048576"], log, env=XRD_ENV)
+                     "-o", "nworkers=8", "-o", "max_read=1048576", "-o", "allow_other"], log, env=XRD_ENV)
     deadline = time.monotonic() + 20
     while mount_type(str(mountpoint)) is None:
         daemon.check()
