@@ -53,8 +53,10 @@ def run_as(user: User, argv: list[str], **kwargs) -> subprocess.CompletedProcess
     kwargs.setdefault("capture_output", True)
     kwargs.setdefault("text", True)
     kwargs.setdefault("timeout", 60)
+    # setpriv execs its first program before the kernel has taken root's rights away for good, so the shell
+    # goes first: the program itself is exec'd by the user alone (a path the user cannot reach fails).
     cmd = ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups",
-           "--inh-caps=-all", "--bounding-set=-all", "--", *argv]
+           "--inh-caps=-all", "--bounding-set=-all", "--", "/bin/sh", "-c", 'exec "$@"', "sh", *argv]
     return subprocess.run(cmd, **kwargs)
 
 
