@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .condor import INSTALL_HINT, condor_home
 from .dataset import DatasetSpec, ensure_dataset
-from .report import correctness, daemon_table, pass_table, plot, table
+from .report import correctness, daemon_table, pass_table, placement, plot, table
 from .runner import MODES, RunConfig, run_benchmark
 from .services import unmount_all
 from .topology import TopologyError, check_can_run, cleanup
@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
 def _print(results: dict, outdir: Path) -> int:
     """The tables, the correctness check and the plots; exit status 1 if any job's histogram differs."""
     same, total, bad = correctness(results)
-    print(f"\nstorage link: {results['shaping']}\n")
+    print(f"\nstorage link: {results['shaping']}")
+    print(f"placement: {placement(results)}\n")
     print(table(results), "\n")
     print(pass_table(results), "\n")
     print(daemon_table(results), "\n")

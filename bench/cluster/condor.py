@@ -38,8 +38,8 @@ from pathlib import Path
 
 from .topology import Host, Topology, TopologyError
 
-__all__ = ["condor_home", "CondorPool", "CondorSetup", "ensure_account", "job_python", "BENCH_USER", "COLLECTOR_PORT",
-           "INSTALL_HINT", "NEGOTIATOR_INTERVAL"]
+__all__ = ["condor_home", "Account", "CondorPool", "CondorSetup", "ensure_account", "job_python", "BENCH_USER",
+           "COLLECTOR_PORT", "INSTALL_HINT", "NEGOTIATOR_INTERVAL"]
 
 REPO = Path(__file__).resolve().parents[2]
 SNIPPETS = REPO / "config" / "htcondor"
@@ -152,10 +152,10 @@ class CondorPool:
     """The pool of one mode: write configs, start the masters, submit, wait, stop."""
 
     def __init__(self, home: Path, topo: Topology, workdir: Path, slots: int, account: Account,
-                 setup: CondorSetup):
+                 setup: CondorSetup, condor: Account | None = None):
         self.home, self.topo, self.workdir, self.slots = home, topo, workdir, slots
         self.account, self.setup = account, setup
-        self.condor = ensure_account("condor")
+        self.condor = condor or ensure_account("condor")  # the account the daemons drop to (CONDOR_IDS)
         self.python, self.pythonpath = job_python()
         self.masters = [_Master(h, workdir / h.name / "condor_config", workdir / h.name / "local")
                         for h in [topo.service, *topo.worker_hosts]]

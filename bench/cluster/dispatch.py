@@ -63,10 +63,19 @@ class CondorDispatch:
         except BaseException:
             self.condor.stop()
             raise
-        self.log(f"{mode}: HTCondor pool up in {took:.1f}s (negotiation every {self.condor_interval()} s)")
+        self.placement = self.describe()
+        self.log(f"{mode}: HTCondor pool up in {took:.1f}s ({self.placement['version']}, negotiation every "
+                 f"{self.placement['negotiator_interval']} s)")
 
-    def condor_interval(self) -> str:
-        return self.condor.tool("condor_config_val", "NEGOTIATOR_INTERVAL").stdout.strip()
+    def describe(self) -> dict[str, object]:
+        """What placed the jobs: HTCondor's version and the negotiator's and router's intervals as configured."""
+        def knob(name: str) -> str:
+            return self.condor.tool("condor_config_val", name, check=False).stdout.strip()
+
+        version = self.condor.tool("condor_version").stdout.split("$")[1].replace("CondorVersion:", "").strip()
+        return {"negotiator": "condor", "version": f"HTCondor {version.split()[0]}",
+                "negotiator_interval": knob("NEGOTIATOR_INTERVAL"), "cycle_delay": knob("NEGOTIATOR_CYCLE_DELAY"),
+                "router_polling_period": knob("JOB_ROUTER_POLLING_PERIOD")}
 
     def pids(self) -> dict[str, int]:
         return self.condor.pids()
@@ -159,6 +168,7 @@ class StandinDispatch:
         self.mode, self.roots, self.pool, self.cache_data = mode, roots, pool, cache_data
         self.negotiator = Negotiator([w.name for w in topo.worker_hosts], slots, shipped_pre_job_rank())
         self.runner = SlotRunner(topo.hosts, self.negotiator.slots, moddir)
+        self.placement: dict[str, object] = {"negotiator": "standin"}
 
     def pids(self) -> dict[str, int]:
         return {}

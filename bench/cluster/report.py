@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-__all__ = ["summarize", "correctness", "table", "daemon_table", "plot", "later_passes", "rate_series"]
+__all__ = ["summarize", "correctness", "placement", "table", "daemon_table", "plot", "later_passes", "rate_series"]
 
 MB = 1e6
 
@@ -61,6 +61,20 @@ def correctness(results: dict) -> tuple[int, int, list[str]]:
     ids = sorted(set().union(*by_mode))
     bad = [i for i in ids if len({m.get(i) for m in by_mode}) != 1]
     return len(ids) - len(bad), len(ids), bad
+
+
+def placement(results: dict) -> str:
+    """One line: what placed the jobs of each mode (real HTCondor with its intervals, or the stand-in)."""
+    said = []
+    for mode in results["modes"].values():
+        p = mode.get("placement") or {"negotiator": "standin"}
+        if p.get("negotiator") == "condor":
+            text = (f"{p.get('version', 'HTCondor')}, NEGOTIATOR_INTERVAL {p.get('negotiator_interval')} s, "
+                    f"JOB_ROUTER_POLLING_PERIOD {p.get('router_polling_period')} s")
+        else:
+            text = "the stand-in negotiator (bench/cluster/negotiator.py)"
+        said.append(f"{mode['mode']}: {text}")
+    return "; ".join(said)
 
 
 def table(results: dict) -> str:

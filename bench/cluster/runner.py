@@ -81,7 +81,7 @@ class ModeResult:
     started: float
     ended: float
     pass_times: dict[int, tuple[float, float]]
-    negotiator: str = "standin"  # what placed the jobs: "condor" (real HTCondor) or "standin"
+    placement: dict = field(default_factory=dict)  # what placed the jobs: real HTCondor (version, intervals)
 
 
 class Cluster:
@@ -180,7 +180,7 @@ class Cluster:
             monitor.stop()
             dispatch.stop()
         return ModeResult(mode, records, monitor.link_samples, monitor.link_bytes(), monitor.daemon_stats(),
-                          started, ended, pass_times, dispatch.name)
+                          started, ended, pass_times, dispatch.placement)
 
 
 def _world_readable(directory: Path) -> None:
