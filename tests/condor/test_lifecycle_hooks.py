@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from htda.testing.nodes import free_port, wait_until
+from htda.testing.nodes import wait_until
 
 from .kit import job_ad, write_hook_config
 
@@ -54,7 +54,7 @@ def test_lifecycle_hooks_exit_0_on_bad_input(run, hook_config, hook, stdin):
 
 
 @pytest.mark.parametrize("hook", ["htda_update_job_info", "htda_job_finalize", "htda_job_cleanup"])
-def test_lifecycle_hooks_exit_0_when_the_agent_is_down(run, tmp_path, hook):
-    config = write_hook_config(tmp_path / "h.toml", f"http://127.0.0.1:{free_port()}", timeout=0.3)
+def test_lifecycle_hooks_exit_0_when_the_agent_is_down(run, tmp_path, sockets, hook):
+    config = write_hook_config(tmp_path / "h.toml", sockets(), timeout=0.3)
     run = run(hook, job_ad(**RUNNING).encode(), config)
     assert run.code == 0 and run.stdout == b"" and run.seconds < 1.0
