@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="HTDA steers by Rank alone (submit.steer_requirements = false, HTDA's default); "
                           "by default the HTDA run sets it true: a job steered to cache nodes waits for one of them")
     run.add_argument("--modes", default=",".join(MODES), help="comma list of " + ", ".join(MODES))
+    run.add_argument("--no-route-wait", action="store_true",
+                     help="real HTCondor: HTDA's jobs do not require HTDA_Routed, so the negotiator may match them "
+                          "before the job router has run HTDA's hook on them")
     run.add_argument("--negotiator", choices=("condor", "standin"),
                      help="what places and runs the jobs: a real HTCondor pool (the default where HTCondor is "
                           "found: HTDA_CONDOR_HOME, ../shared/htcondor, condor_master on PATH) or the stand-in "
@@ -92,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--negotiator condor: {INSTALL_HINT}")
         log(f"placement: {'real HTCondor in ' + str(home) if negotiator == 'condor' else 'the stand-in negotiator'}")
         config = RunConfig(workdir=args.workdir, negotiator=negotiator, condor_home=home,
+                           wait_routed=not args.no_route_wait,
                            dataset_dir=args.dataset_dir, prefix=args.prefix,
                            workers=args.workers, slots=args.slots, storage_rate=args.storage_rate,
                            service_rate=args.service_rate, cache_mb=args.cache_mb, think=args.think,

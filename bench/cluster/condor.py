@@ -134,6 +134,7 @@ class CondorSetup:
     hook_dir: Path | None = None  # the installed hooks (HTDA run)
     router_settings: Path | None = None  # the hooks' settings file for the job router (HTDA run)
     cron_settings: dict[str, Path] = field(default_factory=dict)  # worker -> the startd cron's settings file
+    wait_routed: bool = True  # HTDA run: jobs require HTDA_Routed, so none is matched before the router saw it
 
     @property
     def htda(self) -> bool:
@@ -357,7 +358,7 @@ class CondorPool:
             "+HTDA_InputFiles": '"' + ",".join(inputs) + '"', "+HTDA_Pass": str(pass_no),
             "+HTDA_BenchJob": f'"{job_id}"',
         }
-        if self.setup.htda:  # wait for HTDA's route (docs/htcondor.rst, "Jobs matched before routing")
+        if self.setup.htda and self.setup.wait_routed:  # docs/htcondor.rst, caveats: "Jobs matched before routing"
             lines["requirements"] = "(HTDA_Routed =?= true)"
         return "".join(f"{k} = {v}\n" for k, v in lines.items()) + "queue\n"
 

@@ -52,9 +52,10 @@ class CondorDispatch:
     name = "condor"
 
     def __init__(self, home: Path, topo: Topology, mode: str, roots: dict[str, Path], pool: HTDAPool | None,
-                 moddir: Path, slots: int, log: Callable[[str], None] = print, poll: float = 1.0):
+                 moddir: Path, slots: int, log: Callable[[str], None] = print, poll: float = 1.0,
+                 wait_routed: bool = True):
         self.mode, self.log, self.poll = mode, log, poll
-        setup = CondorSetup(roots={w: Path(str(r)) for w, r in roots.items()})
+        setup = CondorSetup(roots={w: Path(str(r)) for w, r in roots.items()}, wait_routed=wait_routed)
         if pool is not None:
             setup = _htda_setup(setup, pool, topo, moddir)
         self.condor = CondorPool(home, topo, moddir / "condor", slots, ensure_account(BENCH_USER), setup)
@@ -116,7 +117,7 @@ def _htda_setup(setup: CondorSetup, pool: HTDAPool, topo: Topology, moddir: Path
         path.chmod(0o644)
         cron[w.name] = path
     caches = {w.name: moddir / w.name / "cache0" / "data" for w in topo.worker_hosts}
-    return CondorSetup(setup.roots, caches, pool.hooks_dir, pool.hooks_config, cron)
+    return CondorSetup(setup.roots, caches, pool.hooks_dir, pool.hooks_config, cron, setup.wait_routed)
 
 
 # -- the stand-in -------------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ class RunConfig:
     modes: tuple[str, ...] = MODES
     negotiator: str = "standin"  # "condor": a real HTCondor pool places and runs the jobs; "standin": negotiator.py
     condor_home: Path | None = None  # HTCondor's release directory (negotiator = "condor")
+    wait_routed: bool = True  # real HTCondor, HTDA run: jobs require HTDA_Routed (not matched before routing)
     dataset: DatasetSpec = field(default_factory=DatasetSpec)
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
 
@@ -155,7 +156,8 @@ class Cluster:
         """Real HTCondor (``negotiator = "condor"``) or the stand-in places and runs this mode's jobs."""
         c = self.config
         if c.negotiator == "condor":
-            return CondorDispatch(c.condor_home, self.topo, mode, roots, pool, moddir, c.slots, log=self.log)
+            return CondorDispatch(c.condor_home, self.topo, mode, roots, pool, moddir, c.slots, log=self.log,
+                                  wait_routed=c.wait_routed)
         return StandinDispatch(self.topo, mode, roots, pool, moddir, c.slots,
                                lambda worker: self.rundir / mode / worker / "cache0" / "data")
 
