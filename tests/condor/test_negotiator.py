@@ -16,6 +16,8 @@ import struct
 
 import classad2
 
+from htda.condor import classads
+from htda.condor.hooks import apply_answer
 from htda.condor.jobinfo import InputMapping
 from htda.condor.translate import Steering, translate
 
@@ -56,10 +58,11 @@ def steered_job(shares: dict[str, float] = SHARES, **changes: str) -> classad2.C
     """The sample job as the translate hook rewrites it when the locator answers ``shares``."""
     answer = {"nodes": {node: {"fraction": share} for node, share in shares.items()}}
     mapping = InputMapping("HTDA_InputFiles", {p["prefix"]: p["lfn"] for p in PREFIXES})
-    out = translate(hook_input(job_ad(**changes)), mapping, Steering(), publish=lambda job: None,
+    ad = job_ad(**changes)
+    out = translate(classads.parse_job(ad), mapping, Steering(), publish=lambda job: None,
                     lookup=lambda lfns: answer)
     assert out.changed, out.reason
-    return parse(out.text)
+    return parse(apply_answer(ad.encode(), out.text))  # what the hook prints: the job with HTDA's lines
 
 
 def number(value) -> float:
