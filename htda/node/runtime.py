@@ -198,16 +198,29 @@ class Node:
 
     # -- life cycle ------------------------------------------------------------
     def start(self) -> None:
+        """Serve, start the components, join the pool; a failure stops whatever started, then propagates
+        (a half-started node would otherwise answer /healthz while a component is missing)."""
         self.server.start()
-        if not self.pool.me.url:
-            host = self.config["node"]["listen"].rpartition(":")[0]
-            if host in ("0.0.0.0", "::", "[::]"):
-                host = socket.getfqdn()
-            self.pool.me.url = f"{self.scheme}://{host}:{self.server.port}"
-        self.app.add_receivers(self._own_names())
-        for component in self.components.values():
-            component.start()
-        self.pool.start()
+        started: list[Component] = []
+        try:
+            if not self.pool.me.url:
+                host = self.config["node"]["listen"].rpartition(":")[0]
+                if host in ("0.0.0.0", "::", "[::]"):
+                    host = socket.getfqdn()
+                self.pool.me.url = f"{self.scheme}://{host}:{self.server.port}"
+            self.app.add_receivers(self._own_names())
+            for component in self.components.values():
+                component.start()
+                started.append(component)
+            self.pool.start()
+        except BaseException:
+            for component in reversed(started):
+                try:
+                    component.stop()
+                except Exception:  # noqa: BLE001 - the start's own error is the one to report
+                    log.exception("component %s failed to stop after a failed start", component.name)
+            self.server.stop()
+            raise
         log.info("node %s up at %s running %s (HTDA %s)", self.name, self.url,
                  ", ".join(self.components) or "no components", self.version)
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from htda.node.daemon import sd_notify
-from htda.testing.nodes import free_port, write_config
+from htda.testing.nodes import NodeProcess, free_port, write_config
 
 
 def test_sd_notify_without_systemd_is_a_no_op(monkeypatch):
@@ -34,3 +34,17 @@ def test_daemon_reports_ready_to_systemd_and_logs_with_its_name(tmp_path):
     first = err.splitlines()[0]
     assert " notified htda.node INFO: " in first
     assert "STOPPING" not in err
+
+
+def test_a_component_that_fails_to_start_ends_the_process(tmp_path):
+    # Regression: the submit agent refused its socket directory, the daemon printed the error, and the process
+    # went on answering /healthz (the REST server was up) with a component missing.
+    unsafe = tmp_path / "world-writable"
+    unsafe.mkdir(mode=0o777)
+    unsafe.chmod(0o777)
+    port = free_port()
+    config = write_config(tmp_path, "half", ["submit"], port, [f"http://127.0.0.1:{port}"],
+                          sections={"submit": {"socket": str(unsafe / "submit.sock")}})
+    node = NodeProcess(config).start(wait=False)
+    assert node.proc.wait(timeout=20) != 0
+    assert "submit" in node.log.read_text()

@@ -9,6 +9,7 @@ from typing import Any
 from htda.node.auth import Signer
 from htda.node.client import Client
 from htda.testing.nodes import SECRET, NodeProcess, free_port, write_config
+from tests.condor.kit import shared_dir
 
 __all__ = ["ALL_ROLES", "start_node", "Raw", "unhandled_errors", "load_bench"]
 
@@ -21,6 +22,10 @@ def start_node(directory: Path, name: str, components: list[str], seeds: list[st
     """An ``htda-node`` subprocess (its log next to its config); the first is its own seed."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
+    if "submit" in components:  # the agent's socket in a directory only root may write, as /run/htda is
+        sections = {**(sections or {})}
+        sections["submit"] = {"socket": str(shared_dir("htda-ops-agent-") / "submit.sock"),
+                              **sections.get("submit", {})}
     config = write_config(directory, name, components, port, seeds or [url], sections=sections, **pool)
     return NodeProcess(config).start()
 
