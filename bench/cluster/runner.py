@@ -5,11 +5,15 @@ Modes (the same jobs in the same order each time):
 ``nocache``  every job reads its files from the storage host, through the
              worker's xrootdfs mount of the storage's XRootD server;
 ``htda``     HTDA's service node and cache nodes run; jobs are translated by
-             the real hook, placed by their Rank, report start and end through
-             the real hooks, and read through the worker's union view (cache
+             the real hook (run by HTCondor's job router, or by the bench with
+             the stand-in), placed by the shipped pre-job rank and their Rank
+             and Requirements, and read through the worker's union view (cache
              device first, the xrootdfs storage mount after);
 ``xcache``   an XRootD proxy file cache (pfc) on the service host in front of
              the storage; jobs read through the worker's xrootdfs mount of it.
+
+Placement (:mod:`bench.cluster.dispatch`): a real HTCondor pool per mode
+where HTCondor is found, else the stand-in negotiator.
 """
 
 from __future__ import annotations
