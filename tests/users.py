@@ -48,15 +48,19 @@ def ensure_user(name: str) -> User:
     return User(name, entry.pw_uid, entry.pw_gid)
 
 
-def run_as(user: User, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    """Run ``argv`` as ``user`` (its own group only, no capabilities); output captured as text."""
+def run_as(user: User, argv: list[str], reach_as_root: bool = False, **kwargs) -> subprocess.CompletedProcess:
+    """Run ``argv`` as ``user`` (its own group only, no capabilities); output captured as text.
+
+    ``reach_as_root``: ``argv[0]`` may be a program only root can reach (the test interpreter, whose venv
+    points below /root); it still runs as ``user`` from its first instruction on."""
     kwargs.setdefault("capture_output", True)
     kwargs.setdefault("text", True)
     kwargs.setdefault("timeout", 60)
     # setpriv execs its first program before the kernel has taken root's rights away for good, so the shell
     # goes first: the program itself is exec'd by the user alone (a path the user cannot reach fails).
+    shell = [] if reach_as_root else ["/bin/sh", "-c", 'exec "$@"', "sh"]
     cmd = ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups",
-           "--inh-caps=-all", "--bounding-set=-all", "--", "/bin/sh", "-c", 'exec "$@"', "sh", *argv]
+           "--inh-caps=-all", "--bounding-set=-all", "--", *shell, *argv]
     return subprocess.run(cmd, **kwargs)
 
 

@@ -332,8 +332,9 @@ def test_an_unprivileged_node_keeps_copies_its_own_and_never_wider(storage_root,
     node_dir.mkdir()
     os.chown(node_dir, usera.uid, usera.gid)
     try:
-        done = run_as(usera, [sys.executable, "-c", UNPRIVILEGED_STAGER, str(node_dir), str(root),
-                              server.url, "/store/remote/world.txt", WORLD_LFN, MINE_LFN],
+        argv = [sys.executable, "-c", UNPRIVILEGED_STAGER, str(node_dir), str(root), server.url,
+                "/store/remote/world.txt", WORLD_LFN, MINE_LFN]
+        done = run_as(usera, argv, reach_as_root=True,
                       env={"PYTHONPATH": str(Path(htda.__file__).resolve().parents[1])})
     finally:
         server.stop()
