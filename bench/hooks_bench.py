@@ -1,7 +1,7 @@
 """Benchmark: job-router hook invocations per second and the locator's batch lookup rate.
 
 A live pool on loopback (``htda-node`` subprocesses): 1 coordinator, 1 locator,
-4 cache-role nodes and the submit agent the hooks talk to; plus, for one extra
+4 cache-role nodes and the submit agent the hooks talk to (on its UNIX socket); plus, for one extra
 figure, a second submit agent whose node also runs a locator (looked up
 in-process, no HTTP hop).  The locator is
 filled with ``--files`` LFNs (default 100,000) through the holdings endpoint
@@ -217,9 +217,11 @@ def main() -> None:
             locator = pool.start("loc", ["locator"], seeds)
             for name in CACHES:  # no periodic full report during the run: it would replace the fill
                 pool.start(name, ["cache"], seeds, cache={"holdings_interval": 3600.0})
-            agent = pool.start("submit", ["submit"], seeds)
+            sockets = {name: base / f"{name}.sock" for name in ("submit", "submit2")}  # base: root's, 0700
+            agent = pool.start("submit", ["submit"], seeds, submit={"socket": str(sockets["submit"])})
             # A second submit host whose node also runs a locator: the agent looks up in-process.
-            colocated = pool.start("submit2", ["submit", "locator"], seeds)
+            colocated = pool.start("submit2", ["submit", "locator"], seeds,
+                                   submit={"socket": str(sockets["submit2"])})
             wait_until(lambda: set(CACHES) | {"loc", "coord"} <= agent.members() and set(CACHES) <= locator.members()
                        and set(CACHES) <= colocated.members(), timeout=30, what="the pool to form")
             time.sleep(2.0)  # the caches' first (empty) full reports land before the fill
@@ -232,9 +234,9 @@ def main() -> None:
 
             hooks = install_hooks(base, native=not args.no_native)
             config = base / "hooks.toml"
-            config.write_text(f'node = "{agent.url}"\ntimeout = 0.5\nlog = "{base / "hooks.log"}"\n')
+            config.write_text(f'socket = "{sockets["submit"]}"\ntimeout = 0.5\nlog = "{base / "hooks.log"}"\n')
             config2 = base / "hooks2.toml"
-            config2.write_text(f'node = "{colocated.url}"\ntimeout = 0.5\nlog = "{base / "hooks.log"}"\n')
+            config2.write_text(f'socket = "{sockets["submit2"]}"\ntimeout = 0.5\nlog = "{base / "hooks.log"}"\n')
 
             python_hook = hooks["python"]
             print(f"hook start-up: python -IS -c pass {startup_ms([sys.executable, '-IS', '-c', 'pass']):.1f} ms; "

@@ -79,6 +79,7 @@ class HookServer:
     def __init__(self, path: Path, handlers: dict[str, Handler], max_body: int, threads: int = 8,
                  gate: GateOptions | None = None):
         self.path, self.handlers = Path(path), handlers
+        _check_directory(self.path.parent)  # now, before the node starts anything it would have to stop
         self._server = _Server(str(self.path), self, numthreads=threads, request_queue_size=128, timeout=10,
                                shutdown_timeout=2, server_name="htda-submit", peercreds_enabled=True)
         self._server.gate_options = gate or GateOptions(header_timeout=2.0)
@@ -88,7 +89,6 @@ class HookServer:
         self._inode: int | None = None
 
     def start(self) -> None:
-        _check_directory(self.path.parent)
         self._server.prepare()  # cheroot replaces a stale socket file and binds
         os.chmod(self.path, 0o666)  # every job owner's hook may connect; the umask may say otherwise
         self._inode = os.lstat(self.path).st_ino
