@@ -224,7 +224,10 @@ def main() -> None:
                                    submit={"socket": str(sockets["submit2"])})
             wait_until(lambda: set(CACHES) | {"loc", "coord"} <= agent.members() and set(CACHES) <= locator.members()
                        and set(CACHES) <= colocated.members(), timeout=30, what="the pool to form")
-            time.sleep(2.0)  # the caches' first (empty) full reports land before the fill
+            # The caches' first (empty) full reports must land before the fill, or they replace it.
+            wait_until(lambda: set(CACHES) <= set(locator.get("/api/v1/locator/nodes")["nodes"]), timeout=60,
+                       what="the caches' first reports")
+            time.sleep(1.0)
             fill_seconds = fill(locator, args.files)
             fill(colocated, args.files)
             nodes = locator.get("/api/v1/locator/nodes")["nodes"]

@@ -233,9 +233,14 @@ static void job_part(const char *data, size_t len, const char **job, size_t *job
 /* -- the channel to the agent ----------------------------------------------------------------------- */
 
 static int trusted(uid_t uid) {
-    if (uid == 0) return 1;
-    struct passwd *pw = getpwnam(agent_user);
-    return pw && pw->pw_uid == uid;
+    static int looked_up = 0;
+    static uid_t agent_uid = 0;  /* root's, until agent_user is found: then root and it */
+    if (!looked_up) {
+        struct passwd *pw = getpwnam(agent_user);
+        if (pw) agent_uid = pw->pw_uid;
+        looked_up = 1;
+    }
+    return uid == 0 || uid == agent_uid;
 }
 
 /* 0 when `path` is a `kind` (S_IFDIR or S_IFSOCK) owned by root or agent_user (a directory: writable by
