@@ -457,6 +457,30 @@ static int allowed(const struct line *l) {
     return 0;
 }
 
+/* brackets pair up and strings end (old syntax: \" inside a string is a quote): not a parser, but the
+ * router drops a job from routing for good when a line of a hook's output does not parse */
+static int balanced(const char *p, size_t n) {
+    char stack[256];
+    size_t depth = 0;
+    int quoted = 0, escaped = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (quoted) {
+            quoted = escaped || c != '"';
+            escaped = !escaped && c == '\\';
+        } else if (c == '"') {
+            quoted = 1;
+        } else if (c == '(' || c == '[' || c == '{') {
+            if (depth == sizeof stack) return 0;
+            stack[depth++] = c;
+        } else if (c == ')' || c == ']' || c == '}') {
+            char open = c == ')' ? '(' : c == ']' ? '[' : '{';
+            if (!depth || stack[--depth] != open) return 0;
+        }
+    }
+    return !quoted && !depth;
+}
+
 static int blank(const struct line *l) {
     for (size_t i = 0; i < l->len; i++)
         if (!is_space(l->text[i])) return 0;
@@ -485,6 +509,11 @@ static long check_answer(struct line *job, size_t njob, struct line *ans, size_t
         if (!allowed(&ans[i])) {
             log_line("the answer changes %.*s, which is not HTDA's to change: left unchanged",
                      (int)ans[i].name_len, ans[i].name);
+            return -1;
+        }
+        if (!balanced(ans[i].value, ans[i].value_len)) {
+            log_line("the answer's %.*s is not a complete expression: left unchanged", (int)ans[i].name_len,
+                     ans[i].name);
             return -1;
         }
         ans[i].apply = 1;

@@ -316,6 +316,29 @@ def _assignment(line: bytes) -> tuple[str, bytes] | None:
     return name.decode("ascii"), value
 
 
+_CLOSING = {ord(")"): ord("("), ord("]"): ord("["), ord("}"): ord("{")}
+
+
+def _balanced(expression: bytes) -> bool:
+    """Whether brackets pair up and strings end (old syntax: ``\\"`` inside a string is a quote).
+
+    Not a parser (the hooks hold none), but the router drops a job from routing for good when a line
+    of a hook's output does not parse, so an expression cut short or garbled is refused here.
+    """
+    stack: list[int] = []
+    quoted = escaped = False
+    for c in expression:
+        if quoted:
+            quoted, escaped = (escaped or c != 0x22), (not escaped and c == 0x5C)
+        elif c == 0x22:
+            quoted = True
+        elif c in b"([{":
+            stack.append(c)
+        elif c in _CLOSING and (not stack or stack.pop() != _CLOSING[c]):
+            return False
+    return not quoted and not stack
+
+
 def apply_answer(job: bytes, answer: bytes) -> bytes:
     """The job ad with the agent's answer (``Name = expression`` lines to set) applied.
 
@@ -343,6 +366,8 @@ def apply_answer(job: bytes, answer: bytes) -> bytes:
             continue
         if not allowed(parsed[0]):
             raise ValueError(f"the answer changes {parsed[0]}, which is not HTDA's to change")
+        if not _balanced(parsed[1]):
+            raise ValueError(f"the answer's {parsed[0]} is not a complete expression")
         changes[key] = parsed[0].encode() + b" = " + parsed[1]
     if not changes:
         return job

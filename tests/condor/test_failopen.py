@@ -68,16 +68,27 @@ def test_an_answer_changing_anything_but_htdas_attributes_is_refused(run, tmp_pa
     assert b"not HTDA's to change" in out.stderr
 
 
+@pytest.mark.parametrize("answer", [b"HTDA_CacheAffinity = ][ (\n", b'HTDA_PreferredNodes = "c-all\n',
+                                    b"Rank = 1e9 * (HTDA_CacheAffinity\n", b"Requirements = {true]\n"])
+def test_an_htda_attribute_cut_short_or_garbled_is_refused(run, tmp_path, sockets, answer):
+    """The router drops a job from routing for good when a line of the hook's output does not parse."""
+    with StubbornServer(body=answer, content_type="text/plain", socket=sockets()) as server:
+        config = write_hook_config(tmp_path / "h.toml", server.socket, timeout=TIMEOUT)
+        out = run("htda_translate", hook_input(job_ad()), config)
+    assert_unchanged(out, job_ad())
+    assert b"not a complete expression" in out.stderr
+
+
 def test_htdas_attributes_are_applied_and_every_other_line_kept(run, tmp_path, sockets):
     """Rank, Requirements, JobMachineAttrs and HTDA_* (any case) change; a line repeating the job's own
     expression is no change; an attribute the answer leaves out is kept, never deleted."""
     answer = ('rank = 5.0\nHTDA_PreferredNodes = "c-all"\nRequirements = true\njobmachineattrs = "HTDA_NodeName"\n'
-              'Cmd = "/home/alice/ana/run.sh"\n')
+              'Cmd = "/home/alice/ana/run.sh"\nHTDA_Quoted = strcat("a\\"(", "]")\n')
     with StubbornServer(body=answer.encode(), content_type="text/plain", socket=sockets()) as server:
         config = write_hook_config(tmp_path / "h.toml", server.socket, timeout=TIMEOUT)
         out = run("htda_translate", hook_input(job_ad()), config)
     assert out.code == 0, out.stderr
-    changed = {"rank", "requirements", "jobmachineattrs", "htda_preferrednodes"}
+    changed = {"rank", "requirements", "jobmachineattrs", "htda_preferrednodes", "htda_quoted"}
 
     def kept(text: str) -> list[str]:
         return [line for line in text.splitlines() if line.split(" = ")[0].lower() not in changed]
@@ -85,7 +96,7 @@ def test_htdas_attributes_are_applied_and_every_other_line_kept(run, tmp_path, s
     assert kept(out.stdout.decode()) == kept(job_ad())  # byte for byte, in order
     job = parse(out.stdout)
     assert job["Rank"] == 5.0 and job["Requirements"] is True and job["HTDA_PreferredNodes"] == "c-all"
-    assert job["JobMachineAttrs"] == "HTDA_NodeName"
+    assert job["JobMachineAttrs"] == "HTDA_NodeName" and job.eval("HTDA_Quoted") == 'a"(]'
     assert {k.lower() for k in parse(job_ad()).keys()} <= {k.lower() for k in job.keys()}
 
 

@@ -114,7 +114,8 @@ def test_an_answer_applies_htdas_attributes_only(answer, expected):
 
 
 @pytest.mark.parametrize("answer", [b'Cmd = "/bin/sh"\n', b'Rank = 1\nArgs = "x"\n', b"Rank = 1\nRank = 2\n",
-                                    b"not an assignment\n", b"Rank =\n", b"9x = 1\n", b'HTDA X = 1\n'])
+                                    b"not an assignment\n", b"Rank =\n", b"9x = 1\n", b'HTDA X = 1\n',
+                                    b"HTDA_X = ][ (\n", b'HTDA_X = "open\n'])
 def test_an_answer_changing_anything_else_is_refused(answer):
     with pytest.raises(ValueError):
         apply_answer(JOB, answer)
