@@ -23,8 +23,6 @@ HOOKS = ROOT / "hooks"
 DATA = Path(__file__).parent / "data"
 ROUTE = '[ Name = "HTDA"; EditJobInPlace = true; Requirements = JobUniverse == 5 && HTDA_Routed =!= true ]'
 PREFIXES = [{"prefix": "/storage/", "lfn": "/"}, {"prefix": "root://xrootd.example.org//", "lfn": "/"}]
-#: run through this, a program is exec'd with the user's own rights only (see :func:`run_argv`)
-AS_EXEC = ["/bin/sh", "-c", 'exec "$0" "$@"']
 INPUTS = {"/store/data/run1/a.root": 100, "/store/data/run1/b.root": 100, "/store/data/run1/c.root": 200}
 
 
@@ -67,9 +65,7 @@ def run_argv(argv: list[str], stdin: bytes, config: Path, user: User | None = No
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HTDA_HOOKS_CONFIG": str(config)}
     started = time.monotonic()
     if user is not None:
-        # Through sh: setpriv execs its program while root's capabilities still apply, so a hook
-        # (or its interpreter) that the user may not run would start anyway.
-        proc = run_as(user, [*AS_EXEC, *argv], input=stdin, env=env, text=False, timeout=30)
+        proc = run_as(user, argv, input=stdin, env=env, text=False, timeout=30)
     else:
         proc = subprocess.run(argv, input=stdin, capture_output=True, env=env, timeout=30)
     return HookRun(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)

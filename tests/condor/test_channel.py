@@ -25,7 +25,6 @@ from htda.testing.nodes import wait_until
 from tests.users import User, ensure_user, run_as
 
 from .kit import (
-    AS_EXEC,
     DATA,
     HOOKS,
     INPUTS,
@@ -183,7 +182,7 @@ def test_the_agent_refuses_a_socket_directory_others_may_write(inprocess_node, l
 
 def test_install_hooks_refuses_an_interpreter_other_users_cannot_run(two_users, tmp_path):
     _, userb = two_users
-    if run_as(userb, [*AS_EXEC, sys.executable, "-c", "pass"]).returncode == 0:
+    if run_as(userb, [sys.executable, "-c", "pass"]).returncode == 0:
         pytest.skip(f"{sys.executable} runs for every user here")
     done = subprocess.run([sys.executable, str(HOOKS / "install-hooks"), "--python", sys.executable,
                            str(tmp_path / "hooks")], capture_output=True, text=True)
