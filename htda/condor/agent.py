@@ -30,7 +30,7 @@ from ..node.rest import API
 from . import classads
 from .channel import Answer, Call, HookServer, Refused
 from .hooks import EVENTS_PATH, SUBMIT_SOCKET, TRANSLATE_PATH, split
-from .jobinfo import InputMapping, JobInfo, job_ids, job_state
+from .jobinfo import InputMapping, JobInfo, job_ids, job_owner, job_state
 from .sizes import SizeProbe
 from .translate import Steering, parse_input, translate
 
@@ -178,7 +178,8 @@ class SubmitAgent(Component):
             raise
         state, node = job_state(ad)
         if state is not None:
-            event = {"job_id": job_ids(ad)[0], "state": state, "time": time.time()}
+            event = {"job_id": job_ids(ad)[0], "state": state, "time": time.time(),
+                     "owner": job_owner(ad)}  # the coordinator counts it only for a job of this owner
             if node:
                 event["node"] = node
             with self._lock:

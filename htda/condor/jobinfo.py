@@ -9,7 +9,7 @@ from typing import Any
 from ..lfn import normalize_lfn
 from . import classads
 
-__all__ = ["InputMapping", "JobInfo", "job_info", "job_state"]
+__all__ = ["InputMapping", "JobInfo", "job_info", "job_owner", "job_state"]
 
 _URL_MARK = "://"
 
@@ -105,11 +105,16 @@ def job_ids(ad: classads.ClassAd) -> tuple[str, str]:
     return f"{schedd}#{cluster}.{proc}", f"{schedd}#{cluster}"
 
 
+def job_owner(ad: classads.ClassAd) -> str:
+    """The job's owner as the coordinator records it: ``Owner``, else ``User``."""
+    return str(classads.evaluate(ad, "Owner") or classads.evaluate(ad, "User") or "")
+
+
 def job_info(ad: classads.ClassAd, mapping: InputMapping) -> JobInfo:
     """Everything the coordinator is told about a job; expressions are evaluated."""
     job_id, task = job_ids(ad)
-    owner = classads.evaluate(ad, "Owner") or classads.evaluate(ad, "User") or ""
-    return JobInfo(job_id=job_id, owner=str(owner), inputs=mapping.lfns(ad), task=task,
+    owner = job_owner(ad)
+    return JobInfo(job_id=job_id, owner=owner, inputs=mapping.lfns(ad), task=task,
                    cpus=_whole(classads.evaluate(ad, "RequestCpus")),
                    memory=_whole(classads.evaluate(ad, "RequestMemory")),
                    submit_time=_number(classads.evaluate(ad, "QDate")))

@@ -43,7 +43,7 @@ EVENTS_BODY = {
     "properties": {"events": {"type": "array", "items": {
         "type": "object", "additionalProperties": False, "required": ["job_id", "state", "time"],
         "properties": {"job_id": _NAME, "state": {"type": "string", "enum": ["started", "finished", "removed"]},
-                       "time": _TIME, "node": _NAME}}}},
+                       "time": _TIME, "node": _NAME, "owner": _TEXT}}}},
 }
 
 RELEASES_BODY = {
@@ -126,7 +126,8 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
             _finite(item["time"], f"body.events[{i}].time")
         result = core.report_events(items)
         component.count("events", result.accepted, result.duplicates)
-        return {"accepted": result.accepted, "duplicates": result.duplicates, "unknown": result.unknown}
+        return {"accepted": result.accepted, "duplicates": result.duplicates, "unknown": result.unknown,
+                "refused": result.refused}
 
     def releases(request: Request) -> dict[str, Any]:
         body = request.json

@@ -90,6 +90,7 @@ class EventResult:
     accepted: int = 0
     duplicates: int = 0
     unknown: int = 0
+    refused: int = 0  # events that name an owner other than the job's (a user reporting another's job)
     accesses: list[tuple[int, int | None, float]] = field(default_factory=list)  # (input group, task group, t)
 
 
@@ -275,7 +276,10 @@ class Store:
 
     # -- events ------------------------------------------------------------------------
     def record_events(self, events: Sequence[dict[str, Any]]) -> EventResult:
-        """Record job state changes; a new ``started`` event records one access of each input of the job."""
+        """Record job state changes; a new ``started`` event records one access of each input of the job.
+
+        An event that names an ``owner`` counts only for a job of that owner (the first record of a job id
+        keeps its owner): a user cannot report another user's job by putting its id in an ad of their own."""
         result = EventResult()
         unique: dict[tuple[str, str], dict[str, Any]] = {}
         for ev in events:
@@ -283,7 +287,7 @@ class Store:
         result.duplicates = len(events) - len(unique)
         with self._write, self.engine.begin() as conn:
             jobs = {row.job_id: row for row in self._select_in(
-                conn, [T_JOBS.c.id, T_JOBS.c.job_id, T_JOBS.c.input_group_id, T_JOBS.c.task_group_id],
+                conn, [T_JOBS.c.id, T_JOBS.c.job_id, T_JOBS.c.owner, T_JOBS.c.input_group_id, T_JOBS.c.task_group_id],
                 T_JOBS.c.job_id, {job_id for job_id, _ in unique})}
             known = {(pk, state) for pk, state in self._select_in(
                 conn, [T_EVENTS.c.job, T_EVENTS.c.state], T_EVENTS.c.job, [row.id for row in jobs.values()])}
@@ -292,6 +296,8 @@ class Store:
                 row = jobs.get(job_id)
                 if row is None:
                     result.unknown += 1
+                elif ev.get("owner") not in (None, row.owner):
+                    result.refused += 1
                 elif (row.id, state) in known:
                     result.duplicates += 1
                 else:

@@ -231,3 +231,17 @@ def test_reading_scores_between_cycles_does_not_hide_a_new_job_from_the_next_cyc
     report = core.run_cycle(nodes, now=NOW + 2)
     assert report.kind != "unchanged"
     assert _holders(core).get("/store/late/f0") == "n1"
+
+
+def test_an_event_counts_only_for_a_job_of_the_owner_it_names(database):
+    # Issue 12: a user puts another user's job id in an ad of their own and runs the cleanup hook; the agent
+    # checks the ad's owner against the caller, the coordinator checks it against the job's first record.
+    core = _coordinator(database)
+    core.submit_jobs([JobRecord("schedd#1.0", "userb", ["/store/b"])])
+    core.submit_jobs([JobRecord("schedd#1.0", "usera", ["/store/a"])])  # a later record keeps the first owner
+    forged = core.report_events([{"job_id": "schedd#1.0", "state": "removed", "time": NOW, "owner": "usera"}])
+    assert (forged.accepted, forged.refused) == (0, 1)
+    real = core.report_events([{"job_id": "schedd#1.0", "state": "removed", "time": NOW, "owner": "userb"}])
+    assert (real.accepted, real.refused) == (1, 0)
+    admin = core.report_events([{"job_id": "schedd#1.0", "state": "finished", "time": NOW}])  # no owner: signed
+    assert admin.accepted == 1                                                                   # pool members

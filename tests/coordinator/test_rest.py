@@ -41,9 +41,11 @@ def test_jobs_and_events_are_idempotent(coordinator, signed):
     assert signed.post(url + "/jobs", {"jobs": _jobs(20)}) == {"accepted": 20, "duplicates": 0}
     assert signed.post(url + "/jobs", {"jobs": _jobs(25)}) == {"accepted": 5, "duplicates": 20}
     events = [{"job_id": f"schedd#1.{i}", "state": "started", "time": time.time(), "node": "w1"} for i in range(25)]
-    assert signed.post(url + "/events", {"events": events}) == {"accepted": 25, "duplicates": 0, "unknown": 0}
+    assert signed.post(url + "/events", {"events": events}) == {"accepted": 25, "duplicates": 0, "unknown": 0,
+                                                                "refused": 0}
     again = events[:3] + [{"job_id": "nope", "state": "finished", "time": 1.0}]
-    assert signed.post(url + "/events", {"events": again}) == {"accepted": 0, "duplicates": 3, "unknown": 1}
+    assert signed.post(url + "/events", {"events": again}) == {"accepted": 0, "duplicates": 3, "unknown": 1,
+                                                               "refused": 0}
     info = signed.get(url + "/files/store/run0/f0.root")
     assert info["accesses"] == 5  # jobs 0, 5, 10, 15, 20: each start counted once
     assert info["size"] == 1000 and info["score"] > 0
