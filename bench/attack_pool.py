@@ -52,20 +52,10 @@ def unit_bounding_set(unit: Path = CACHE_UNIT) -> list[str]:
     return caps
 
 
-class _Worker(NodeProcess):
-    """The worker's htda-node, started under the cache unit's capability bounding set."""
-
-    def start(self, wait: bool = True) -> "_Worker":
-        caps = ",".join(["-all", *(f"+{c}" for c in unit_bounding_set())])
-        logfile = open(self.log, "ab")
-        self.proc = subprocess.Popen(["setpriv", f"--bounding-set={caps}", "--", sys.executable, "-m",
-                                      "htda.node.daemon", "--config", str(self.config)],
-                                     stdout=logfile, stderr=subprocess.STDOUT, cwd=self.config.parent,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        logfile.close()
-        if wait:
-            wait_until(self._healthy, timeout=30, what=f"node {self.name} to answer /healthz (log: {self.log})")
-        return self
+def _under_cache_unit() -> tuple[str, ...]:
+    """setpriv with the cache unit's capability bounding set: the worker runs as the shipped unit would run it."""
+    caps = ",".join(["-all", *(f"+{c}" for c in unit_bounding_set())])
+    return ("setpriv", f"--bounding-set={caps}", "--")
 
 
 class AttackPool:
@@ -140,7 +130,7 @@ class AttackPool:
             "union": "mergerfs", "view": str(self.view), "cycle": 0.5, "holdings_interval": 1.0,
             "retry_delay": 0.5}}, **common)
         self.nodes["service"] = NodeProcess(service).start()
-        self.nodes["worker"] = _Worker(worker).start()
+        self.nodes["worker"] = NodeProcess(worker, launcher=_under_cache_unit()).start(timeout=30)
         wait_until(lambda: {"service", "worker"} <= self.members("service"), timeout=20, what="the pool to form")
 
     def _install_hooks(self) -> None:

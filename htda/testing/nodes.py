@@ -93,8 +93,9 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05, what: s
 class NodeProcess:
     """An ``htda-node`` subprocess with a signed client; ``kill()`` is a real SIGKILL."""
 
-    def __init__(self, config: Path, secret: str = SECRET):
+    def __init__(self, config: Path, secret: str = SECRET, launcher: tuple[str, ...] = ()):
         self.config = config
+        self.launcher = launcher  # a command the node runs under, e.g. setpriv with a unit's capabilities
         cfg = load_config(config)
         self.name = cfg["node"]["name"]
         self.url = cfg["node"]["advertise_url"]
@@ -104,14 +105,15 @@ class NodeProcess:
         self.log = config.with_suffix(".log")
         self.proc: subprocess.Popen | None = None
 
-    def start(self, wait: bool = True) -> "NodeProcess":
+    def start(self, wait: bool = True, timeout: float = 20) -> "NodeProcess":
         logfile = open(self.log, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "htda.node.daemon", "--config", str(self.config)],
+        self.proc = subprocess.Popen([*self.launcher, sys.executable, "-m", "htda.node.daemon", "--config",
+                                      str(self.config)],
                                      stdout=logfile, stderr=subprocess.STDOUT, cwd=self.config.parent,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})
         logfile.close()
         if wait:
-            wait_until(self._healthy, timeout=20, what=f"node {self.name} to answer /healthz (log: {self.log})")
+            wait_until(self._healthy, timeout=timeout, what=f"node {self.name} to answer /healthz (log: {self.log})")
         return self
 
     def _healthy(self) -> bool:
