@@ -157,12 +157,24 @@ def cmd_status(args: argparse.Namespace) -> Any:
     client = _client(args)
     node = client.get(f"{args.url}{API}/node")
     pool = client.get(f"{args.url}{API}/pool")
+    health = _health(client, args.url)
     if args.json:
-        return {"node": node, "pool": pool}
+        return {"node": node, "pool": pool, "health": health}
     rows = [{"name": m["name"], "url": m["url"], "roles": ",".join(m["roles"]), "version": m["version"],
              "age": f"{m['age']:.1f}s"} for m in pool["members"]]
-    return (f"{node['name']} (HTDA {node['version']}, up {node['uptime']:.0f}s, roles {','.join(node['roles'])})\n"
-            f"{len(rows)} pool member(s):\n" + _table(rows, ["name", "url", "roles", "version", "age"]))
+    state = "healthy" if health.get("status") == "ok" else "UNHEALTHY: " + "; ".join(health.get("problems", []))
+    return (f"{node['name']} (HTDA {node['version']}, up {node['uptime']:.0f}s, roles {','.join(node['roles'])})"
+            f", {state}\n{len(rows)} pool member(s):\n" + _table(rows, ["name", "url", "roles", "version", "age"]))
+
+
+def _health(client: Client, url: str) -> dict[str, Any]:
+    """``/healthz``'s body, also when it answers 503 (a loop is stale or failing)."""
+    try:
+        return client.get(f"{url}/healthz")
+    except HTTPStatusError as exc:
+        if exc.status == 503 and isinstance(exc.payload, dict):
+            return exc.payload
+        raise
 
 
 def cmd_nodes(args: argparse.Namespace) -> Any:

@@ -44,7 +44,7 @@ def ensure_user(name: str) -> User:
                             "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
             entry = pwd.getpwnam(name)
     if entry.pw_uid == 0 or entry.pw_gid == 0:
-        raise RuntimeError(f"account {name} is root-equivalent; the multi-user tests need an ordinary one")
+        raise RuntimeError(f"account {name} is root-equivalent; jobs and the multi-user tests need an ordinary one")
     return User(name, entry.pw_uid, entry.pw_gid)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .condor import INSTALL_HINT, condor_home
 from .dataset import DatasetSpec, ensure_dataset
-from .report import correctness, daemon_table, pass_table, placement, plot, table
+from .report import correctness, daemon_table, hit_check, pass_table, placement, plot, ratios, spread, table
 from .runner import MODES, RunConfig, run_benchmark
 from .services import unmount_all
 from .topology import TopologyError, check_can_run, cleanup
@@ -26,6 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     data = sub.add_parser("dataset", help="only write (or check) the dataset")
     again = sub.add_parser("report", help="print the tables (and redraw the plots) of a results.json")
     again.add_argument("results", type=Path)
+    several = sub.add_parser("summary", help="median and range of several runs' results.json (same configuration)")
+    several.add_argument("results", type=Path, nargs="+")
     for q in (run, clean, data, again):
         q.add_argument("--workdir", type=Path, default=Path("/var/tmp/htda-bench"),
                        help="runs, results and (by default) the dataset live here")
@@ -38,7 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=int, default=4)
     run.add_argument("--slots", type=int, default=2, help="job slots per worker")
     run.add_argument("--storage-rate", default="200mbit", help="tc tbf rate of the storage link")
-    run.add_argument("--service-rate", default="", help="tc tbf rate of the service host's link (default: none)")
+    run.add_argument("--host-rate", default="1gbit",
+                     help="tc tbf rate of every other host's link: the service host (where XCache runs) and each "
+                          "worker, one NIC each ('': unshaped)")
     run.add_argument("--cache-mb", type=int, default=1024, help="HTDA cache device capacity per worker")
     run.add_argument("--passes", type=int, default=4)
     run.add_argument("--jobs-per-pass", type=int, default=12)
@@ -50,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--rank-only", action="store_true",
                      help="HTDA steers by Rank alone (submit.steer_requirements = false, HTDA's default); "
                           "by default the HTDA run sets it true: a job steered to cache nodes waits for one of them")
+    run.add_argument("--no-read-through", action="store_true",
+                     help="HTDA run: workers read the storage directly, not through a proxy file cache of their own")
     run.add_argument("--modes", default=",".join(MODES), help="comma list of " + ", ".join(MODES))
     run.add_argument("--no-route-wait", action="store_true",
                      help="real HTCondor: HTDA's jobs do not require HTDA_Routed, so the negotiator may match them "
@@ -82,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
             files = ensure_dataset(args.dataset_dir or args.workdir / "dataset", _spec(args), log=log)
             log(f"{len(files)} files, {sum(f.size for f in files) / 1e9:.2f} GB")
             return 0
+        if args.command == "summary":
+            print(spread([json.loads(path.read_text()) for path in args.results]))
+            return 0
         if args.command == "report":
             return _print(json.loads(args.results.read_text()), args.results.parent)
         check_can_run()
@@ -98,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
                            wait_routed=not args.no_route_wait,
                            dataset_dir=args.dataset_dir, prefix=args.prefix,
                            workers=args.workers, slots=args.slots, storage_rate=args.storage_rate,
-                           service_rate=args.service_rate, cache_mb=args.cache_mb, think=args.think,
-                           steer_requirements=not args.rank_only, native_hooks=not args.python_hooks,
+                           host_rate=args.host_rate, cache_mb=args.cache_mb, think=args.think,
+                           steer_requirements=not args.rank_only, read_through=not args.no_read_through,
+                           native_hooks=not args.python_hooks,
                            modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()), dataset=_spec(args),
                            workload=WorkloadSpec(passes=args.passes, jobs_per_pass=args.jobs_per_pass,
                                                  files_per_job=args.files_per_job, skew=args.skew))
@@ -117,16 +127,24 @@ def _print(results: dict, outdir: Path) -> int:
     """The tables, the correctness check and the plots; exit status 1 if any job's histogram differs."""
     same, total, bad = correctness(results)
     print(f"\nstorage link: {results['shaping']}")
+    print(f"every other host's link: {results.get('host_shaping', 'unshaped')}")
     print(f"placement: {placement(results)}\n")
     print(table(results), "\n")
+    if comparison := ratios(results):
+        print(comparison, "\n")
     print(pass_table(results), "\n")
     print(daemon_table(results), "\n")
     print(f"correctness: {same}/{total} jobs gave identical histograms in every mode"
           + (f"; DIFFERENT: {' '.join(bad[:10])}" if bad else ""))
+    checked = hit_check(results["modes"]["htda"]) if "htda" in results["modes"] else None
+    if checked is not None:
+        print(f"hit metric: the jobs opened {100 * checked.truth:.1f} % of their input bytes from the copies, the "
+              f"cache nodes' htda_cache_job_opened_bytes_total say {100 * checked.metric:.1f} %: "
+              + ("agree" if checked.ok else "DISAGREE") + "".join(f"; {p}" for p in checked.problems))
     for path in plot(results, outdir):
         print(f"plot: {path}")
     print(f"results: {outdir / 'results.json'}")
-    return 0 if not bad else 1
+    return 0 if not bad and (checked is None or checked.ok) else 1
 
 
 if __name__ == "__main__":

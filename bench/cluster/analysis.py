@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import time
+from collections.abc import Callable
 
 import awkward as ak
 import numpy as np
@@ -48,13 +50,17 @@ def histograms(events) -> dict[str, np.ndarray]:
     return out
 
 
-def analyse(paths: list[str], step: str = "100 MB") -> dict:
-    """Histograms over all files, with the bytes read and events seen."""
+def analyse(paths: list[str], step: str = "100 MB", where: Callable[[str], str] | None = None) -> dict:
+    """Histograms over all files, with the bytes read and events seen; with ``where``, also each file's
+    size and where ``where(path)`` said, just before the file was opened, it would be read from."""
     import uproot
 
     totals: dict[str, np.ndarray] = {}
     read = events = 0
+    opened = []
     for path in paths:
+        if where is not None:
+            opened.append({"path": path, "from": where(path), "size": os.stat(path).st_size})
         with uproot.open(path, handler=uproot.MultithreadedFileSource, num_workers=1) as f:
             tree = f["Events"]
             for chunk in tree.iterate(BRANCHES, step_size=step):
@@ -66,14 +72,14 @@ def analyse(paths: list[str], step: str = "100 MB") -> dict:
     for name in sorted(totals):
         digest.update(name.encode() + totals[name].astype(np.int64).tobytes())
     return {"hash": digest.hexdigest(), "bytes": int(read), "events": int(events),
-            "entries": {k: int(v.sum()) for k, v in sorted(totals.items())}}
+            "entries": {k: int(v.sum()) for k, v in sorted(totals.items())}, **({"opened": opened} if where else {})}
 
 
-def run_job(job: str, paths: list[str]) -> dict:
-    """One job: its result with start and end time, or its error."""
+def run_job(job: str, paths: list[str], where: Callable[[str], str] | None = None) -> dict:
+    """One job: its result with start and end time, or its error (``where``: see :func:`analyse`)."""
     result = {"job": job, "start": time.time(), "paths": paths}
     try:
-        result.update(analyse(paths))
+        result.update(analyse(paths, where=where))
     except Exception as exc:  # noqa: BLE001 - the harness records the failure with the job
         result["error"] = f"{type(exc).__name__}: {exc}"
     result["end"] = time.time()

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import re
 import shutil
 import signal
@@ -36,16 +35,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.htcondor_home import INSTALL_HINT, condor_home, pool_basics, program
+from tests.users import User, ensure_user
+
 from .topology import Host, Topology, TopologyError
 
-__all__ = ["condor_home", "Account", "CondorPool", "CondorSetup", "ensure_account", "job_python", "BENCH_USER",
+__all__ = ["condor_home", "CondorPool", "CondorSetup", "job_python", "BENCH_USER",
            "COLLECTOR_PORT", "INSTALL_HINT", "NEGOTIATOR_INTERVAL"]
 
 REPO = Path(__file__).resolve().parents[2]
 SNIPPETS = REPO / "config" / "htcondor"
-SHARED = REPO.parent / "shared" / "htcondor"
-INSTALL_HINT = ("no HTCondor: set HTDA_CONDOR_HOME, or put a build in ../shared/htcondor "
-                "(../shared/htcondor-notes/README.md), or install HTCondor 25.x so condor_master is on PATH")
 BENCH_USER = "htdabench"
 COLLECTOR_PORT = 9618
 DOMAIN = "htda-bench"
@@ -58,47 +57,6 @@ INTERVALS = {
     "MASTER_UPDATE_INTERVAL": 5, "STARTER_UPDATE_INTERVAL": 5, "SHADOW_QUEUE_UPDATE_INTERVAL": 5,
     "JOB_ROUTER_POLLING_PERIOD": 2,
 }
-
-
-# -- where HTCondor is (as tests/htcondor_home.py finds it) -------------------------------------------
-
-def _is_home(path: Path) -> bool:
-    return (path / "sbin" / "condor_master").is_file() and (path / "bin" / "condor_submit").is_file()
-
-
-def condor_home() -> Path | None:
-    """HTCondor's release directory: ``HTDA_CONDOR_HOME``, ``../shared/htcondor``, or ``condor_master``'s on PATH."""
-    env = os.environ.get("HTDA_CONDOR_HOME")
-    candidates = [Path(env)] if env else []
-    candidates.append(SHARED)
-    master = shutil.which("condor_master")
-    if master:
-        candidates.append(Path(master).resolve().parent.parent)
-    return next((path.resolve() for path in candidates if _is_home(path)), None)
-
-
-# -- accounts and the job's interpreter ---------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Account:
-    """An ordinary account: its name and ids."""
-
-    name: str
-    uid: int
-    gid: int
-
-
-def ensure_account(name: str) -> Account:
-    """The account ``name``, created as a system account without home or login if missing; never root."""
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                        name], check=True, capture_output=True)
-        entry = pwd.getpwnam(name)
-    if entry.pw_uid == 0 or entry.pw_gid == 0:
-        raise TopologyError(f"account {name} is root-equivalent; jobs must run as an ordinary user")
-    return Account(name, entry.pw_uid, entry.pw_gid)
 
 
 def _others_may_run(path: Path) -> bool:
@@ -152,11 +110,11 @@ class _Master:
 class CondorPool:
     """The pool of one mode: write configs, start the masters, submit, wait, stop."""
 
-    def __init__(self, home: Path, topo: Topology, workdir: Path, slots: int, account: Account,
-                 setup: CondorSetup, condor: Account | None = None):
+    def __init__(self, home: Path, topo: Topology, workdir: Path, slots: int, account: User,
+                 setup: CondorSetup, condor: User | None = None):
         self.home, self.topo, self.workdir, self.slots = home, topo, workdir, slots
         self.account, self.setup = account, setup
-        self.condor = condor or ensure_account("condor")  # the account the daemons drop to (CONDOR_IDS)
+        self.condor = condor or ensure_user("condor")  # the account the daemons drop to (CONDOR_IDS)
         self.python, self.pythonpath = job_python()
         self.masters = [_Master(h, workdir / h.name / "condor_config", workdir / h.name / "local")
                         for h in [topo.service, *topo.worker_hosts]]
@@ -169,25 +127,12 @@ class CondorPool:
         m = self._master(host)
         lines = [
             "# The cluster bench's plumbing (bench/cluster/condor.py); HTDA's snippets are in config.d/.",
-            f"RELEASE_DIR = {self.home}", f"LOCAL_DIR = {m.local}",
-            f"LOCAL_CONFIG_DIR = {m.config.parent / 'config.d'}",
-            "LOG = $(LOCAL_DIR)/log", "SPOOL = $(LOCAL_DIR)/spool", "EXECUTE = $(LOCAL_DIR)/execute",
-            "LOCK = $(LOCAL_DIR)/lock", "RUN = $(LOCAL_DIR)/run",
-            f"CONDOR_IDS = {self.condor.uid}.{self.condor.gid}",
+            *pool_basics(self.home, m.local, m.config.parent / "config.d", (self.condor.uid, self.condor.gid),
+                         DOMAIN),
             f"CONDOR_HOST = {self.topo.service.address}",
-            f"COLLECTOR_HOST = {self.topo.service.address}:{COLLECTOR_PORT}",
-            f"NETWORK_INTERFACE = {host.address}", "BIND_ALL_INTERFACES = False", "USE_SHARED_PORT = False",
+            f"COLLECTOR_HOST = {self.topo.service.address}:{COLLECTOR_PORT}", f"NETWORK_INTERFACE = {host.address}",
             f"NETWORK_HOSTNAME = {host.name}.{DOMAIN}", "NO_DNS = True", f"DEFAULT_DOMAIN_NAME = {DOMAIN}",
-            f"UID_DOMAIN = {DOMAIN}", f"FILESYSTEM_DOMAIN = {DOMAIN}", "TRUST_UID_DOMAIN = True",
-            "SEC_DEFAULT_AUTHENTICATION = REQUIRED", "SEC_DEFAULT_AUTHENTICATION_METHODS = FS",
-            "SEC_CLIENT_AUTHENTICATION_METHODS = FS",
-            "SEC_DEFAULT_ENCRYPTION = OPTIONAL", "SEC_DEFAULT_INTEGRITY = OPTIONAL",
-            "ALLOW_READ = *", "ALLOW_WRITE = *@$(UID_DOMAIN)",
-            "ALLOW_DAEMON = condor@$(UID_DOMAIN) root@$(UID_DOMAIN)",
-            "ALLOW_NEGOTIATOR = condor@$(UID_DOMAIN) root@$(UID_DOMAIN)",
-            "ALLOW_ADMINISTRATOR = condor@$(UID_DOMAIN) root@$(UID_DOMAIN)",
             "DAEMON_LIST = MASTER COLLECTOR NEGOTIATOR SCHEDD" if central else "DAEMON_LIST = MASTER STARTD",
-            "RUNBENCHMARKS = 0", "LINUX_KERNEL_TUNING_SCRIPT =",
         ]
         if not central:
             lines += [f"NUM_CPUS = {self.slots}", f"MEMORY = {1024 * self.slots}",  # static 1-CPU slots
@@ -318,13 +263,8 @@ class CondorPool:
 
     # -- tools -------------------------------------------------------------------------------------
     def program(self, name: str) -> Path:
-        """The executable behind tool ``name``; a copy that flattened HTCondor's links holds a text file
-        naming the target (``./condor_on``), and the target acts on its argv[0]."""
-        path = self.home / "bin" / name
-        path = path if path.exists() else self.home / "sbin" / name
-        if path.stat().st_size < 64 and not os.access(path, os.X_OK):
-            path = (path.parent / path.read_text().strip()).resolve()
-        return path
+        """The executable behind tool ``name`` (see :func:`tests.htcondor_home.program`)."""
+        return program(self.home, name)
 
     def tool(self, name: str, *args: str, as_user: bool = False, stdin: str | None = None, check: bool = True,
              cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -55,10 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     from .analysis import run_job
 
     root = os.environ.get("HTDA_BENCH_ROOT", "")
-    cached = cached_inputs(os.environ.get("HTDA_BENCH_CACHE", ""), args.inputs)
+    cache = os.environ.get("HTDA_BENCH_CACHE", "")
+    cached = cached_inputs(cache, args.inputs)
     job_ad = ad_values(os.environ.get("_CONDOR_JOB_AD"), ("HTDA_PreferredNodes", "ClusterId"))
     slot_ad = ad_values(os.environ.get("_CONDOR_MACHINE_AD"), ("SlotID", "HTDA_NodeName", "Name"))
-    result = run_job(args.job, [root + lfn for lfn in args.inputs])
+    # the ground truth the cache node's open counters are checked against: copy or storage, as the file is opened
+    where = (lambda path: "cache" if cached_inputs(cache, [path[len(root):]]) else "storage") if cache else None
+    result = run_job(args.job, [root + lfn for lfn in args.inputs], where=where)
     result.update(worker=os.environ.get("HTDA_BENCH_WORKER", "?"), slot=int(slot_ad.get("SlotID", "0") or 0),
                   slot_name=slot_ad.get("Name", ""), cached=cached, cluster=job_ad.get("ClusterId", ""),
                   preferred=[n for n in job_ad.get("HTDA_PreferredNodes", "").split(",") if n])

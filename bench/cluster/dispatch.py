@@ -27,8 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from htda.condor import classads
+from tests.users import ensure_user
 
-from .condor import BENCH_USER, CondorPool, CondorSetup, ensure_account
+from .condor import BENCH_USER, CondorPool, CondorSetup
 from .htda_pool import CACHE_PORT, HTDAPool
 from .negotiator import Negotiator, Slot, shipped_pre_job_rank
 from .topology import Host, Topology, TopologyError
@@ -58,7 +59,7 @@ class CondorDispatch:
         setup = CondorSetup(roots={w: Path(str(r)) for w, r in roots.items()}, wait_routed=wait_routed)
         if pool is not None:
             setup = _htda_setup(setup, pool, topo, moddir)
-        self.condor = CondorPool(home, topo, moddir / "condor", slots, ensure_account(BENCH_USER), setup)
+        self.condor = CondorPool(home, topo, moddir / "condor", slots, ensure_user(BENCH_USER), setup)
         try:
             took = self.condor.start()
         except BaseException:

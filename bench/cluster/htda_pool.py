@@ -5,7 +5,9 @@ the submit agent (the hooks' endpoint on the submit host: a UNIX socket in a
 root-owned directory of the run, ``submit.socket``, named in the hooks'
 settings file).  Each worker runs a cache node whose union view
 (mergerfs) stacks its cache device over the worker's xrootdfs mount of the
-storage; the cache stages from the storage's XRootD server.  The hooks are
+storage (or of the worker's read-through cache, see :mod:`.runner`); the
+cache copies from the XRootD URL it is given (the storage, or that
+read-through cache).  The hooks are
 the checkout's own executables in ``hooks/``, run in the service host's
 namespace with the job ad on standard input, as HTCondor's job router runs them.
 """
@@ -21,10 +23,10 @@ from pathlib import Path
 
 from htda.testing.nodes import write_config
 
-from .services import XROOTD_PORT, Daemon
+from .services import Daemon
 from .topology import Host, Topology, TopologyError
 
-__all__ = ["HTDAPool", "SERVICE_PORT", "CACHE_PORT"]
+__all__ = ["HTDAPool", "SERVICE_PORT", "CACHE_PORT", "parse_open_counters"]
 
 SERVICE_PORT = 8741
 CACHE_PORT = 8742
@@ -35,11 +37,14 @@ ROUTE_AD = '[ Name = "HTDA"; Requirements = JobUniverse == 5 && HTDA_Routed =!= 
 class HTDAPool:
     """Configs, processes and hooks of HTDA for one run; ``start()`` then ``stop()``."""
 
-    def __init__(self, topo: Topology, workdir: Path, storage_mounts: dict[str, Path], cache_bytes: int,
+    def __init__(self, topo: Topology, workdir: Path, storage_mounts: dict[str, Path], sources: dict[str, str],
+                 cache_bytes: int,
                  unknown_size: int, coordinator_cycle: float = 5.0, cache_cycle: float = 2.0,
-                 steer_requirements: bool = False, native_hooks: bool = True):
+                 steer_requirements: bool = False, native_hooks: bool = True, first_read_wait: float = 0.0):
         self.topo, self.workdir = topo, workdir
+        self.first_read_wait = first_read_wait  # the coordinator's; docs/cache.rst sets it with read-through
         self.storage_mounts = storage_mounts
+        self.sources = sources  # worker -> the XRootD URL its cache node copies from
         self.cache_bytes, self.unknown_size = cache_bytes, unknown_size
         self.coordinator_cycle, self.cache_cycle = coordinator_cycle, cache_cycle
         self.steer_requirements = steer_requirements
@@ -68,7 +73,7 @@ class HTDAPool:
     def service_config(self) -> Path:
         return self._config(self.topo.service, ["coordinator", "locator", "submit"], SERVICE_PORT, {
             "coordinator": {"cycle": self.coordinator_cycle, "unknown_size": self.unknown_size,
-                            "half_life": 3600.0},
+                            "half_life": 3600.0, "first_read_wait": self.first_read_wait},
             "submit": {"lookup_timeout": 1.0, "connect_timeout": 0.5, "send_interval": 0.2,
                        "steer_requirements": self.steer_requirements, "socket": str(self.socket)},
         })
@@ -76,7 +81,7 @@ class HTDAPool:
     def cache_config(self, worker: Host) -> Path:
         base = self.workdir / worker.name
         return self._config(worker, ["cache"], CACHE_PORT, {"cache": {
-            "storage": "xrootd", "storage_location": f"root://{self.topo.storage.address}:{XROOTD_PORT}//",
+            "storage": "xrootd", "storage_location": self.sources[worker.name],
             "storage_timeout": 60.0,
             "devices": [{"path": str(base / "cache0"), "capacity": self.cache_bytes}],
             "union": "mergerfs", "view": str(base / "view"), "view_storage": str(self.storage_mounts[worker.name]),
@@ -156,6 +161,30 @@ class HTDAPool:
             raise TopologyError(f"GET {path} on {host.name}: {done.stderr.strip()[-300:]}")
         return json.loads(done.stdout)
 
+    def open_counters(self, attempts: int = 3) -> dict[str, dict]:
+        """Per worker, what its cache node counted of the opens its jobs made through the view:
+        ``{"opens": {source: n}, "bytes": {source: b}}``, or ``{"error": why}`` when its ``/metrics`` could not
+        be read (a worker left out would silently change the share)."""
+        code = (f"import urllib.request, sys; sys.stdout.write(urllib.request.urlopen("
+                f"'http://127.0.0.1:{CACHE_PORT}/metrics', timeout=15).read().decode())")
+        found: dict[str, dict] = {}
+        for worker in self.topo.worker_hosts:
+            error = ""
+            for _ in range(attempts):
+                try:
+                    done = subprocess.run(worker.cmd(sys.executable, "-c", code), capture_output=True, text=True,
+                                          timeout=60)
+                except subprocess.TimeoutExpired:
+                    error = "timed out"
+                    continue
+                if done.returncode == 0:
+                    found[worker.name] = parse_open_counters(done.stdout)
+                    break
+                error = done.stderr.strip()[-200:]
+            else:
+                found[worker.name] = {"error": f"/metrics unreadable: {error}"}
+        return found
+
     def stop(self) -> None:
         for daemon in reversed(list(self.daemons.values())):
             daemon.stop(timeout=15)
@@ -190,3 +219,14 @@ def _running(ad: str, worker: str, slot: int, status: int) -> str:
              f'MachineAttrHTDA_NodeName0 = "{worker}"']
     return "\n".join(sorted(keep + extra)) + "\n"
 
+
+
+def parse_open_counters(metrics: str) -> dict[str, dict[str, float]]:
+    """``htda_cache_job_opens_total`` and ``htda_cache_job_opened_bytes_total`` by source, from a scrape."""
+    wanted = {"htda_cache_job_opens_total": "opens", "htda_cache_job_opened_bytes_total": "bytes"}
+    out: dict[str, dict[str, float]] = {"opens": {}, "bytes": {}}
+    for line in metrics.splitlines():
+        name, _, rest = line.partition("{")
+        if name in wanted and rest.startswith('source="'):
+            out[wanted[name]][rest.split('"')[1]] = float(line.rsplit(" ", 1)[1])
+    return out

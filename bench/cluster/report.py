@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["summarize", "correctness", "placement", "table", "daemon_table", "plot", "later_passes", "rate_series"]
+__all__ = ["summarize", "correctness", "HitCheck", "hit_check", "placement", "table", "ratios", "ratio_rows", "spread",
+           "daemon_table", "plot", "later_passes", "rate_series"]
 
 MB = 1e6
 
@@ -37,6 +39,8 @@ def summarize(mode: dict, passes: int) -> dict:
         hit = sum(j["cached_bytes"] for j in jobs) / max(sum(j["input_bytes"] for j in jobs), 1)
     elif mode["mode"] == "xcache":
         hit = max(0.0, 1.0 - mode["link_bytes"] / max(read, 1))  # what the proxy did not fetch from storage
+    elif mode["mode"] == "ideal":
+        hit = 1.0  # every input on the worker's own disk
     else:
         hit = 0.0
     return {
@@ -45,6 +49,7 @@ def summarize(mode: dict, passes: int) -> dict:
         "rate_all": _rate(jobs, (min(s[0] for s in spans.values()), max(s[1] for s in spans.values()))) / MB,
         "rate_later": _rate(late_jobs, late_span) / MB,
         "rate_by_pass": {p: _rate([j for j in jobs if j["pass"] == p], spans[p]) / MB for p in sorted(spans)},
+        "link_gb_by_pass": {p: b / 1e9 for p, b in link_bytes_by_pass(mode["link_samples"], spans).items()},
         "job_rate_later": statistics.median(j["bytes"] / max(j["end"] - j["start"], 1e-9) for j in late_jobs) / MB
         if late_jobs else 0.0,
         "wall_median": statistics.median(walls), "wall_p90": walls[int(0.9 * (len(walls) - 1))],
@@ -54,6 +59,24 @@ def summarize(mode: dict, passes: int) -> dict:
     }
 
 
+def link_bytes_by_pass(samples: list, spans: dict[int, tuple[float, float]]) -> dict[int, int]:
+    """Storage-link bytes (both ways) from each pass's start to the next one's (the last: to the end of the
+    samples), so that copies made in the pause after a pass count with it."""
+    if not samples:
+        return {p: 0 for p in spans}
+    starts = sorted((t0, p) for p, (t0, _) in spans.items())
+
+    def at(t: float) -> int:  # the cumulative count of the last sample at or before t (the first, before it)
+        before = [tx + rx for when, tx, rx in samples if when <= t]
+        return before[-1] if before else samples[0][1] + samples[0][2]
+
+    out = {}
+    for i, (t0, p) in enumerate(starts):
+        t1 = starts[i + 1][0] if i + 1 < len(starts) else samples[-1][0]
+        out[p] = at(t1) - at(t0)
+    return out
+
+
 def correctness(results: dict) -> tuple[int, int, list[str]]:
     """(jobs identical in every mode, jobs, ids that differ): histograms hashed per job."""
     modes = list(results["modes"].values())
@@ -61,6 +84,56 @@ def correctness(results: dict) -> tuple[int, int, list[str]]:
     ids = sorted(set().union(*by_mode))
     bad = [i for i in ids if len({m.get(i) for m in by_mode}) != 1]
     return len(ids) - len(bad), len(ids), bad
+
+
+@dataclass
+class HitCheck:
+    """The cache nodes' hit metric against what the jobs saw: ``truth`` and ``metric`` are the shares of opened
+    bytes read from copies; ``problems`` says where they part (per worker)."""
+
+    truth: float
+    metric: float
+    ok: bool
+    problems: list[str]
+
+
+def hit_check(mode: dict, tolerance: float = 0.02) -> HitCheck | None:
+    """Check the nodes' open counters against the jobs' own record (None when the jobs recorded nothing: the
+    stand-in's runs).
+
+    Per worker, the node must count as many opens as its jobs made (a missed or extra open is a bug).  Each
+    side classifies an open at a slightly different instant (the job just before opening, the node when it
+    reads the event), so a copy landing in between may flip one open: the byte shares must agree within
+    ``tolerance`` of the jobs' share, or no more than ``max(1, tolerance * opens)`` opens be classified apart."""
+    jobs = [j for j in mode["jobs"] if j.get("opened")]
+    counted = mode.get("open_counters") or {}
+    if not jobs or not counted:
+        return None
+    problems, flipped, opens = [], 0, 0
+    for worker, c in sorted(counted.items()):
+        if "error" in c:
+            problems.append(f"{worker}: {c['error']}")
+            continue
+        seen = [f for j in jobs if j.get("worker", worker) == worker for f in j["opened"]]
+        node = c.get("opens", {})
+        if len(seen) != int(sum(node.values())):
+            problems.append(f"{worker}: the jobs opened {len(seen)} files, the node counted {int(sum(node.values()))}")
+        cached = sum(f["from"] == "cache" for f in seen)
+        if cached != int(node.get("cache", 0)):
+            flipped += abs(cached - int(node.get("cache", 0)))
+        opens += len(seen)
+    opened = [f for j in jobs for f in j["opened"]]
+    truth = sum(f["size"] for f in opened if f["from"] == "cache") / max(sum(f["size"] for f in opened), 1)
+    by_source: dict[str, float] = {}
+    for c in counted.values():
+        for source, value in c.get("bytes", {}).items():
+            by_source[source] = by_source.get(source, 0.0) + value
+    metric = by_source.get("cache", 0.0) / max(sum(by_source.values()), 1)
+    close = abs(metric - truth) <= tolerance * truth if truth else metric == 0.0
+    ok = not problems and (close or flipped <= max(1, tolerance * opens))
+    if flipped:
+        problems.append(f"{flipped} of {opens} opens classified apart (a copy landed as the file was opened)")
+    return HitCheck(truth, metric, ok, problems)
 
 
 def placement(results: dict) -> str:
@@ -78,28 +151,107 @@ def placement(results: dict) -> str:
 
 
 def table(results: dict) -> str:
-    """The results table (reStructuredText simple table)."""
+    """The results table (reStructuredText simple table): what a site compares first (the whole run's
+    makespan, the first pass over new data), then the later passes, the slow tail and the costs."""
     passes = int(results["config"]["workload"]["passes"])
     rows = [summarize(m, passes) for m in results["modes"].values()]
-    base = next((r for r in rows if r["mode"] == "nocache"), None)
-    head = ["mode", "jobs", "GB read", "run s", "MB/s all", "MB/s later", "x no-cache", "job MB/s later",
-            "wall med s", "wall p90 s", "hit ratio", "storage GB"]
-    lines = []
-    for r in rows:
-        ratio = f"{r['rate_later'] / base['rate_later']:.2f}" if base and base["rate_later"] else "-"
-        lines.append([r["mode"], str(r["jobs"]), f"{r['read_gb']:.2f}", f"{r['seconds']:.0f}",
-                      f"{r['rate_all']:.1f}", f"{r['rate_later']:.1f}", ratio, f"{r['job_rate_later']:.1f}",
-                      f"{r['wall_median']:.1f}", f"{r['wall_p90']:.1f}", f"{r['hit_ratio']:.2f}",
-                      f"{r['link_gb']:.2f}"])
+    head = ["mode", "makespan s", "pass 1 MB/s", "later MB/s", "wall p90 s", "wall med s", "storage GB",
+            "hit ratio", "job MB/s later", "GB read", "jobs"]
+    lines = [[r["mode"], f"{r['seconds']:.0f}", f"{r['rate_by_pass'][1]:.1f}", f"{r['rate_later']:.1f}",
+              f"{r['wall_p90']:.1f}", f"{r['wall_median']:.1f}", f"{r['link_gb']:.2f}", f"{r['hit_ratio']:.2f}",
+              f"{r['job_rate_later']:.1f}", f"{r['read_gb']:.2f}", str(r["jobs"])] for r in rows]
     return _rst([head, *lines])
+
+
+#: HTDA against the other modes: (figure, summary key, the mode it is divided by, better when, goal)
+COMPARISONS = [
+    ("makespan", "seconds", "xcache", "lower", 0.85),
+    ("pass 1 rate", "pass1", "nocache", "higher", 0.95),
+    ("storage bytes", "link_gb", "xcache", "lower", 1.2),
+    ("job walltime p90", "wall_p90", "xcache", "lower", 1.0),
+    ("later passes rate", "rate_later", "xcache", "higher", 1.2),
+    ("later passes rate", "rate_later", "ideal", "higher", 0.8),
+    ("later passes rate", "rate_later", "nocache", "higher", None),
+]
+
+
+def ratio_rows(results: dict, mode: str = "htda") -> list[tuple[str, str, float, str | None, bool | None]]:
+    """``mode``'s figures as ratios to the other modes': (figure, "mode / other", ratio, goal or None,
+    met or None), favourable and unfavourable alike."""
+    passes = int(results["config"]["workload"]["passes"])
+    rows = {r["mode"]: {**r, "pass1": r["rate_by_pass"][1]}
+            for r in (summarize(m, passes) for m in results["modes"].values())}
+    out: list[tuple[str, str, float, str | None, bool | None]] = []
+    if mode not in rows:
+        return out
+    for figure, key, other, better, goal in COMPARISONS:
+        if other not in rows or not rows[other][key]:
+            continue
+        ratio = rows[mode][key] / rows[other][key]
+        out.append((figure, f"{mode} / {other}", ratio, *_goal(ratio, better, goal)))
+    return out
+
+
+def _goal(ratio: float, better: str, goal: float | None) -> tuple[str | None, bool | None]:
+    if goal is None:
+        return None, None
+    return f"{'<=' if better == 'lower' else '>='} {goal}", ratio <= goal if better == "lower" else ratio >= goal
+
+
+def _met(met: bool | None) -> str:
+    return "-" if met is None else ("yes" if met else "NO")
+
+
+def ratios(results: dict, mode: str = "htda") -> str:
+    """:func:`ratio_rows` as a table, each ratio beside its goal."""
+    lines = [[figure, versus, f"{ratio:.2f}", goal or "-", _met(met)]
+             for figure, versus, ratio, goal, met in ratio_rows(results, mode)]
+    return _rst([["figure", "htda / other", "ratio", "goal", "met"], *lines]) if lines else ""
+
+
+def spread(runs: list[dict]) -> str:
+    """Several runs of the same configuration: per mode the median and the range of the headline figures,
+    then HTDA's ratios (medians of the per-run ratios) beside their goals."""
+    figures = [("seconds", "makespan s", "{:.0f}"), ("pass1", "pass 1 MB/s", "{:.1f}"),
+               ("rate_later", "later MB/s", "{:.1f}"), ("wall_p90", "wall p90 s", "{:.1f}"),
+               ("link_gb", "storage GB", "{:.2f}"), ("hit_ratio", "hit ratio", "{:.2f}")]
+    by_mode: dict[str, list[dict]] = {}
+    for results in runs:
+        passes = int(results["config"]["workload"]["passes"])
+        for m in results["modes"].values():
+            row = summarize(m, passes)
+            by_mode.setdefault(m["mode"], []).append({**row, "pass1": row["rate_by_pass"][1]})
+    head = ["mode", "runs", *(f"{label} median (range)" for _, label, _ in figures)]
+    lines = []
+    for mode, rows in by_mode.items():
+        cells = []
+        for key, _, fmt in figures:
+            values = [r[key] for r in rows]
+            cells.append(f"{fmt.format(statistics.median(values))} "
+                         f"({fmt.format(min(values))}-{fmt.format(max(values))})")
+        lines.append([mode, str(len(rows)), *cells])
+    per_run: dict[tuple[str, str], list[float]] = {}
+    for results in runs:
+        for figure, versus, ratio, _, _ in ratio_rows(results):
+            per_run.setdefault((figure, versus), []).append(ratio)
+    goals = {(figure, f"htda / {other}"): (better, goal) for figure, _, other, better, goal in COMPARISONS}
+    ratio_lines = []
+    for (figure, versus), values in per_run.items():
+        median = statistics.median(values)
+        goal, met = _goal(median, *goals[(figure, versus)])
+        ratio_lines.append([figure, versus, f"{median:.2f}", f"{min(values):.2f}-{max(values):.2f}", goal or "-",
+                            _met(met)])
+    return "\n\n".join([_rst([head, *lines]),
+                         _rst([["figure", "htda / other", "median", "range", "goal", "met"], *ratio_lines])])
 
 
 def pass_table(results: dict) -> str:
     passes = int(results["config"]["workload"]["passes"])
     rows = [summarize(m, passes) for m in results["modes"].values()]
-    head = ["mode"] + [f"pass {p} MB/s" for p in range(1, passes + 1)]
+    head = ["mode"] + [f"pass {p} MB/s" for p in range(1, passes + 1)] + [f"pass {p} storage GB"
+                                                                          for p in range(1, passes + 1)]
     return _rst([head, *[[r["mode"]] + [f"{r['rate_by_pass'][p]:.1f}" for p in sorted(r["rate_by_pass"])]
-                         for r in rows]])
+                         + [f"{r['link_gb_by_pass'][p]:.2f}" for p in sorted(r["link_gb_by_pass"])] for r in rows]])
 
 
 def daemon_table(results: dict) -> str:

@@ -8,9 +8,18 @@ Modes (the same jobs in the same order each time):
              the real hook (run by HTCondor's job router, or by the bench with
              the stand-in), placed by the shipped pre-job rank and their Rank
              and Requirements, and read through the worker's union view (cache
-             device first, the xrootdfs storage mount after);
+             device first, the xrootdfs storage mount after).  With
+             ``read_through`` (the deployment docs/cache.rst recommends) each
+             worker reaches the storage through its own XRootD proxy file
+             cache on its local disk: the jobs' first reads fill it, and the
+             cache node copies through it, so a file a job on that worker has
+             read crosses the storage link once;
 ``xcache``   an XRootD proxy file cache (pfc) on the service host in front of
-             the storage; jobs read through the worker's xrootdfs mount of it.
+             the storage; jobs read through the worker's xrootdfs mount of it;
+``ideal``    the physical limit of this machine: before the mode starts,
+             every worker gets its own copy of every input in a local
+             directory (not timed); jobs read those copies, and nothing
+             crosses a link.
 
 Placement (:mod:`bench.cluster.dispatch`): a real HTCondor pool per mode
 where HTCondor is found, else the stand-in negotiator.
@@ -34,8 +43,13 @@ from .workload import WorkloadSpec, make_jobs
 
 __all__ = ["RunConfig", "ModeResult", "run_benchmark", "MODES", "REPO"]
 
-MODES = ("nocache", "htda", "xcache")
+MODES = ("nocache", "htda", "xcache", "ideal")
 REPO = Path(__file__).resolve().parents[2]
+
+
+#: the coordinator's ``first_read_wait`` with read-through workers, as docs/cache.rst recommends (as long as
+#: ``max_defer``: a job may wait that long in the queue before its first read says where its group belongs)
+FIRST_READ_WAIT = 600.0
 
 
 @dataclass
@@ -48,11 +62,12 @@ class RunConfig:
     workers: int = 4
     slots: int = 2
     storage_rate: str = "200mbit"
-    service_rate: str = ""
+    host_rate: str = "1gbit"
     cache_mb: int = 1024
     xcache_ram: str = "1g"
     think: float = 10.0
     steer_requirements: bool = True  # HTDA's submit.steer_requirements: jobs wait for a node holding inputs
+    read_through: bool = True  # HTDA run: each worker reads the storage through its own proxy file cache
     native_hooks: bool = True  # the compiled job-router hooks (install-hooks --native), else the Python ones
     modes: tuple[str, ...] = MODES
     negotiator: str = "standin"  # "condor": a real HTCondor pool places and runs the jobs; "standin": negotiator.py
@@ -87,6 +102,7 @@ class ModeResult:
     ended: float
     pass_times: dict[int, tuple[float, float]]
     placement: dict = field(default_factory=dict)  # what placed the jobs: real HTCondor (version, intervals)
+    open_counters: dict = field(default_factory=dict)  # HTDA run: worker -> {source: bytes its node counted}
 
 
 class Cluster:
@@ -95,7 +111,7 @@ class Cluster:
     def __init__(self, config: RunConfig, log=print):
         self.config, self.log = config, log
         self.topo = Topology(prefix=config.prefix, workers=config.workers, storage_rate=config.storage_rate,
-                             service_rate=config.service_rate)
+                             host_rate=config.host_rate)
         self.files: list[DatasetFile] = []
         self.origin: Daemon | None = None
 
@@ -130,20 +146,32 @@ class Cluster:
         daemons: list[Daemon] = []
         pool: HTDAPool | None = None
         try:
+            if mode == "ideal":
+                roots = {w.name: self._local_copies(moddir / w.name / "local") for w in self.topo.worker_hosts}
+                return self._execute(mode, jobs, roots, None, moddir, {})
             mounts = {w.name: moddir / w.name / "storage" for w in self.topo.worker_hosts}
             if mode == "xcache":
                 daemons.append(xcache(self.topo.service, self.topo.storage, moddir / "xcache-data", moddir,
                                       ram=self.config.xcache_ram))
                 mounts = {w.name: moddir / w.name / "xcache" for w in self.topo.worker_hosts}
-            server, port = (self.topo.service, XCACHE_PORT) if mode == "xcache" else (self.topo.storage, XROOTD_PORT)
+            upstream = (self.topo.service, XCACHE_PORT) if mode == "xcache" else (self.topo.storage, XROOTD_PORT)
+            servers = dict.fromkeys((w.name for w in self.topo.worker_hosts), upstream)
+            if mode == "htda" and self.config.read_through:
+                for w in self.topo.worker_hosts:
+                    daemons.append(xcache(w, self.topo.storage, moddir / w.name / "readthrough-data", moddir / w.name,
+                                          ram=self.config.xcache_ram, name=f"readthrough-{w.name}"))
+                    servers[w.name] = (w, XCACHE_PORT)
             for w in self.topo.worker_hosts:
+                server, port = servers[w.name]
                 daemons.append(xrootdfs_mount(w, server, port, mounts[w.name], moddir / w.name / "xrootdfs.log"))
             roots = mounts
             if mode == "htda":
                 mean = sum(f.size for f in self.files) // len(self.files)
-                pool = HTDAPool(self.topo, moddir, mounts, self.config.cache_mb << 20, unknown_size=mean,
+                sources = {name: f"root://{server.address}:{port}//" for name, (server, port) in servers.items()}
+                pool = HTDAPool(self.topo, moddir, mounts, sources, self.config.cache_mb << 20, unknown_size=mean,
                                 steer_requirements=self.config.steer_requirements,
-                                native_hooks=self.config.native_hooks)
+                                native_hooks=self.config.native_hooks,
+                                first_read_wait=FIRST_READ_WAIT if self.config.read_through else 0.0)
                 pool.start()
                 pool.wait_members()
                 roots = {w.name: moddir / w.name / "view" for w in self.topo.worker_hosts}
@@ -155,6 +183,18 @@ class Cluster:
             for daemon in reversed(daemons):
                 daemon.stop()
             unmount_all(moddir)
+
+    def _local_copies(self, root: Path) -> Path:
+        """A worker's own copy of the whole dataset under ``root`` (readable by every job owner)."""
+        for f in self.files:
+            target = root / f.lfn.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f.path, target)
+            target.chmod(0o644)
+        for directory in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+            directory.chmod(0o755)
+        os.sync()  # written out before the mode starts, as a cache device filled ahead of time
+        return root
 
     def _dispatch(self, mode: str, roots: dict[str, Path], pool: HTDAPool | None, moddir: Path):
         """Real HTCondor (``negotiator = "condor"``) or the stand-in places and runs this mode's jobs."""
@@ -185,8 +225,9 @@ class Cluster:
             ended = time.time()
             monitor.stop()
             dispatch.stop()
+        counters = pool.open_counters() if pool else {}
         return ModeResult(mode, records, monitor.link_samples, monitor.link_bytes(), monitor.daemon_stats(),
-                          started, ended, pass_times, dispatch.placement)
+                          started, ended, pass_times, dispatch.placement, counters)
 
 
 def _world_readable(directory: Path) -> None:
@@ -213,8 +254,10 @@ def run_benchmark(config: RunConfig, log=print) -> dict:
             log(f"== mode {mode}")
             results[mode] = asdict(cluster.run_mode(mode, jobs))
         shaping = cluster.topo.shaping(cluster.topo.storage)
+        host_shaping = cluster.topo.shaping(cluster.topo.service)
     return {"config": _jsonable(asdict(config)), "files": [asdict(f) for f in cluster.files],
-            "shaping": shaping, "modes": results, "started": started, "ended": time.time()}
+            "shaping": shaping, "host_shaping": host_shaping, "modes": results, "started": started,
+            "ended": time.time()}
 
 
 def _jsonable(value):

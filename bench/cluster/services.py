@@ -95,14 +95,15 @@ def xrootd_origin(host: Host, root: Path, workdir: Path, port: int = XROOTD_PORT
 
 
 def xcache(host: Host, origin: Host, cache_dir: Path, workdir: Path, ram: str = "1g",
-           port: int = XCACHE_PORT, origin_port: int = XROOTD_PORT) -> Daemon:
-    """An XRootD proxy file cache (pfc plugin) in front of the origin; config as in the reference notes."""
+           port: int = XCACHE_PORT, origin_port: int = XROOTD_PORT, name: str = "xcache") -> Daemon:
+    """An XRootD proxy file cache (pfc plugin) in front of the origin; config as in the reference notes.
+    ``name`` tells several apart (the daemon's name, its directory under ``workdir``)."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     shutil.chown(cache_dir, "xrootd", "xrootd")
     config = (f"all.export /\nxrd.port {port}\nofs.osslib libXrdPss.so\npss.cachelib libXrdPfc.so\n"
               f"pss.origin {origin.address}:{origin_port}\noss.localroot {cache_dir}\n"
-              f"pfc.blocksize 1M\npfc.ram {ram}\npfc.diskusage 0.90 0.95\nall.adminpath {workdir}/xcache/admin\n")
-    return _xrootd("xcache", host, config, workdir / "xcache", port)
+              f"pfc.blocksize 1M\npfc.ram {ram}\npfc.diskusage 0.90 0.95\nall.adminpath {workdir}/{name}/admin\n")
+    return _xrootd(name, host, config, workdir / name, port)
 
 
 def xrootdfs_mount(host: Host, server: Host, port: int, mountpoint: Path, log: Path) -> Daemon:

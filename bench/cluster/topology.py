@@ -3,10 +3,11 @@
 Every host is a network namespace named ``<prefix>-<host>`` with one interface
 ``eth0`` on a private /24 that exists only inside these namespaces.  A switch
 namespace ``<prefix>-sw`` holds the bridge and the other end of each veth pair,
-so nothing is added to the machine's own network namespace.  The storage
-host's link is shaped with ``tc ... tbf`` in both directions to play a shared
-file server.  :func:`cleanup` removes everything by the name prefix, also
-after a crash.
+so nothing is added to the machine's own network namespace.  Every link is
+shaped with ``tc ... tbf`` in both directions: the storage host's to its own,
+slower rate (a shared file server), every other host's (the service host,
+where a central cache runs, and each worker) to one NIC's rate.
+:func:`cleanup` removes everything by the name prefix, also after a crash.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class Topology:
     workers: int = 4
     subnet: str = "10.231.7"
     storage_rate: str = "200mbit"
-    service_rate: str = ""
+    host_rate: str = "1gbit"  # every other host's NIC ("": unshaped)
     hosts: dict[str, Host] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -143,7 +144,8 @@ class Topology:
             run("ip", "-n", host.netns, "addr", "add", f"{host.address}/24", "dev", "eth0")
             run("ip", "-n", host.netns, "link", "set", "eth0", "up")
         self._shape(self.storage, self.storage_rate)
-        self._shape(self.service, self.service_rate)
+        for host in [self.service, *self.worker_hosts]:
+            self._shape(host, self.host_rate)
 
     def _shape(self, host: Host, rate: str) -> None:
         """Limit both directions of a host's link: its eth0 (sending) and its switch port (receiving)."""
@@ -165,7 +167,7 @@ class Topology:
 
     def shaping(self, host: Host) -> str:
         """The qdisc line of the host's link (for the report)."""
-        return run("tc", "-n", host.netns, "qdisc", "show", "dev", "eth0").stdout.strip()
+        return run("tc", "-n", host.netns, "qdisc", "show", "dev", "eth0").stdout.strip() or "unshaped"
 
 
 def namespaces(prefix: str) -> list[str]:

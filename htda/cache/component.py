@@ -178,6 +178,7 @@ class CacheComponent(Component):
         self._reads_due = 0.0
         self.last_cycle: dict[str, Any] = {}
         self._cycle_lock = threading.Lock()
+        self._reads_started = False
         self._loop = Periodic("htda-cache-cycle", config["cycle"], self.run_cycle, self.log)
         # reads are scanned more often than the cycle: a copy elsewhere should learn of them soon
         self._reads_loop = Periodic("htda-cache-reads", min(config["cycle"], READS_INTERVAL), self._report_reads,
@@ -229,11 +230,15 @@ class CacheComponent(Component):
                    storage or self.default_storage.local_root(), str(self.node.data_dir), options)
 
     # -- life cycle ------------------------------------------------------------------
+    def loops(self) -> list[Periodic]:
+        return [self._loop, self.reporter.loop, *([self._reads_loop] if self._reads_started else [])]
+
     def start(self) -> None:
         self.recovered = self.service.recover()
         self.reporter.start()
         self._loop.start()
-        if self.config["report_reads"] and self.service.view is not None:
+        self._reads_started = bool(self.config["report_reads"] and self.service.view is not None)
+        if self._reads_started:
             self._reads_loop.start()
 
     def stop(self) -> None:

@@ -36,6 +36,8 @@ class Entry:
     source_url: str | None = None
     score: float = 0.0
     checked_at: float = 0.0
+    #: monotonic time the view began serving this copy (0.0: before the node started, i.e. found at start-up)
+    visible_since: float = 0.0
 
     @classmethod
     def from_meta(cls, device: CacheDevice, meta: dict[str, Any]) -> "Entry":
@@ -67,6 +69,12 @@ class Index:
     def get(self, lfn: str) -> Entry | None:
         with self._lock:
             return self._entries.get(lfn)
+
+    def served_at(self, lfn: str, when: float) -> bool:
+        """Whether the view served ``lfn`` from its copy at monotonic time ``when`` (held, and visible by then)."""
+        with self._lock:
+            entry = self._entries.get(lfn)
+            return entry is not None and entry.visible_since <= when
 
     def __contains__(self, lfn: str) -> bool:
         with self._lock:

@@ -42,6 +42,7 @@ import os
 import select
 import struct
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Protocol
@@ -61,8 +62,8 @@ FANOTIFY_METADATA_VERSION = 3
 AT_FDCWD = -100
 #: struct fanotify_event_metadata: event_len, vers, reserved, metadata_len, mask, fd, pid
 METADATA = struct.Struct("=IBBHQii")
-#: bytes per read: each event carries a descriptor until handled, so this bounds the descriptors held at once
-READ_SIZE = 128 * METADATA.size
+#: events read before they are handled: each holds a descriptor until then
+READ_BATCH = 128
 #: seconds between checks that the view still points at a marked mount, should inotify not say so at once
 RECHECK = 1.0
 # <sys/inotify.h>: the view link swapped into place (overlayfs renames a new link over it on remount)
@@ -199,6 +200,13 @@ class FanotifyWatch:
         self._roots: dict[int, str] = {}  # st_dev of a marked mount's root -> its path, for foreign namespaces
         self._prefixes: tuple[str, ...] = ()
         self._view_target = ""
+        self._view_is_mount = False
+        self._own_pid = os.getpid()
+        #: called with (path, size, seen) for each open a job makes beneath a mounted view (not this process's
+        #: own), ``seen`` being the monotonic time its event was read: the open happened no later (handling an
+        #: event may wait on a slow file system, reading them does not); under ``_lock``, so it must not call
+        #: back into the watch
+        self.on_open: Callable[[str, int, float], None] | None = None
         self._mark_errors: set[tuple[str, int]] = set()
         self.overflows = 0
         self.marked: list[str] = []
@@ -231,6 +239,7 @@ class FanotifyWatch:
             self._roots = devices
             self.marked = marked
         self._view_target = os.path.realpath(self.view)
+        self._view_is_mount = view_is_mount
 
     def _watch_swaps(self) -> int:
         """An inotify descriptor that becomes readable when an entry is created or renamed into the view's
@@ -287,17 +296,35 @@ class FanotifyWatch:
 
     def _drain_locked(self) -> None:
         while True:
-            try:
-                data = os.read(self._fd, READ_SIZE)
-            except BlockingIOError:
+            read = self._read_some()
+            for mask, fd, pid, seen in read:
+                self._handle(mask, fd, pid, seen)
+            if len(read) < READ_BATCH:
                 return
+
+    def _read_some(self) -> list[tuple[int, int, int, float]]:
+        """Up to ``READ_BATCH`` queued events, each with the monotonic time just before it was read.
+
+        One event per read: the read is where the kernel opens the event's file, which through a FUSE view
+        backed by remote storage can take seconds, and the time before a read bounds only the event at the
+        queue's head (the open it reports happened no later)."""
+        out = []
+        while len(out) < READ_BATCH:
+            seen = time.monotonic()
+            try:
+                data = os.read(self._fd, METADATA.size)
+            except BlockingIOError:
+                break
             except OSError as exc:  # the kernel could not open a descriptor for an event: that event is lost
+                if exc.errno == errno.EINVAL:  # an event longer than we asked for: not a layout we know
+                    log.error("fanotify: unexpected event layout; job opens are no longer seen")
+                    break
                 log.debug("fanotify read: %s", exc)
                 continue
             if not data:
-                return
-            for mask, fd, pid in self._events(data):
-                self._handle(mask, fd, pid)
+                break
+            out.extend((mask, fd, pid, seen) for mask, fd, pid in self._events(data))
+        return out
 
     @staticmethod
     def _events(data: bytes) -> list[tuple[int, int, int]]:
@@ -310,7 +337,7 @@ class FanotifyWatch:
             offset += length
         return out
 
-    def _handle(self, mask: int, fd: int, pid: int) -> None:
+    def _handle(self, mask: int, fd: int, pid: int, seen: float) -> None:
         if fd < 0:
             if mask & FAN_Q_OVERFLOW:
                 self.overflows += 1
@@ -329,14 +356,34 @@ class FanotifyWatch:
             if opened and not closed:
                 path = self._local_path(path, key)
                 if path is not None:
-                    self._files.setdefault(key, OpenFile(path)).opened(pid)
+                    entry = self._files.setdefault(key, OpenFile(path))
+                    if pid not in entry.holders:  # a reader's further opens of a file it has open read it alike
+                        self._count_open(path, pid, st.st_size, seen)
+                    entry.opened(pid)
             elif closed and not opened and key in self._files:
                 entry = self._files[key]
                 entry.closed(pid)
                 if not entry.holders:
                     del self._files[key]
-            # both bits: an open and a close of the same file by the same process merged before we read them;
-            # either order leaves the count as it was
+            elif opened and closed:
+                # an open and a close by one process merged before we read them (a short read while the queue
+                # waited): the holders stay as they were; a process that did not hold the file opened it
+                held = self._files.get(key)
+                if held is None or pid not in held.holders:
+                    path = self._local_path(path, key)
+                    if path is not None:
+                        self._count_open(path, pid, st.st_size, seen)
+
+    def _count_open(self, path: str, pid: int, size: int, seen: float) -> None:
+        """Tell ``on_open`` of a job's first open of a file through a mounted view.  Only there: the same open
+        reaches the storage mount behind it again (from the union daemon), and a link view's cache hits are on
+        devices that are not marked."""
+        if (self.on_open is not None and self._view_is_mount and pid != self._own_pid
+                and path.startswith(self._view_target.rstrip("/") + "/")):
+            try:
+                self.on_open(path, size, seen)
+            except Exception:  # noqa: BLE001 - a counting bug must not end the watch (eviction relies on it)
+                log.exception("counting an open of %s failed", path)
 
     def _local_path(self, path: str, key: tuple[int, int]) -> str | None:
         """``path`` as this process sees it beneath a read root, or None when it is not beneath one.

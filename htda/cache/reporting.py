@@ -34,8 +34,8 @@ class HoldingsReporter:
         self._full_due = True
         self._last_full = 0.0
         self._lock = threading.Lock()
-        self._loop = Periodic("htda-cache-holdings", min(interval, 5.0), self.flush, log,
-                              first_delay=min(interval, 5.0))
+        #: the sending thread (its health is the node's: see Component.loops)
+        self.loop = Periodic("htda-cache-holdings", min(interval, 5.0), self.flush, log, first_delay=min(interval, 5.0))
         self.sent = 0
         self.failures = 0
 
@@ -43,23 +43,23 @@ class HoldingsReporter:
         with self._lock:
             self._removed.discard(lfn)
             self._added[lfn] = size
-        self._loop.wake()
+        self.loop.wake()
 
     def removed(self, lfn: str) -> None:
         with self._lock:
             self._added.pop(lfn, None)
             self._removed.add(lfn)
-        self._loop.wake()
+        self.loop.wake()
 
     def request_full(self) -> None:
         self._full_due = True
-        self._loop.wake()
+        self.loop.wake()
 
     def start(self) -> None:
-        self._loop.start()
+        self.loop.start()
 
     def stop(self) -> None:
-        self._loop.stop(timeout=5)
+        self.loop.stop(timeout=5)
 
     def flush(self) -> None:
         """Send what is due now: the full list, or the pending delta."""

@@ -104,6 +104,10 @@ class CacheService:
         m.gauge("htda_cache_job_open_files", "files jobs on this worker have open through the view, by where "
                 "they are read from (seen by the last scan; needs report_reads)", ("source",),
                 callback=lambda: dict(self.open_files))
+        self._job_opens = m.counter("htda_cache_job_opens_total", "files jobs opened through a mounted view, by "
+                                    "where they were read from (fanotify; needs report_reads)", ("source",))
+        self._job_open_bytes = m.counter("htda_cache_job_opened_bytes_total", "sizes of the files jobs opened "
+                                         "through a mounted view, by where they were read from", ("source",))
 
     # -- start-up ----------------------------------------------------------------
     def recover(self) -> dict[str, int]:
@@ -145,10 +149,22 @@ class CacheService:
             self.view.start([e.lfn for e in self.index.entries()])
             self.view_error = ""
             if self.config["report_reads"]:
-                readers.watch(self.view)  # now: fanotify sees only opens made after its marks
+                watch = readers.watch(self.view)  # now: fanotify sees only opens made after its marks
+                if watch is not None:
+                    watch.on_open = self._job_opened
         except (UnionError, OSError) as exc:
             self.view_error = str(exc)
             log.error("union view %s not available: %s (jobs must read from storage)", self.view.view, exc)
+
+    def _job_opened(self, path: str, size: int, seen: float) -> None:
+        """Count one open a job made through the view, as read from the copy or from storage: from the copy
+        when the view served one by ``seen`` (the open happened no later; a copy landing while its event waited
+        to be handled would otherwise count an open of storage as a hit)."""
+        lfn = self.view.lfn_of(path) if self.view is not None else None
+        if lfn is not None:
+            source = "cache" if self.index.served_at(lfn, seen) else "storage"
+            self._job_opens.inc(source=source)
+            self._job_open_bytes.inc(size, source=source)
 
     def refresh_view(self) -> None:
         """Once per cycle: let the view catch up with this cycle's changes (overlayfs remounts);
@@ -300,6 +316,7 @@ class CacheService:
             meta = self.stager.stage(job)
             entry = Entry.from_meta(job.device, meta)
             entry.score = job.score
+            entry.visible_since = time.monotonic()  # renamed into place by the stager: mergerfs serves it now
             self.index.add(entry)
             self._view_call("added", job.lfn)
             self.failures.pop(job.lfn, None)

@@ -124,6 +124,9 @@ class SubmitAgent(Component):
                 callback=lambda: {"jobs": self.jobs.dropped, "events": self.events.dropped})
 
     # -- life cycle --------------------------------------------------------------
+    def loops(self) -> list[Periodic]:
+        return [self._sender]
+
     def start(self) -> None:
         self.channel.start()
         self._sender.start()

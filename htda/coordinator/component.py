@@ -72,6 +72,10 @@ class CoordinatorComponent(Component):
         "max_batch": Field(int, 100_000, "most jobs, events or LFNs in one request", check=positive),
         "max_defer": Field(float, 600.0, "seconds a file's staging may wait while jobs read it from storage "
                                          "(reported by cache nodes; 0: never wait)", check=_not_negative),
+        "first_read_wait": Field(float, 0.0, "seconds a group wanted for the first time waits to be placed "
+                                             "until a job reads it, so that its copy goes to that job's node "
+                                             "(for workers that read storage through a read-through cache; "
+                                             "0: place at once)", check=_not_negative),
         "full_every": Field(int, 10, "after this many cycles that only re-placed the groups accessed since the "
                                      "last one, place every candidate again", check=positive),
     })
@@ -88,7 +92,7 @@ class CoordinatorComponent(Component):
                                 per_size=config["per_size"], hysteresis=config["hysteresis"], fill=config["fill"],
                                 candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],
                                 release_ttl=config["release_ttl"], full_every=config["full_every"],
-                                max_defer=config["max_defer"])
+                                max_defer=config["max_defer"], first_read_wait=config["first_read_wait"])
         self._incarnations: dict[str, float] = {}  # cache node -> its 'started', to tell restarts from first sight
         # The pool view fills within a heartbeat or two; a cycle before that would take every cache node
         # not heard from yet for departed and move its files.
@@ -110,6 +114,9 @@ class CoordinatorComponent(Component):
                 callback=lambda: len(self.core.placement))
 
     # -- life cycle --------------------------------------------------------------------
+    def loops(self) -> list[Periodic]:
+        return [self._cycles_loop]
+
     def start(self) -> None:
         seconds = self.core.load()
         self.log.info("rebuilt the rating of %d groups and %d files from %s in %.2f s (cycle %d)",

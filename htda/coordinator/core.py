@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,9 +59,11 @@ class Coordinator:
 
     def __init__(self, store: Store, policy: RatingPolicy, *, per_size: bool = False, hysteresis: float = 2.0,
                  fill: float = 0.95, candidate_factor: float = 1.5, unknown_size: int = 1 << 30,
-                 release_ttl: float = 3600.0, full_every: int = 10, max_defer: float = 600.0):
+                 release_ttl: float = 3600.0, full_every: int = 10, max_defer: float = 600.0,
+                 first_read_wait: float = 0.0):
         self.store = store
         self.reads = StorageReads(max_defer)
+        self.first_read_wait = first_read_wait
         self.state = RatingState(policy, per_size=per_size, unknown_size=unknown_size)
         self.hysteresis = hysteresis
         self.fill = fill
@@ -147,9 +149,14 @@ class Coordinator:
             touched = self.state.take_changed()
             rekeyed = len(touched)
             excluded = self.store.releases(now)
+            readers, movable = self._readers(now)
+            waiting = self._waiting_for_reader(now, readers)
+            if waiting:
+                excluded = {**excluded, **{fid: set(capacities) for fid in waiting}}
             inputs = (sorted(capacities.items()), sorted((fid, sorted(nodes)) for fid, nodes in excluded.items()),
-                      sorted(self.state.pinned), self.state.revision)
-            options = {"hysteresis": self.hysteresis, "excluded": excluded, "unknown_size": self.state.unknown_size}
+                      sorted(self.state.pinned), self.state.revision, sorted(readers.items()), sorted(movable))
+            options = {"hysteresis": self.hysteresis, "excluded": excluded, "unknown_size": self.state.unknown_size,
+                       "readers": readers, "movable": movable}
             if full:
                 self._last_inputs = None
             if inputs == self._last_inputs and not touched:
@@ -180,6 +187,31 @@ class Coordinator:
                  report.cycle, kind, report.groups_rekeyed, report.candidates, report.placed, report.moved,
                  report.seconds)
         return report
+
+    def _readers(self, now: float) -> tuple[dict[int, str], set[int]]:
+        """(file id -> the node whose job reads it from storage now, the ids of those whose copies are
+        deferred: nothing of them is copied yet, so they may move to their reader)."""
+        by_lfn = self.reads.readers(now)
+        if not by_lfn:
+            return {}, set()
+        ids = self.store.file_ids(by_lfn)
+        deferred = self.reads.deferred(now)
+        return {fid: by_lfn[lfn] for lfn, fid in ids.items()}, {fid for lfn, fid in ids.items() if lfn in deferred}
+
+    def _waiting_for_reader(self, now: float, readers: Mapping[int, str]) -> set[int]:
+        """Files of groups first wanted less than ``first_read_wait`` ago that are not placed and of which no
+        job reads a file yet: where the group's first job runs is not known, and a copy there can take what
+        that job reads from the worker's read-through cache, where a copy elsewhere would fetch it again over
+        the storage link beside the job (docs/coordinator.rst)."""
+        if self.first_read_wait <= 0:
+            return set()
+        state, waiting = self.state, set()
+        with state.lock:
+            for gid in state.new_groups(now - self.first_read_wait):
+                files = state.members.get(gid, set())
+                if not any(fid in readers or fid in self.placement or fid in state.pinned for fid in files):
+                    waiting |= files
+        return waiting
 
     def _build_lists(self) -> None:
         lists: dict[str, list[int]] = {}

@@ -78,7 +78,7 @@ class _Planner:
 
     def __init__(self, capacities: Mapping[str, int], sizes: Mapping[str, int | None], scores: Mapping[str, float],
                  excluded: Mapping[str, Collection[str]], hysteresis: float, unknown_size: int,
-                 current: Mapping[str, str]):
+                 current: Mapping[str, str], readers: Mapping[str, str]):
         self.nodes = {name: _Node(name, int(cap), int(cap)) for name, cap in sorted(capacities.items())}
         get = sizes.get
         self.size_of = {lfn: unknown_size if (size := get(lfn)) is None else max(0, int(size))
@@ -86,6 +86,7 @@ class _Planner:
         self.scores = scores
         self.excluded = excluded
         self.hysteresis = hysteresis
+        self.readers = readers
         self.where: dict[str, str] = {}
         self.evicted: list[str] = []
 
@@ -144,13 +145,18 @@ class _Planner:
         return True
 
     def preferred_nodes(self, group_files: Iterable[str]) -> list[_Node]:
-        """Nodes holding most of the group's bytes first, then the emptiest."""
+        """Nodes holding most of the group's bytes first, then the node whose job reads most of them, then
+        the emptiest."""
         held: dict[str, int] = {}
+        read: dict[str, int] = {}
         for lfn in group_files:
             node = self.where.get(lfn)
             if node is not None:
                 held[node] = held.get(node, 0) + self.size(lfn)
-        return sorted(self.nodes.values(), key=lambda n: (-held.get(n.name, 0), -n.free))
+            reader = self.readers.get(lfn)
+            if reader is not None:
+                read[reader] = read.get(reader, 0) + self.size(lfn)
+        return sorted(self.nodes.values(), key=lambda n: (-held.get(n.name, 0), -read.get(n.name, 0), -n.free))
 
     def out_of_reach(self, size: int) -> bool:
         """True when no node can take ``size`` bytes, even by evicting: ``room_bound`` is an upper bound of a
@@ -206,6 +212,8 @@ def place(
     excluded: Mapping[str, Collection[str]] | None = None,
     unknown_size: int = 1 << 30,
     current_scores: Mapping[str, float] | None = None,
+    readers: Mapping[str, str] | None = None,
+    movable: Collection[str] = frozenset(),
 ) -> dict[str, str]:
     """The new placement ``{lfn: node}``; see the module docstring for the rules.
 
@@ -223,6 +231,12 @@ def place(
     what is placed plus what changed, not to every candidate; a full run now
     and then catches up with the rest (e.g. a group that fits in space an
     eviction left).
+
+    ``readers`` maps a file that a job reads from storage now to that job's
+    node: pass 2 prefers that node for the file's group after the nodes that
+    hold the group, and pass 1 moves a placed file there when it is in
+    ``movable`` (not copied yet: its copy is deferred, so the move costs
+    nothing; see :mod:`~htda.coordinator.reads`).
     """
     if hysteresis < 1.0:
         raise ValueError("hysteresis must be >= 1")
@@ -230,8 +244,10 @@ def place(
     scores = file_scores(ordered)
     if current_scores is not None:
         scores = {**current_scores, **{lfn: s for lfn, s in scores.items() if s > current_scores.get(lfn, -1.0)}}
-    planner = _Planner(capacities, sizes, scores, excluded or {}, hysteresis, unknown_size, current)
-    _keep(planner, current, scores)
+    readers = readers or {}
+    planner = _Planner(capacities, sizes, scores, excluded or {}, hysteresis, unknown_size, current, readers)
+    follow = {lfn: node for lfn, node in readers.items() if lfn in movable}
+    _keep(planner, _follow_readers(planner, current, follow), scores)
     _place_groups(planner, ordered)
     if current_scores is None:
         _fill(planner, scores, scores)
@@ -256,6 +272,27 @@ def _fill(planner: _Planner, files: Iterable[str], scores: Mapping[str, float]) 
     for lfn in sorted((f for f in files if f not in planner.where), key=lambda f: -scores[f]):
         if planner.size_of[lfn] <= most_free and planner.place_file(lfn, by_free, None):
             most_free = max(n.free for n in by_free)
+
+
+def _follow_readers(planner: _Planner, current: Mapping[str, str], readers: Mapping[str, str]) -> Mapping[str, str]:
+    """``current`` with each placed file that a live node's job reads moved to that node, where it is allowed
+    and fits beside what the node has (a file read elsewhere never displaces a copy)."""
+    wanted = {lfn: node for lfn, node in readers.items()
+              if lfn in current and current[lfn] != node and node in planner.nodes and planner.allowed(lfn, node)}
+    if not wanted:
+        return current
+    free = {name: node.free for name, node in planner.nodes.items()}
+    for lfn, node in current.items():
+        if node in free:
+            free[node] -= planner.size_of[lfn]
+    moved = {}
+    for lfn, node in sorted(wanted.items()):
+        if planner.size_of[lfn] <= free[node]:
+            moved[lfn] = node
+            free[node] -= planner.size_of[lfn]
+            if current[lfn] in free:
+                free[current[lfn]] += planner.size_of[lfn]
+    return {**current, **moved}
 
 
 def _keep(planner: _Planner, current: Mapping[str, str], scores: Mapping[str, float]) -> None:

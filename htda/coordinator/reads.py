@@ -10,7 +10,11 @@ benchmark a new group's job took 2-3x longer).  So while the latest job that
 named a file is still the only job of its inputs, a report that the file is
 being read from storage marks it, and the other inputs of that job (read
 next), *deferred* in the assignments; cache nodes start the copies once the
-reading stops.  Files that more than one job wanted are copied at once even
+reading stops.  A deferred file is placed on the node whose job reads it
+(:meth:`StorageReads.readers`): nothing of it is copied yet, so moving costs
+nothing, and where the worker reads storage through a read-through cache
+(docs/cache.rst) the copy then takes most of its bytes from that worker's
+own disk instead of the shared link.  Files that more than one job wanted are copied at once even
 while jobs read them: later jobs are likely, and each of them gains.
 
 Cache nodes report what jobs on their worker have open through the union
@@ -63,6 +67,17 @@ class StorageReads:
         with self._lock:
             self._expire(now)
             return {lfn for lfn, since in self._since.items() if now - since < self.max_defer}
+
+    def readers(self, now: float) -> dict[str, str]:
+        """``{lfn: node}`` for every file read from storage now: the node whose job reads it; of several
+        nodes, the first by name."""
+        with self._lock:
+            self._expire(now)
+            found: dict[str, str] = {}
+            for node, (_, files, deferred) in sorted(self._by_node.items()):
+                for lfn in files | deferred:  # deferred: also the job's inputs it will read next
+                    found.setdefault(lfn, node)
+            return found
 
     def snapshot(self, now: float) -> dict[str, list[str]]:
         """Per live report, the files read from storage (admin view)."""

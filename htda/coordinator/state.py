@@ -43,6 +43,7 @@ class RatingState:
         self.reference = NEVER  # the key that scores 1.0 in the placement's scale (the best candidate's)
         self._order: list[int] = []  # group ids by key, best first, as of the last candidates()
         self.pinned: set[int] = set()  # files placed first and never displaced, whatever their score
+        self._first_access: dict[int, float] = {}  # groups accessed for the first time lately -> when
         self.lock = threading.RLock()
 
     # -- feeding ------------------------------------------------------------------
@@ -67,11 +68,20 @@ class RatingState:
     def add_accesses(self, accesses: Iterable[tuple[int, int | None, float]]) -> None:
         """Accesses as (input group, task group or None, time): one job start touches both groups."""
         with self.lock:
-            access = self.policy.access
+            access, key, first = self.policy.access, self.policy.key, self._first_access
             for input_group, task_group, t in accesses:
-                access(input_group, t)
-                if task_group is not None:
-                    access(task_group, t)
+                for gid in (input_group, task_group):
+                    if gid is None:
+                        continue
+                    if key(gid) == NEVER:
+                        first[gid] = t
+                    access(gid, t)
+
+    def new_groups(self, since: float) -> set[int]:
+        """Groups first accessed at ``since`` or later (older ones are forgotten here)."""
+        with self.lock:
+            self._first_access = {gid: t for gid, t in self._first_access.items() if t >= since}
+            return set(self._first_access)
 
     def rebuild(self, store: Store) -> None:
         """Load everything from the database: the full rating (replays the whole history)."""

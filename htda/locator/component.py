@@ -74,6 +74,9 @@ class LocatorComponent(Component):
         m.gauge("htda_locator_nodes", "nodes with holdings", callback=lambda: self.index.node_count)
 
     # -- life cycle --------------------------------------------------------------
+    def loops(self) -> list[Periodic]:
+        return [self._sweeper]
+
     def start(self) -> None:
         self._sweeper.start()
 

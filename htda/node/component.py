@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .config import Section
 
 if TYPE_CHECKING:
+    from .periodic import Periodic
     from .pool import Member
     from .rest import Route
     from .runtime import Node
@@ -46,6 +47,10 @@ class Component:
 
     def stop(self) -> None:
         """Stop background work; must return within a few seconds."""
+
+    def loops(self) -> list["Periodic"]:
+        """The background loops this component runs: ``/healthz`` answers 503 when one is stale or failing."""
+        return []
 
     def heartbeat_info(self) -> dict[str, Any]:
         """Small JSON-able facts sent with every heartbeat (e.g. cache capacity)."""

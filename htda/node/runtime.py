@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -317,8 +318,8 @@ class Node:
                              "started": {"type": "number"},
                              "info": {"type": "object"}}}
         return [
-            Route("GET", "/healthz", lambda r: {"status": "ok", "name": self.name}, "liveness probe",
-                  access="public"),
+            Route("GET", "/healthz", self._healthz, "liveness probe: 503 naming each background loop that is "
+                  "stale or failing", access="public"),
             Route("GET", "/metrics", self._metrics, "Prometheus metrics", access="public",
                   content_type="text/plain; version=0.0.4"),
             Route("GET", f"{API}/node", lambda r: self.node_info(), "this node's identity, roles, version, uptime",
@@ -330,6 +331,19 @@ class Node:
             Route("GET", f"{API}/openapi.json", lambda r: self.app.openapi("HTDA node", self.version),
                   "this OpenAPI document", access="public"),
         ]
+
+    def health(self) -> dict[str, Any]:
+        """``/healthz``'s body: ok, or unhealthy with one line per loop that is not keeping up."""
+        loops = [loop.health() for component in self.components.values() for loop in component.loops()]
+        problems = [f"{h.name}: {h.state}" + (f" ({h.detail})" if h.detail else "") for h in loops if not h.ok]
+        return {"status": "unhealthy" if problems else "ok", "name": self.name, "problems": problems,
+                "loops": {h.name: h.to_json() for h in loops}}
+
+    def _healthz(self, request: Request) -> Response | dict[str, Any]:
+        body = self.health()
+        if body["problems"]:
+            return Response(json.dumps(body), status=503)
+        return body
 
     def _metrics(self, request: Request) -> Response:
         return Response(self.metrics.render(), content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ import pytest
 from bench.cluster import report
 from bench.cluster.analysis import analyse
 from bench.cluster.dataset import DatasetSpec, ensure_dataset
+from bench.cluster.htda_pool import parse_open_counters
 from bench.cluster.monitor import proc_sample
 
 
@@ -66,6 +68,66 @@ def test_rates_hit_ratio_and_later_passes():
     assert report.summarize(_mode("xcache", jobs, link=100e6), passes=2)["hit_ratio"] == pytest.approx(0.75)
 
 
+def test_ratios_set_htda_beside_each_goal_met_or_not():
+    runs = {"nocache": [_job("a", 1, 0, 10, 100e6), _job("b", 2, 10, 20, 100e6)],
+            "htda": [_job("a", 1, 0, 20, 100e6), _job("b", 2, 20, 22, 100e6)],
+            "xcache": [_job("a", 1, 0, 12, 100e6), _job("b", 2, 12, 16, 100e6)]}
+    modes = {name: _mode(name, jobs, link=1e9 if name != "xcache" else 2e9) for name, jobs in runs.items()}
+    modes["xcache"]["ended"] = 50.0
+    text = report.ratios({"config": {"workload": {"passes": 2}}, "modes": modes})
+    rows = {tuple(re.split(r"\s{2,}", line.strip())) for line in text.splitlines()}
+    assert ("makespan", "htda / xcache", "0.80", "<= 0.85", "yes") in rows  # 40 s against 50 s
+    assert ("pass 1 rate", "htda / nocache", "0.50", ">= 0.95", "NO") in rows  # unfavourable, shown as well
+    assert ("storage bytes", "htda / xcache", "0.50", "<= 1.2", "yes") in rows
+    assert "htda / ideal" not in text  # no ideal run: no ratio to it
+
+
+def test_spread_gives_medians_ranges_and_the_median_ratio_against_its_goal():
+    def run(htda_end):
+        modes = {"xcache": _mode("xcache", [_job("a", 1, 0, 10, 100e6)], link=1e9),
+                 "htda": _mode("htda", [_job("a", 1, 0, 10, 100e6)], link=1e9)}
+        modes["xcache"]["ended"], modes["htda"]["ended"] = 100.0, htda_end
+        return {"config": {"workload": {"passes": 1}}, "modes": modes}
+
+    text = report.spread([run(80.0), run(90.0), run(130.0)])
+    rows = {tuple(re.split(r"\s{2,}", line.strip())) for line in text.splitlines()}
+    assert ("htda", "3", "90 (80-130)") == next(r[:3] for r in rows if r[0] == "htda")
+    assert ("makespan", "htda / xcache", "0.90", "0.80-1.30", "<= 0.85", "NO") in rows
+
+
+def _counted(cache: int, storage: int, size: int = 100) -> dict:
+    return {"opens": {"cache": cache, "storage": storage}, "bytes": {"cache": cache * size, "storage": storage * size}}
+
+
+def test_the_hit_metric_check_compares_the_nodes_counters_with_what_the_jobs_saw():
+    def opened(n_cache, n_storage):
+        return [{"from": "cache", "size": 100}] * n_cache + [{"from": "storage", "size": 100}] * n_storage
+
+    jobs = [{"worker": "w1", "opened": opened(60, 40)}, {"worker": "w2", "opened": opened(0, 100)}]
+    mode = {"jobs": jobs, "open_counters": {"w1": _counted(60, 40), "w2": _counted(0, 100)}}
+    check = report.hit_check(mode)
+    assert check.truth == pytest.approx(0.3) and check.metric == pytest.approx(0.3) and check.ok and not check.problems
+    # one open of 200 classified apart (a copy landed as it was opened): the shares part, yet that is allowed
+    mode["open_counters"]["w1"] = _counted(61, 39)
+    check = report.hit_check(mode)
+    assert check.ok and check.problems == ["1 of 200 opens classified apart (a copy landed as the file was opened)"]
+    mode["open_counters"]["w1"] = _counted(66, 34)  # six: the metric is wrong
+    assert not report.hit_check(mode).ok
+    mode["open_counters"]["w1"] = _counted(60, 39)  # an open the node missed
+    check = report.hit_check(mode)
+    assert not check.ok and "w1: the jobs opened 100 files, the node counted 99" in check.problems
+    mode["open_counters"]["w1"] = {"error": "/metrics unreadable: timed out"}  # never a silent share of w2 alone
+    check = report.hit_check(mode)
+    assert not check.ok and check.problems == ["w1: /metrics unreadable: timed out"]
+    assert report.hit_check({"jobs": [{}], "open_counters": {}}) is None  # the stand-in: nothing to check
+
+
+def test_open_counters_are_read_from_a_scrape():
+    text = ('# HELP htda_cache_job_opens_total x\nhtda_cache_job_opens_total{source="cache"} 3.0\n'
+            'htda_cache_job_opened_bytes_total{source="storage"} 1500.0\nhtda_cache_job_open_files{source="cache"} 1\n')
+    assert parse_open_counters(text) == {"opens": {"cache": 3.0}, "bytes": {"storage": 1500.0}}
+
+
 def test_rate_series_conserves_bytes():
     jobs = [_job("a", 1, 0, 7, 70e6), _job("b", 1, 3, 12, 90e6)]
     x, y = report.rate_series(jobs, 0.0, step=5.0)
@@ -83,3 +145,11 @@ def test_proc_sample_reads_this_process():
     sample = proc_sample(os.getpid())
     assert sample.cpu > 0 and 10e6 < sample.rss < 10e9
     assert proc_sample(2**22 + 12345) is None
+
+
+def test_storage_bytes_are_split_by_pass_with_the_pause_after_each_pass():
+    # cumulative (time, tx, rx): 100 bytes per second both ways together
+    samples = [(float(t), 60 * t, 40 * t) for t in range(0, 31)]
+    spans = {1: (0.0, 8.0), 2: (10.0, 18.0), 3: (20.0, 25.0)}
+    assert report.link_bytes_by_pass(samples, spans) == {1: 1000, 2: 1000, 3: 1000}  # the last runs to the end
+    assert report.link_bytes_by_pass([], spans) == {1: 0, 2: 0, 3: 0}

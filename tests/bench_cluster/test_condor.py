@@ -9,12 +9,14 @@ import pytest
 
 from bench.cluster import condor as condor_mod
 from bench.cluster import report
-from bench.cluster.condor import Account, CondorPool, CondorSetup, condor_home
+from bench.cluster.condor import CondorPool, CondorSetup, condor_home
 from bench.cluster.condor_job import ad_values, cached_inputs
 from bench.cluster.topology import Topology
+from tests import htcondor_home
+from tests.users import User
 
 ROOT = Path(__file__).resolve().parents[2]
-USER, CONDOR = Account("htdabench", 1500, 1500), Account("condor", 1501, 1501)
+USER, CONDOR = User("htdabench", 1500, 1500), User("condor", 1501, 1501)
 
 
 def _pool(tmp_path: Path, htda: bool) -> CondorPool:
@@ -74,14 +76,14 @@ def test_a_job_is_one_vanilla_cluster_that_waits_for_htdas_route(tmp_path):
 
 
 def test_discovery_prefers_htda_condor_home(tmp_path, monkeypatch):
-    for sub, name in (("sbin", "condor_master"), ("bin", "condor_submit")):
+    for sub, name in (("sbin", "condor_master"), ("bin", "condor_submit"), ("bin", "condor_config_val")):
         (tmp_path / sub).mkdir(exist_ok=True)
         (tmp_path / sub / name).write_text("")
     monkeypatch.setenv("HTDA_CONDOR_HOME", str(tmp_path))
     assert condor_home() == tmp_path.resolve()
     monkeypatch.setenv("HTDA_CONDOR_HOME", str(tmp_path / "nothing"))
-    monkeypatch.setattr(condor_mod, "SHARED", tmp_path / "nothing")
-    monkeypatch.setattr(condor_mod.shutil, "which", lambda name: None)
+    monkeypatch.setattr(htcondor_home, "SHARED", tmp_path / "nothing")
+    monkeypatch.setattr(htcondor_home.shutil, "which", lambda name: None)
     assert condor_home() is None
 
 

@@ -36,10 +36,10 @@ def test_refuses_without_root(monkeypatch):
 @needs_root
 def test_tiny_cluster_links_shaping_and_teardown():
     prefix = f"t{os.getpid() % 100000}"
-    with Topology(prefix=prefix, workers=1, storage_rate="100mbit") as topo:
+    with Topology(prefix=prefix, workers=1, storage_rate="100mbit", host_rate="1gbit") as topo:
         assert set(topology.namespaces(prefix)) == {f"{prefix}-{n}" for n in ("sw", "storage", "service", "w1")}
         assert "rate 100Mbit" in topo.shaping(topo.storage)
-        assert topo.shaping(topo.service) == "" or "tbf" not in topo.shaping(topo.service)
+        assert "rate 1Gbit" in topo.shaping(topo.service) and "rate 1Gbit" in topo.shaping(topo.worker_hosts[0])
         server = subprocess.Popen(topo.storage.cmd("python3", "-c", (
             "import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
             f"s.bind(({topo.storage.address!r}, 4000)); s.listen(); c, _ = s.accept(); c.sendall(b'x' * 200000)")))
@@ -56,6 +56,15 @@ def test_tiny_cluster_links_shaping_and_teardown():
             server.kill()
             server.wait()
     assert topology.namespaces(prefix) == []
+
+
+@needs_root
+def test_hosts_unshaped_on_request():
+    prefix = f"u{os.getpid() % 100000}"
+    with Topology(prefix=prefix, workers=1, host_rate="") as topo:
+        assert "tbf" in topo.shaping(topo.storage)
+        assert topo.shaping(topo.service) == topo.shaping(topo.worker_hosts[0]) == "unshaped" or \
+            "tbf" not in topo.shaping(topo.service) + topo.shaping(topo.worker_hosts[0])
 
 
 @needs_root

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -55,9 +56,15 @@ kind, view, branch, storage, state = sys.argv[1:6]
 cls = {"mergerfs": mergerfs.MergerfsDriver, "overlayfs": overlayfs.OverlayfsDriver, "symlink": symlink.SymlinkDriver}
 driver = cls[kind](view, [branch], storage, state, {})
 found = readers.watch(driver)
+counted = []
+if found:
+    found.on_open = lambda path, size, seen: counted.append(path)
 print(json.dumps("fanotify" if found else "proc"), flush=True)
 for line in sys.stdin:
-    if line.strip() == "proc":
+    if line.strip() == "counted":
+        readers.open_lfns(driver.lfn_of)  # handles what is queued
+        print(json.dumps(counted), flush=True)
+    elif line.strip() == "proc":
         print(json.dumps(sorted(readers.scan_proc(driver.lfn_of))), flush=True)
     else:
         print(json.dumps(sorted(readers.open_lfns(driver.lfn_of))), flush=True)
@@ -74,9 +81,12 @@ class Watcher:
         self.method = json.loads(self.proc.stdout.readline())
 
     def query(self, how: str = "fanotify") -> set[str]:
+        return set(self.ask(how))
+
+    def ask(self, how: str) -> list[str]:
         self.proc.stdin.write(how + "\n")
         self.proc.stdin.flush()
-        return set(json.loads(self.proc.stdout.readline()))
+        return json.loads(self.proc.stdout.readline())
 
     def stop(self) -> None:
         self.proc.stdin.close()
@@ -161,6 +171,28 @@ def test_another_users_read_through_each_view_is_seen_without_ptrace(kind, start
         finally:
             job.close()
         assert watcher.query() == set()
+    finally:
+        watcher.stop()
+
+
+@pytest.mark.parametrize("kind", MOUNTED)
+def test_an_open_whose_close_merged_with_it_while_the_watch_waited_is_counted(kind, started, world):
+    """While the cache is stopped (busy, or its reads of earlier events wait on storage), a job's open and close
+    of one file merge into one event; that job still opened the file, and the hit metric must count it."""
+    _, view = started(kind)
+    watcher = watcher_without("sys_ptrace", kind, world, view)
+    try:
+        assert watcher.ask("counted") == []
+        os.kill(watcher.proc.pid, signal.SIGSTOP)
+        try:
+            read = subprocess.run([sys.executable, "-c", "import sys; print(len(open(sys.argv[1], 'rb').read()))",
+                                   f"{view}/store/a/one.dat"], capture_output=True, text=True, timeout=30)
+        finally:
+            os.kill(watcher.proc.pid, signal.SIGCONT)
+        assert read.stdout.strip() == "1000"
+        counted = watcher.ask("counted")
+        assert len(counted) == 1 and counted[0].endswith("/store/a/one.dat"), counted
+        assert watcher.query() == set()  # and it is not left open
     finally:
         watcher.stop()
 

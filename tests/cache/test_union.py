@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
+import sys
+import urllib.request
 
 import pytest
 
@@ -283,3 +286,45 @@ def test_a_job_reading_through_the_view_is_seen_with_the_lfn_it_reads(driver, so
     finally:
         job.stdin.close()
         job.wait(10)
+
+
+def _counter(metrics: str, name: str) -> dict[str, float]:
+    """``{source: value}`` of one labelled counter in Prometheus text."""
+    found = {}
+    for line in metrics.splitlines():
+        if line.startswith(name + '{source="'):
+            labels, value = line.rsplit(" ", 1)
+            found[labels.split('"')[1]] = float(value)
+    return found
+
+
+@pytest.mark.slow
+@needs_mergerfs
+def test_opens_through_the_view_are_counted_by_where_they_are_read_from(source_tree, tmp_path, node_factory, peer):
+    root, files = source_tree
+    cached, uncached = sorted(files)[:2]
+    peer.assign([(cached, 1.0)])
+    view = tmp_path / "view"
+    node = node_factory("o", ["cache"], sections=cache_section(tmp_path, peer, root, view, "mergerfs"))
+    try:
+        wait_until(lambda: node.get("/api/v1/cache/files")["total"] == 1, timeout=20, what="one file staged")
+        # three jobs (processes other than the node), each opening its file twice as uproot's threads do
+        job = ("import sys; a, b = open(sys.argv[1], 'rb'), open(sys.argv[1], 'rb'); "
+               "sys.stdout.write(str(len(a.read())))")
+        for lfn in (cached, uncached, cached):
+            done = subprocess.run([sys.executable, "-c", job, str(view / lfn.lstrip("/"))], capture_output=True,
+                                  text=True, timeout=30)
+            assert done.stdout == str(len(files[lfn]))
+
+        def counted():
+            with urllib.request.urlopen(f"{node.url}/metrics", timeout=10) as answer:
+                text = answer.read().decode()
+            return (_counter(text, "htda_cache_job_opens_total"),
+                    _counter(text, "htda_cache_job_opened_bytes_total"))
+
+        wanted = ({"cache": 2.0, "storage": 1.0},
+                  {"cache": 2.0 * len(files[cached]), "storage": float(len(files[uncached]))})
+        wait_until(lambda: counted() == wanted, timeout=10, what=f"the opens counted ({counted()})")
+    finally:
+        node.stop()
+        cleanup_view("mergerfs", view, tmp_path)

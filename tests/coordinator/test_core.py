@@ -245,3 +245,43 @@ def test_an_event_counts_only_for_a_job_of_the_owner_it_names(database):
     assert (real.accepted, real.refused) == (1, 0)
     admin = core.report_events([{"job_id": "schedd#1.0", "state": "finished", "time": NOW}])  # no owner: signed
     assert admin.accepted == 1                                                                   # pool members
+
+
+def test_the_files_of_a_new_job_follow_the_node_that_reads_them_until_copied(database):
+    core = _coordinator(database)
+    inputs = ["/store/new/a", "/store/new/b"]
+    core.submit_jobs([JobRecord("only", "alice", inputs, sizes=dict.fromkeys(inputs, 100))])
+    core.report_events([{"job_id": "only", "state": "started", "time": NOW}])
+    nodes = _nodes(("n1", 1000), ("n2", 500))
+    core.run_cycle(nodes, now=NOW)
+    assert set(_holders(core).values()) == {"n1"}  # the emptiest node
+    core.report_reads("n2", ["/store/new/a"], ttl=30, now=NOW + 1)  # the job runs on n2, reading storage
+    report = core.run_cycle(nodes, now=NOW + 2)
+    assert report.moved == 2 and set(_holders(core).values()) == {"n2"}
+    listed = core.assignments("n2", now=NOW + 2)["files"]
+    assert {(f["lfn"], f["defer"]) for f in listed} == {("/store/new/a", True), ("/store/new/b", True)}
+    core.report_reads("n2", [], ttl=30, now=NOW + 40)  # the job is done: n2 copies them, and they stay
+    assert core.run_cycle(nodes, now=NOW + 41).moved == 0 and set(_holders(core).values()) == {"n2"}
+
+
+def test_a_new_group_waits_for_its_first_reader_then_goes_to_its_node(database):
+    core = _coordinator(database, first_read_wait=60.0)
+    inputs = ["/store/new/a", "/store/new/b"]
+    twice = [JobRecord(f"j{i}", "alice", inputs, sizes=dict.fromkeys(inputs, 100)) for i in range(2)]
+    core.submit_jobs(twice)  # two jobs: not deferred, so without the wait it would be copied at once
+    core.report_events([{"job_id": f"j{i}", "state": "started", "time": NOW} for i in range(2)])
+    nodes = _nodes(("n1", 1000), ("n2", 500))
+    assert core.run_cycle(nodes, now=NOW + 1).placed == 0  # no job reads it yet: where would it help?
+    core.report_reads("n2", ["/store/new/a"], ttl=30, now=NOW + 2)  # the first job runs on n2
+    core.run_cycle(nodes, now=NOW + 3)
+    assert _holders(core) == {"/store/new/a": "n2", "/store/new/b": "n2"}  # the whole group, with its reader
+    assert not any(f["defer"] for f in core.assignments("n2", now=NOW + 3)["files"])  # copied while read
+
+
+def test_a_new_group_no_job_reads_is_placed_once_the_wait_is_over(database):
+    core = _coordinator(database, first_read_wait=60.0)
+    core.submit_jobs([JobRecord("idle", "alice", ["/store/new/a"], sizes={"/store/new/a": 100})])
+    core.report_events([{"job_id": "idle", "state": "started", "time": NOW}])
+    nodes = _nodes(("n1", 1000))
+    assert core.run_cycle(nodes, now=NOW + 59).placed == 0
+    assert core.run_cycle(nodes, now=NOW + 61).placed == 1

@@ -168,3 +168,38 @@ def test_a_slightly_better_changed_group_displaces_nothing():
     assert place(groups[1:], sizes, {"n": 10}, current, current_scores={"/a": 1.0}) == {"/a": "n"}
     better = [GroupCandidate("b", 2.5, ("/b",))]
     assert place(better, sizes, {"n": 10}, current, current_scores={"/a": 1.0}) == {"/b": "n"}
+
+
+def test_a_file_not_copied_yet_follows_the_node_whose_job_reads_it():
+    sizes = {"/g/a": 100, "/g/b": 100, "/h/c": 100}
+    groups = [GroupCandidate("g", 5.0, ("/g/a", "/g/b")), GroupCandidate("h", 4.0, ("/h/c",))]
+    current = {"/g/a": "n1", "/g/b": "n1", "/h/c": "n2"}
+    readers = {"/g/a": "n2", "/g/b": "n2"}  # a job on n2 reads group g from storage
+    placement = place(groups, sizes, {"n1": 1000, "n2": 1000}, current, readers=readers, movable=set(readers))
+    assert placement == {"/g/a": "n2", "/g/b": "n2", "/h/c": "n2"}
+    # without readers nothing moves, nor does a file whose copy may have started (not deferred)
+    assert place(groups, sizes, {"n1": 1000, "n2": 1000}, current) == current
+    assert place(groups, sizes, {"n1": 1000, "n2": 1000}, current, readers=readers) == current
+
+
+def test_a_read_file_never_displaces_a_copy_and_a_dead_or_releasing_reader_is_ignored():
+    sizes = {"/g/a": 100, "/h/c": 100}
+    groups = [GroupCandidate("g", 5.0, ("/g/a",)), GroupCandidate("h", 1.0, ("/h/c",))]
+    current = {"/g/a": "n1", "/h/c": "n2"}
+    full = place(groups, sizes, {"n1": 1000, "n2": 150}, current, readers={"/g/a": "n2"}, movable={"/g/a"})
+    assert full == current  # n2 has room for its own copy only
+    assert place(groups, sizes, {"n1": 1000, "n2": 1000}, current, readers={"/g/a": "gone"},
+                 movable={"/g/a"}) == current
+    released = place(groups, sizes, {"n1": 1000, "n2": 1000}, current, readers={"/g/a": "n2"},
+                     excluded={"/g/a": {"n2"}}, movable={"/g/a"})
+    assert released == current
+
+
+def test_a_new_group_goes_to_its_reader_after_the_nodes_that_hold_it():
+    sizes = {"/g/a": 100, "/g/b": 100, "/k/x": 100, "/k/y": 100}
+    capacities = {"n1": 1000, "n2": 500, "n3": 1000}  # n1 and n3 are the emptiest
+    new = [GroupCandidate("g", 5.0, ("/g/a", "/g/b"))]
+    assert set(place(new, sizes, capacities, {}, readers={"/g/b": "n2"}).values()) == {"n2"}
+    held = [GroupCandidate("k", 5.0, ("/k/x", "/k/y"))]  # /k/x is on n3 (copied): the group joins it
+    placement = place(held, sizes, capacities, {"/k/x": "n3"}, readers={"/k/y": "n2"})
+    assert placement == {"/k/x": "n3", "/k/y": "n3"}

@@ -48,3 +48,12 @@ def test_a_short_ttl_expires_at_once(ttl):
     reads = StorageReads(max_defer=60)
     reads.report("w1", ["/a"], ttl=ttl, now=100)
     assert reads.deferred(100 + ttl) == set()
+
+
+def test_readers_name_the_node_whose_job_reads_each_file():
+    reads = StorageReads(max_defer=600)
+    reads.report("w2", ["/a"], ttl=10, now=100, deferred=["/a", "/b"])  # /b: the same job's next input
+    reads.report("w1", ["/c"], ttl=10, now=100, deferred=[])  # read, but wanted by several jobs: not deferred
+    reads.report("w3", ["/a"], ttl=10, now=100)
+    assert reads.readers(101) == {"/a": "w2", "/b": "w2", "/c": "w1"}  # of two readers, the first by name
+    assert reads.readers(111) == {}  # the reports expired

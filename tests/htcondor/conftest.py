@@ -70,6 +70,20 @@ class HTDAPool:
         finally:
             write_hooks_settings(self.settings, **self.settings_values)
 
+    @contextlib.contextmanager
+    def agent_configured(self, **submit: object) -> Iterator[NodeProcess]:
+        """A second submit agent, with ``submit`` settings besides the fixture's, using this pool's
+        coordinator and locator; the hooks talk to it for the duration."""
+        socket = self.sockets / "configured.sock"
+        agent = _start_agent(self.agent.config.parent, socket, name="configured", seed=self.agent.url,
+                             components=("submit",),
+                             locators=[self.agent.url], coordinators=[self.agent.url], **submit)
+        try:
+            with self.hooks_pointed_at(socket):
+                yield agent
+        finally:
+            agent.stop()
+
     def report_holdings(self, holdings: dict[str, dict[str, int]]) -> None:
         """Report ``{node: {lfn: size}}`` to the locator as each cache node would (signed)."""
         client = Client(SECRET.encode(), retries=0)
@@ -92,11 +106,13 @@ def settings_for(socket: Path) -> dict[str, object]:
     return {"socket": str(socket)}
 
 
-def _start_agent(directory: Path, socket: Path) -> NodeProcess:
+def _start_agent(directory: Path, socket: Path, name: str = "submit", seed: str | None = None,
+                 components: tuple[str, ...] = ("submit", "coordinator", "locator"), **submit: object) -> NodeProcess:
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    sections = {"submit": {"lfn_prefixes": PREFIXES, "socket": str(socket)}, "coordinator": {"cycle": 3600.0}}
-    config = write_config(directory, "submit", ["submit", "coordinator", "locator"], port, [url], sections=sections)
+    seed = seed or f"http://127.0.0.1:{port}"
+    sections = {"submit": {"lfn_prefixes": PREFIXES, "socket": str(socket), **submit},
+                **({"coordinator": {"cycle": 3600.0}} if "coordinator" in components else {})}
+    config = write_config(directory, name, list(components), port, [seed], sections=sections)
     return NodeProcess(config).start()
 
 
@@ -162,7 +178,14 @@ def hooks(request, htda_pool: HTDAPool) -> Iterator[str]:
         htda_pool.use_hooks("python")
 
 
+def pytest_runtest_logreport(report) -> None:
+    """Add up what the real-pool tests take (set-up, call and tear-down), for the summary."""
+    if report.nodeid.startswith("tests/htcondor/"):
+        what = "tests (set-up, calls, tear-down)"
+        _TIMES[what] = _TIMES.get(what, 0.0) + report.duration
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
-    """Print the pool's start-up time (the share of the run the fixture costs)."""
+    """Print the pool's start-up time and the real-pool tests' share of the run."""
     for what, seconds in _TIMES.items():
         terminalreporter.write_line(f"HTCondor personal pool: {what} {seconds:.1f} s")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from htda.testing.nodes import free_port, wait_until
+from tests.htcondor_home import pool_basics, program
 from tests.users import User, run_as
 
 __all__ = ["Startd", "PersonalPool", "parse_ads", "job_description", "changes", "make_root", "install_hooks",
@@ -156,30 +157,15 @@ class PersonalPool:
         startds = " ".join(f"STARTD_{s.name.upper()}" for s in self.startds)
         lines = [
             "# The test pool's plumbing (tests/htcondor/pool.py); HTDA's snippets are in config.d/.",
-            f"RELEASE_DIR = {self.home}",
-            f"LOCAL_DIR = {self.local}",
-            f"LOCAL_CONFIG_DIR = {self.config_dir}",
-            "LOG = $(LOCAL_DIR)/log", "SPOOL = $(LOCAL_DIR)/spool", "EXECUTE = $(LOCAL_DIR)/execute",
-            "LOCK = $(LOCAL_DIR)/lock", "RUN = $(LOCAL_DIR)/run",
-            f"CONDOR_IDS = {self.condor.uid}.{self.condor.gid}",
-            "CONDOR_HOST = 127.0.0.1", f"COLLECTOR_HOST = 127.0.0.1:{self.port}",
-            "NETWORK_INTERFACE = 127.0.0.1", "BIND_ALL_INTERFACES = False", "USE_SHARED_PORT = False",
-            f"UID_DOMAIN = {UID_DOMAIN}", f"FILESYSTEM_DOMAIN = {UID_DOMAIN}", "TRUST_UID_DOMAIN = True",
-            "SEC_DEFAULT_AUTHENTICATION = REQUIRED", "SEC_DEFAULT_AUTHENTICATION_METHODS = FS",
-            "SEC_CLIENT_AUTHENTICATION_METHODS = FS",
-            "SEC_DEFAULT_ENCRYPTION = OPTIONAL", "SEC_DEFAULT_INTEGRITY = OPTIONAL",
-            "ALLOW_READ = *", "ALLOW_WRITE = *@$(UID_DOMAIN)",
-            "ALLOW_DAEMON = condor@$(UID_DOMAIN) root@$(UID_DOMAIN)",
-            "ALLOW_NEGOTIATOR = condor@$(UID_DOMAIN) root@$(UID_DOMAIN)",
-            "ALLOW_ADMINISTRATOR = condor@$(UID_DOMAIN) root@$(UID_DOMAIN)",
+            *pool_basics(self.home, self.local, self.config_dir, (self.condor.uid, self.condor.gid), UID_DOMAIN),
+            "CONDOR_HOST = 127.0.0.1", f"COLLECTOR_HOST = 127.0.0.1:{self.port}", "NETWORK_INTERFACE = 127.0.0.1",
             f"DAEMON_LIST = MASTER COLLECTOR NEGOTIATOR SCHEDD {startds}",
             f"DC_DAEMON_LIST = + {startds}",
             "NUM_CPUS = 1", "START = True", "SUSPEND = False", "PREEMPT = False", "KILL = False",
-            "RUNBENCHMARKS = 0", "SCHEDD_INTERVAL = 5", "NEGOTIATOR_INTERVAL = 2",
+            "SCHEDD_INTERVAL = 5", "NEGOTIATOR_INTERVAL = 2",
             "NEGOTIATOR_CYCLE_DELAY = 5", "UPDATE_INTERVAL = 5", "MASTER_UPDATE_INTERVAL = 5",
             "STARTER_UPDATE_INTERVAL = 5", "SHADOW_QUEUE_UPDATE_INTERVAL = 5",
             "JOB_ROUTER_DEBUG = D_FULLDEBUG",
-            "LINUX_KERNEL_TUNING_SCRIPT =",  # a master started as root would raise this host's sysctls
         ]
         for startd in self.startds:
             daemon, local = f"STARTD_{startd.name.upper()}", startd.name
@@ -239,17 +225,20 @@ class PersonalPool:
                 pass
 
     @contextlib.contextmanager
-    def knobs(self, daemon: str, **values: str) -> Iterator[None]:
-        """Configuration ``values`` read after everything else, for one ``daemon`` (reconfigured)."""
+    def knobs(self, daemon: str | None, text: str = "", **values: str) -> Iterator[None]:
+        """Configuration read after everything else, for one ``daemon`` (reconfigured; None: every
+        daemon, through the master, as the job router needs): ``values`` as ``NAME = value`` lines,
+        after ``text`` (for what needs more, such as a ``@=`` block)."""
         override = self.config_dir / "99-zz-test-override.config"
-        override.write_text("".join(f"{name} = {value}\n" for name, value in values.items()))
+        override.write_text(text + "".join(f"{name} = {value}\n" for name, value in values.items()))
         override.chmod(0o644)
-        self.tool("condor_reconfig", "-daemon", daemon)
+        which = ("-daemon", daemon) if daemon else ()
+        self.tool("condor_reconfig", *which)
         try:
             yield
         finally:
             override.unlink()
-            self.tool("condor_reconfig", "-daemon", daemon)
+            self.tool("condor_reconfig", *which)
 
     def tail(self, log: str, lines: int = 30, having: str = "") -> str:
         """The last lines of one of the pool's logs (that contain ``having``), for failure messages."""
@@ -277,14 +266,8 @@ class PersonalPool:
         return done
 
     def program(self, name: str) -> Path:
-        """The executable behind tool ``name`` (``bin/`` or ``sbin/``).  Tools such as condor_reconfig
-        are links to one program that acts on its argv[0]; a copy that flattened the links holds
-        text files naming the target (``./condor_on``), so follow those."""
-        path = self.home / "bin" / name
-        path = path if path.exists() else self.home / "sbin" / name
-        if path.stat().st_size < 64 and not os.access(path, os.X_OK):
-            path = (path.parent / path.read_text().strip()).resolve()
-        return path
+        """The executable behind tool ``name`` (see :func:`tests.htcondor_home.program`)."""
+        return program(self.home, name)
 
     def job_dir(self, user: User) -> Path:
         """A directory of ``user``'s own for submit files, job logs and output."""
