@@ -48,6 +48,8 @@ ENTRY_POINTS = {
         "lru = htda.simulator.policies:LRUPolicy",
         "lfu = htda.simulator.policies:LFUPolicy",
         "arc = htda.simulator.policies:ARCPolicy",
+        "s3fifo = htda.simulator.modern:S3FIFOPolicy",
+        "wtinylfu = htda.simulator.modern:WTinyLFUPolicy",
     ],
 }
 
@@ -77,6 +79,7 @@ setup(
                  "ruff>=0.4", "matplotlib>=3.7", "hypothesis>=6.80", "schemathesis>=4.0",
                  "websocket-client>=1.6"],
         "docs": ["sphinx>=7.0"],
+        "plots": ["matplotlib>=3.7"],
     },
     entry_points=ENTRY_POINTS,
     classifiers=[

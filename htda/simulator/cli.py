@@ -6,15 +6,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import Any
-
-import numpy as np
 
 from .engine import Progress
 from .generator import AnalysisWorkload
-from .report import as_dict, best_half_lives, parse_size, plot_over_time, plot_sweep, summary_table, sweep_table
+from .report import (
+    as_dict,
+    best_half_lives,
+    human_bytes,
+    parse_size,
+    plot_over_time,
+    plot_sweep,
+    summary_table,
+    sweep_table,
+)
 from .run import RunSpec, simulate
-from .trace import CsvTraceReader, write_csv
+from .trace import CsvTraceReader, footprint_bytes, write_csv
 
 __all__ = ["add_parser", "parse_duration"]
 
@@ -34,6 +42,21 @@ def parse_duration(text: str, what: str = "half-life") -> float:
     return seconds
 
 
+def _count(minimum: int, what: str):
+    """An argparse type: an integer >= ``minimum``, refused with a message naming ``what``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} {text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{what} must be >= {minimum}, not {value}")
+        return value
+
+    return parse
+
+
 def _split(text: str) -> list[str]:
     return [part for part in (p.strip() for p in text.split(",")) if part]
 
@@ -44,20 +67,20 @@ def _workload(args: argparse.Namespace) -> AnalysisWorkload:
 
 
 def _source(args: argparse.Namespace) -> tuple[Any, int | None, int | None, str]:
-    """The trace to replay, its length if known, the working set percentages refer to, and a description."""
+    """The trace to replay, its length if known, and a description."""
     if args.synthetic:
         w = _workload(args)
-        return w, w.requests, w.working_set_bytes(), f"synthetic analysis workload (seed {w.seed})"
+        return w, w.requests, f"synthetic analysis workload (seed {w.seed})"
     if args.history:
         from .history import HistoryTrace
 
         h = HistoryTrace(args.history, chunk_size=args.chunk, unknown_size=parse_size(args.unknown_size),
                          schema=args.schema or None, access_on=args.access_on)
-        return h, h.requests(), None, f"coordinator history {args.history}"
+        return h, h.requests(), f"coordinator history {args.history}"
     if not args.trace:
         raise ValueError("give a trace file, --synthetic or --history URL")
     reader = CsvTraceReader(args.trace, chunk_size=args.chunk)
-    return reader, _count_lines(args.trace), None, f"trace {args.trace}"
+    return reader, _count_lines(args.trace), f"trace {args.trace}"
 
 
 def _count_lines(path: str) -> int:
@@ -68,24 +91,28 @@ def _count_lines(path: str) -> int:
     return count
 
 
-def _footprint(source: Any) -> int:
-    """Bytes of the distinct objects of a trace (one extra pass), the reference of percentage sizes."""
-    sizes = np.full(0, -1, dtype=np.int64)
-    for chunk in source.chunks():
-        top = int(chunk.ids.max()) + 1
-        if top > len(sizes):
-            sizes = np.concatenate([sizes, np.full(max(top, 2 * len(sizes)) - len(sizes), -1, dtype=np.int64)])
-        sizes[chunk.ids] = chunk.sizes
-    return int(sizes[sizes >= 0].sum())
+def _plots_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def cmd_simulate(args: argparse.Namespace) -> Any:
-    source, total, working_set, description = _source(args)
+    source, total, description = _source(args)
     size_texts = _split(args.sizes)
-    if working_set is None and any(s.strip().endswith("%") for s in size_texts):
-        working_set = _footprint(source)
-        description += " (percentages of its footprint)"
-    spec = RunSpec(capacities=[parse_size(s, working_set) for s in size_texts],
+    plots = bool(args.out) and _plots_available()
+    if args.out and not plots:  # said before the replay, which may take long, not after it
+        print("htda simulate: matplotlib is not installed: --out writes table.txt and result.json, no plots "
+              "(pip install 'htda[plots]')", file=sys.stderr)
+    footprint = None
+    if any(s.strip().endswith("%") for s in size_texts):
+        footprint = footprint_bytes(source.chunks())
+        if not footprint:
+            raise ValueError(f"{description} has no requests: nothing to simulate")
+        description += f" (percentages of its footprint, {human_bytes(footprint)})"
+    spec = RunSpec(capacities=[parse_size(s, footprint) for s in size_texts],
                    half_lives=[parse_duration(h) for h in _split(args.half_lives)],
                    baselines=_split(args.policies), rating=args.rating, per_size=args.per_size,
                    accesses=args.accesses, nodes=args.nodes, belady=not args.no_belady, bound=not args.no_bound,
@@ -94,27 +121,31 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     window = args.window or (max(1000, total // 100) if total else args.chunk)
     result = simulate(source.chunks(), spec, progress=progress if total else None, window=window)
     progress.close()
+    if not result.requests:
+        raise ValueError(f"{description} has no requests: nothing to simulate")
     if args.json:
         return as_dict(result)
-    text = "\n\n".join([description, summary_table(result), sweep_table(result, True, working_set),
-                        sweep_table(result, False, working_set), best_half_lives(result, working_set)])
+    text = "\n\n".join([description, summary_table(result), sweep_table(result, True, footprint),
+                        sweep_table(result, False, footprint), best_half_lives(result, footprint)])
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        written = _write_outputs(args.out, result, spec, working_set, text)
+        written = _write_outputs(args.out, result, spec, footprint, text, plots)
         text += "\n\nwrote " + ", ".join(written)
     return text
 
 
-def _write_outputs(out: str, result, spec: RunSpec, working_set: int | None, text: str) -> list[str]:
+def _write_outputs(out: str, result, spec: RunSpec, footprint: int | None, text: str, plots: bool) -> list[str]:
     paths = [os.path.join(out, "table.txt"), os.path.join(out, "result.json")]
     with open(paths[0], "w") as fh:
         fh.write(text + "\n")
     with open(paths[1], "w") as fh:
         json.dump(as_dict(result), fh)
+    if not plots:
+        return paths
     capacities = sorted(spec.capacities)
     if len(capacities) > 1:
         paths.append(os.path.join(out, "hit_ratio.png"))
-        plot_sweep(result, paths[-1], working_set)
+        plot_sweep(result, paths[-1], footprint)
     paths.append(os.path.join(out, "over_time.png"))
     plot_over_time(result, capacities[len(capacities) // 2], paths[-1])
     return paths
@@ -123,8 +154,7 @@ def _write_outputs(out: str, result, spec: RunSpec, working_set: int | None, tex
 def cmd_generate(args: argparse.Namespace) -> str:
     w = _workload(args)
     rows = write_csv(args.output, w.rows())
-    return (f"wrote {rows:,} requests to {args.output} (working set {w.working_set_bytes() / 1e9:.1f} GB, "
-            f"seed {w.seed})")
+    return f"wrote {rows:,} requests to {args.output} (footprint {human_bytes(w.footprint_bytes())}, seed {w.seed})"
 
 
 def _workload_options(p: argparse.ArgumentParser) -> None:
@@ -152,9 +182,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--access-on", choices=("submit", "start"), default="submit",
                    help="with --history: what the coordinator counted as an access (its access_on option)")
     p.add_argument("--sizes", default="5%,10%,20%,30%,50%",
-                   help="cache sizes: bytes (500G, 1.5TiB) or %% of the working set (default %(default)s)")
+                   help="cache sizes: bytes (500G, 1.5TiB) or %% of the trace's footprint, the bytes of its "
+                        "distinct objects (default %(default)s)")
     p.add_argument("--half-lives", default="5m,1h,1d", help="HTDA half-lives to compare (default %(default)s)")
-    p.add_argument("--policies", default="lru,lfu,arc", help="baseline policies (default %(default)s)")
+    p.add_argument("--policies", default="lru,lfu,arc,s3fifo,wtinylfu", help="baseline policies (default %(default)s)")
     p.add_argument("--rating", default="lrfu", help="coordinator rating policy (htda.policies entry point)")
     p.add_argument("--accesses", choices=("job", "request"), default="job",
                    help="a group's access: one per job (requests of a group at one timestamp) or per request")
@@ -168,8 +199,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-bound", action="store_true", help="skip the PFOO-L upper bound")
     p.add_argument("--out", help="directory for table.txt, result.json and the PNG plots")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a tty")
-    p.add_argument("--chunk", type=int, default=65536, help="requests read per chunk")
-    p.add_argument("--window", type=int, default=0,
+    p.add_argument("--chunk", type=_count(1, "--chunk"), default=65536, help="requests read per chunk")
+    p.add_argument("--window", type=_count(0, "--window"), default=0,
                    help="requests per point of the over-time series (default: 1%% of the trace)")
     p.add_argument("--unknown-size", default="1GiB", help="size of history files whose size is unknown")
     p.add_argument("--schema", default="", help="PostgreSQL schema of the coordinator's tables (its config's)")

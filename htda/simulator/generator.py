@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .trace import DEFAULT_CHUNK, Chunk
+from .trace import DEFAULT_CHUNK, Chunk, footprint_bytes
 
 __all__ = ["AnalysisWorkload", "MB"]
 
@@ -85,6 +85,10 @@ class AnalysisWorkload:
         state = self._final_state()
         total = sum(state.sizes[f] for files in state.datasets for f in files)
         return int(total / len(state.datasets) * self.live_datasets)
+
+    def footprint_bytes(self) -> int:
+        """Bytes of the distinct objects the trace requests (what ``htda simulate`` measures percentages by)."""
+        return footprint_bytes(self.chunks())
 
     def object_sizes(self) -> np.ndarray:
         """Size of every object id of the trace (replays the generator)."""

@@ -21,7 +21,7 @@ def parse_size(text: str, reference: int | None = None) -> int:
     try:
         if value.endswith("%"):
             if reference is None:
-                raise ValueError(f"cache size {text!r}: a percentage needs a working set to refer to")
+                raise ValueError(f"cache size {text!r}: a percentage needs a footprint to refer to")
             return int(float(value[:-1]) / 100 * reference)
         number = value.rstrip("KMGTPI")
         return int(float(number) * _UNITS[value[len(number):]])
@@ -145,21 +145,21 @@ def plot_sweep(result: ReplayResult, path: str | os.PathLike, reference: int | N
     """Hit ratio and byte hit ratio against cache size, one line per policy (bounds dashed)."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    scale, unit = (reference / 100, "% of working set") if reference else (1e9, "GB")
+    scale, unit = (reference / 100, "% of footprint") if reference else (1e9, "GB")
     for label, by_cap in _by_label(result).items():
         capacities = sorted(by_cap)
         xs = [c / scale for c in capacities]
         style = _style(label, by_cap[capacities[0]])
-        if not by_cap[capacities[0]].bound:
-            axes[0].plot(xs, [result.hit_ratio(by_cap[c]) for c in capacities], label=label, **style)
-        axes[1].plot(xs, [result.byte_hit_ratio(by_cap[c]) for c in capacities],
-                     label=label + (" (PFOO-L bound)" if by_cap[capacities[0]].bound else ""), **style)
+        name = label + (" (PFOO-L bound)" if by_cap[capacities[0]].bound else "")
+        axes[0].plot(xs, [result.hit_ratio(by_cap[c]) for c in capacities], label=name, **style)
+        axes[1].plot(xs, [result.byte_hit_ratio(by_cap[c]) for c in capacities], label=name, **style)
     for ax, title in zip(axes, ("hit ratio", "byte hit ratio")):
         ax.set_xlabel(f"cache size ({unit})")
         ax.set_ylabel(title)
         ax.set_ylim(0, 1)
         ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=8, loc="lower right")
+    for ax in axes:
+        ax.legend(fontsize=8, loc="lower right")
     fig.suptitle(f"{result.requests:,} requests, footprint {human_bytes(result.footprint_bytes)}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

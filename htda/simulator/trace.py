@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Chunk", "CsvTraceReader", "Interner", "TraceError", "write_csv", "NO_GROUP"]
+__all__ = ["Chunk", "CsvTraceReader", "Interner", "TraceError", "footprint_bytes", "write_csv", "NO_GROUP"]
 
 #: group id of a request without a group (the object is its own group)
 NO_GROUP = -1
@@ -88,8 +88,10 @@ class CsvTraceReader:
         return self.chunks()
 
     def chunks(self) -> Iterator[Chunk]:
-        with open(self.path, newline="", encoding="utf-8") as fh:
+        # utf-8-sig: a trace saved by a spreadsheet starts with a byte-order mark, which is not data
+        with open(self.path, newline="", encoding="utf-8-sig") as fh:
             rows = self._parse(fh)
+            first = True
             while True:
                 times, ids, sizes, groups = [], [], [], []
                 for t, oid, size, gid in rows:
@@ -100,7 +102,10 @@ class CsvTraceReader:
                     if len(ids) == self.chunk_size:
                         break
                 if not ids:
+                    if first:
+                        raise TraceError(f"{self.path}: no requests (the file is empty or only a header)")
                     return
+                first = False
                 yield Chunk.from_lists(times, ids, sizes, groups)
 
     def _parse(self, fh: io.TextIOBase) -> Iterator[tuple[float, int, int, int]]:
@@ -148,6 +153,19 @@ class CsvTraceReader:
     def object_sizes(self) -> np.ndarray:
         """Size of every interned object id (valid after the trace was read)."""
         return np.fromiter((size for _, size in self.objects.names), dtype=np.int64, count=len(self.objects))
+
+
+def footprint_bytes(chunks: Iterable[Chunk]) -> int:
+    """Bytes of the distinct objects requested in ``chunks``: the footprint cache sizes are compared with."""
+    sizes = np.full(0, -1, dtype=np.int64)
+    for chunk in chunks:
+        if not len(chunk):
+            continue
+        top = int(chunk.ids.max()) + 1
+        if top > len(sizes):
+            sizes = np.concatenate([sizes, np.full(max(top, 2 * len(sizes)) - len(sizes), -1, dtype=np.int64)])
+        sizes[chunk.ids] = chunk.sizes
+    return int(sizes[sizes >= 0].sum())
 
 
 def write_csv(path: str | os.PathLike, rows: Iterable[tuple[float, str, int, str | None]],

@@ -33,8 +33,8 @@ def test_generate_then_simulate_writes_table_and_plots(tmp_path):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     data = json.loads((out / "result.json").read_text())
     assert data["requests"] == 4000
-    assert {r["policy"] for r in data["results"]} == {"lru", "lfu", "arc", "htda(5m)", "htda(2h)", "belady",
-                                                      "pfoo-l"}
+    assert {r["policy"] for r in data["results"]} == {"lru", "lfu", "arc", "s3fifo", "wtinylfu", "htda(5m)",
+                                                      "htda(2h)", "belady", "pfoo-l"}
     assert len({r["capacity_bytes"] for r in data["results"]}) == 2
 
 
@@ -50,10 +50,58 @@ def test_json_output_of_a_synthetic_run():
     (("simulate", "--synthetic", "--sizes", "lots"), "is not a size"),
     (("simulate", "--synthetic", "--half-lives", "soon"), "is not a duration"),
     (("simulate", "--synthetic", "--policies", "fifo"), "no htda.simulator.policies plugin named 'fifo'"),
+    (("simulate", "--synthetic", "--requests", "0", "--sizes", "10%"), "has no requests"),
+    (("simulate", "--synthetic", "--requests", "0", "--sizes", "1G"), "has no requests"),
 ])
 def test_bad_arguments_are_clear_errors(argv, message):
     with pytest.raises(ValueError, match=message):
         run_cli(*argv)
+
+
+@pytest.mark.parametrize("option, value", [("--window", "-1"), ("--chunk", "0"), ("--window", "many")])
+def test_bad_counts_are_refused_before_any_replay(option, value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        run_cli("simulate", "--synthetic", option, value)
+    assert exc.value.code == 2
+    assert option in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["", "timestamp,object_id,size_bytes,group_id\n", "\n\n"])
+def test_a_trace_without_requests_is_an_error(tmp_path, text):
+    trace = tmp_path / "empty.csv"
+    trace.write_text(text)
+    for sizes in ("10%", "1G"):
+        with pytest.raises(ValueError, match="empty.csv: no requests"):
+            run_cli("simulate", str(trace), "--sizes", sizes)
+
+
+def test_a_byte_order_mark_is_not_data(tmp_path):
+    trace = tmp_path / "bom.csv"
+    trace.write_text("timestamp,object_id,size_bytes\n1,/a,10\n2,/a,10\n", encoding="utf-8-sig")
+    data = run_cli("--json", "simulate", str(trace), "--sizes", "10", "--policies", "lru", "--half-lives", "1h")
+    assert data["requests"] == 2
+    assert next(r for r in data["results"] if r["policy"] == "lru")["hits"] == 1
+
+
+def test_generate_and_simulate_report_one_footprint(tmp_path):
+    trace = tmp_path / "trace.csv"
+    said = run_cli("trace", "generate", str(trace), "--requests", "3000", "--seed", "4")
+    footprint = said.split("footprint ")[1].split(",")[0]
+    for argv in ((str(trace),), ("--synthetic", "--requests", "3000", "--seed", "4")):
+        text = run_cli("simulate", *argv, "--sizes", "10%", "--policies", "lru", "--half-lives", "1h",
+                       "--no-belady", "--no-bound")
+        assert f"percentages of its footprint, {footprint})" in text
+        assert f"footprint {footprint}" in text.splitlines()[2]
+
+
+def test_out_without_matplotlib_still_writes_the_table(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what a plain `pip install htda` has: no matplotlib
+    out = tmp_path / "out"
+    text = run_cli("simulate", "--synthetic", "--requests", "2000", "--sizes", "1G,10G", "--policies", "lru",
+                   "--half-lives", "1h", "--out", str(out))
+    assert "matplotlib is not installed" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["result.json", "table.txt"]
+    assert "wrote" in text and ".png" not in text
 
 
 def test_unreadable_history_is_a_clear_error(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 
 from htda.coordinator.rating import LRFUPolicy
 from htda.simulator.htda_policy import HTDAPolicy
+from htda.simulator.modern import S3FIFOPolicy, WTinyLFUPolicy
 from htda.simulator.policies import ARCPolicy, LFUPolicy, LRUPolicy
 
 from .helpers import chunk_of, run
@@ -76,7 +77,7 @@ def test_job_accesses_count_once():
     assert rating.score(0, now=0.0) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("policy", [LRUPolicy, LFUPolicy, ARCPolicy])
+@pytest.mark.parametrize("policy", [LRUPolicy, LFUPolicy, ARCPolicy, S3FIFOPolicy, WTinyLFUPolicy])
 def test_capacity_respected_and_churn_balanced(policy):
     sizes = {n: 1 + n % 7 for n in range(50)}
     rng = random.Random(5)
@@ -86,6 +87,41 @@ def test_capacity_respected_and_churn_balanced(policy):
     assert 0 <= p.used <= 20
     assert p.staged - p.evicted == p.used
     assert results[p.label].hits > 0
+
+
+def test_a_scan_does_not_flush_what_was_requested_twice():
+    # capacity 10 of size-1 objects: A and B requested twice, then a scan of 20 objects, then A and B.
+    #   LRU      : the scan evicts A and B                                               -> 2 hits
+    #   S3-FIFO  : A and B were requested again in the small FIFO, so the first eviction moves them
+    #              to the main FIFO; the scan then only cycles through the small FIFO     -> 4 hits
+    #   W-TinyLFU: the 1 % window passes every object straight to admission; A and B are promoted to
+    #              the protected segment, and each scan object (count 1) loses to the probation
+    #              victim (count 1): ties keep the victim                                  -> 4 hits
+    names = ["A", "B", "A", "B", *[f"x{i}" for i in range(20)], "A", "B"]
+    results = run(chunk_of(names), [LRUPolicy(10), S3FIFOPolicy(10), WTinyLFUPolicy(10)], capacity=10)
+    assert (results["lru"].hits, results["s3fifo"].hits, results["wtinylfu"].hits) == (2, 4, 4)
+
+
+def test_s3fifo_ghost_hit_goes_to_the_main_fifo():
+    # x0..x9 fill the cache (all in the small FIFO), x10 pushes x0 out into the ghost FIFO; x0 again
+    # is a miss found in the ghost: it enters the main FIFO, where a scan of 30 more objects
+    # (cycling through the small FIFO) leaves it alone, so its last request hits.  LRU misses it.
+    names = [f"x{i}" for i in range(11)] + ["x0"] + [f"y{i}" for i in range(30)] + ["x0"]
+    s3fifo = S3FIFOPolicy(10)
+    results = run(chunk_of(names), [LRUPolicy(10), s3fifo], capacity=10)
+    assert (results["lru"].hits, results["s3fifo"].hits) == (0, 1)
+    assert list(s3fifo.main) == [0]
+
+
+def test_wtinylfu_admits_a_candidate_more_popular_than_the_victim():
+    # capacity 4: a..d fill probation (count 1 each).  e's first request (count 1) loses to the
+    # victim a (count 1: ties keep the victim); its second (count 2 > 1) displaces a; its third hits.
+    names = ["a", "b", "c", "d", "e", "e", "e"]
+    p = WTinyLFUPolicy(4)
+    results = run(chunk_of(names), [p], capacity=4)
+    assert results["wtinylfu"].hits == 1
+    assert set(p.probation) | set(p.protected) == {1, 2, 3, 4}
+    assert p.used == 4
 
 
 def test_bad_arguments():
