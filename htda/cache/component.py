@@ -16,7 +16,7 @@ from ..lfn import normalize_lfn
 from ..node import plugins
 from ..node.client import ClientError
 from ..node.component import Component
-from ..node.config import REQUIRED, ConfigError, Field, ListOf, Section, one_of, positive
+from ..node.config import REQUIRED, ConfigError, Field, ListOf, Section, one_of, plugin_of, positive
 from ..node.periodic import Periodic
 from ..node.rest import API, HTTPError, Request, Route
 from .backends.base import CacheDevice, StorageBackend
@@ -42,12 +42,11 @@ def _fraction(value: float) -> str | None:
     return None if 0 < value <= 1 else "must be a fraction in (0, 1]"
 
 
-def _plugin_of(group: str, exclude: tuple[str, ...] = ()):
-    def check(value: str) -> str | None:
-        known = [p for p in plugins.available(group) if p not in exclude]
-        return None if value in known else f"names no {group} plugin (available: {', '.join(known)})"
-
-    return check
+def _marks_in_order(device: dict[str, Any]) -> str | None:
+    if device["low_watermark"] > device["high_watermark"]:
+        return (f"low_watermark {device['low_watermark']} is above high_watermark {device['high_watermark']}: "
+                f"eviction would stop above the mark that starts it")
+    return None
 
 
 def _account(group: bool):
@@ -72,21 +71,21 @@ def _mode(value: str) -> str | None:
 DEVICE = Section({
     "path": Field(str, REQUIRED, "directory of the device (relative: to the config file)"),
     "backend": Field(str, "posix", "cache-device plugin (htda.cachedev); the logical one is made by the node",
-                     check=_plugin_of(DEVICE_GROUP, exclude=("logical",))),
+                     check=plugin_of(DEVICE_GROUP, exclude=("logical",))),
     "capacity": Field(int, 0, "bytes this device may hold (0: its whole file system)"),
     "high_watermark": Field(float, 0.95, "fill the device up to this fraction of its capacity", check=_fraction),
     "low_watermark": Field(float, 0.90, "once above the high mark, evict down to this fraction", check=_fraction),
-})
+}, check=_marks_in_order)
 
 SCHEMA = Section({
     "storage": Field(str, "posix", "default storage plugin (htda.storage): posix, xrootd, http",
-                     check=_plugin_of(STORAGE_GROUP)),
+                     check=plugin_of(STORAGE_GROUP)),
     "storage_location": Field(str, "", "its root: a directory, root://host:port//path or https://host/path"),
     "storage_timeout": Field(float, 30.0, "seconds per storage request before it counts as failed", check=positive),
     "storage_ca_file": Field(str, "", "CA bundle for https:// storage"),
     "devices": Field(ListOf(DEVICE), list, "cache devices, e.g. [{path = \"../var/cache0\"}]"),
     "union": Field(str, "mergerfs", "union-view driver (htda.union): mergerfs, overlayfs, symlink",
-                   check=_plugin_of(UNION_GROUP)),
+                   check=plugin_of(UNION_GROUP)),
     "view": Field(str, "", "where jobs read the union view ('' = no view)"),
     "view_storage": Field(str, "", "POSIX path of storage in the view (default: a posix storage's root)"),
     "view_options": Field(str, "", "driver options as key=value pairs separated by ';'"),
@@ -162,7 +161,7 @@ class CacheComponent(Component):
             dev = plugins.load(DEVICE_GROUP, spec["backend"])(str(node.path(spec["path"])),
                                                               {"capacity": spec["capacity"]})
             members.append(dev)
-            marks[id(dev)] = Marks(spec["high_watermark"], min(spec["low_watermark"], spec["high_watermark"]))
+            marks[id(dev)] = Marks(spec["high_watermark"], spec["low_watermark"])
         if not members:
             default = plugins.load(DEVICE_GROUP, "posix")(str(node.data_dir / "cache"), {})
             members.append(default)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..node import plugins
 from ..node.component import Component
-from ..node.config import ConfigError, Field, Section, one_of, positive
+from ..node.config import ConfigError, Field, Section, one_of, plugin_of, positive
 from ..node.periodic import Periodic
 from . import api
 from .core import CacheNode, Coordinator, CycleReport
@@ -51,7 +51,8 @@ class CoordinatorComponent(Component):
         "database": Field(str, "", "SQLAlchemy URL of the database (default: SQLite file coordinator.db in the "
                                    "node's data_dir)"),
         "db_schema": Field(str, "", "PostgreSQL schema holding the tables (default: the search path)"),
-        "policy": Field(str, "lrfu", "rating policy: an htda.policies entry point (lrfu, lru, lfu)"),
+        "policy": Field(str, "lrfu", "rating policy: an htda.policies entry point (lrfu, lru, lfu)",
+                        check=plugin_of("htda.policies")),
         "half_life": Field(float, 86400.0, "seconds after which an access weighs half", check=positive),
         "epoch": Field(float, 0.0, "reference time T0 of the rating keys (any fixed unix time)"),
         "per_size": Field(bool, False, "rate value per GiB: divide group and file scores by their size"),

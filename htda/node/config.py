@@ -62,6 +62,9 @@ class Section:
 
     fields: Mapping[str, Field] = field(default_factory=dict)
     help: str = ""
+    #: a check of the whole table (keys that constrain each other): gets the converted table, returns an
+    #: error text naming the keys, or ``None`` when fine
+    check: Callable[[dict[str, Any]], str | None] | None = None
 
 
 def load_toml(path: str | os.PathLike) -> dict:
@@ -95,7 +98,22 @@ def validate(raw: Mapping[str, Any], schema: Section, source: str, prefix: str =
             raise ConfigError(f"{source}: missing required key '{dotted}'")
         else:
             out[key] = spec.default() if callable(spec.default) else spec.default
+    if schema.check is not None:
+        problem = schema.check(out)
+        if problem:
+            raise ConfigError(f"{source}: '{prefix.rstrip('.') or '<top>'}': {problem}")
     return out
+
+
+def plugin_of(group: str, exclude: tuple[str, ...] = ()) -> Callable[[str], str | None]:
+    """A :class:`Field` check: the value names an installed plugin of the entry-point ``group``."""
+    from . import plugins  # here, not at the top: plugins import nothing of the config, and stay cheap to load
+
+    def check(value: str) -> str | None:
+        known = [p for p in plugins.available(group) if p not in exclude]
+        return None if value in known else f"names no {group} plugin (available: {', '.join(known)})"
+
+    return check
 
 
 def _convert(value: Any, spec: Field, source: str, dotted: str) -> Any:

@@ -118,10 +118,21 @@ def load_config(path: str | os.PathLike) -> dict[str, Any]:
         if name not in config:
             config[name] = validate({}, _component_class(name, source).config_schema, source, f"{name}.")
     _check_tls(config["tls"], source)
+    _check_secret(config["pool"], source)
     if config["node"]["log_level"] not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"{source}: 'node.log_level' must be one of debug, info, warning, error")
     config["_source"] = source
     return config
+
+
+def _check_secret(pool: dict[str, Any], source: str) -> None:
+    """A missing secret that start would not create is a config error, found by ``--check`` too."""
+    if not pool["secret_file"] or pool["create_secret"]:
+        return
+    path = Path(pool["secret_file"]).expanduser()
+    path = path if path.is_absolute() else Path(source).resolve().parent / path
+    if not path.exists():
+        raise ConfigError(f"{source}: 'pool.secret_file' {path} does not exist (and 'pool.create_secret' is false)")
 
 
 def _component_class(name: str, source: str) -> type[Component]:

@@ -50,6 +50,11 @@ def test_typo_in_key_fails_start_with_one_line_naming_key_and_file(tmp_path):
     (BASE + "[tls]\nenabled = true\n", "'tls.certificate' is required"),
     (BASE + "[pool]\nheartbeat_interval = true\n", "must be a number, not bool"),
     ('[node]\ncomponents = ["locator"]\nthreads = 1.5\n', "'node.threads' must be an integer"),
+    ('[node]\ncomponents = ["coordinator"]\n[coordinator]\npolicy = "lrfuu"\n',
+     "'coordinator.policy' names no htda.policies plugin (available: "),
+    (BASE + '[pool]\nsecret_file = "no-such.secret"\n', "no-such.secret does not exist (and 'pool.create_secret'"),
+    ('[node]\ncomponents = ["cache"]\n[cache]\ndevices = [{path = "d", high_watermark = 0.5, low_watermark = 0.9}]\n',
+     "'cache.devices[0]': low_watermark 0.9 is above high_watermark 0.5"),
 ])
 def test_bad_values_name_the_key(tmp_path, text, needle):
     path = write(tmp_path, text)
@@ -58,6 +63,17 @@ def test_bad_values_name_the_key(tmp_path, text, needle):
     message = str(err.value)
     assert str(path) in message and "\n" not in message
     assert needle in message
+
+
+def test_check_refuses_what_start_would_refuse_and_creates_nothing(tmp_path):
+    # a misspelled policy: --check fails, and so does start, before it creates the pool secret
+    path = write(tmp_path, '[node]\ncomponents = ["coordinator"]\n[coordinator]\npolicy = "lrfuu"\n'
+                           '[pool]\nsecret_file = "pool.secret"\ncreate_secret = true\n')
+    for extra in (["--check"], []):
+        result = subprocess.run([sys.executable, "-m", "htda.node.daemon", *extra, "--config", str(path)],
+                                capture_output=True, text=True, timeout=30)
+        assert result.returncode == 2 and "'coordinator.policy'" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["node.toml"]
 
 
 def test_defaults_are_filled_in(tmp_path):
