@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .lfn import normalize_lfn
-from .node.auth import load_secret, new_secret
+from .node.auth import AuthError, load_secret, new_secret
 from .node.client import Client, ClientError, HTTPStatusError
 
 __all__ = ["main", "CLIError"]
@@ -37,8 +37,19 @@ class CLIError(Exception):
 
 
 def _client(args: argparse.Namespace) -> Client:
-    secret = load_secret(args.secret_file) if args.secret_file else None
+    secret = _secret(args.secret_file) if args.secret_file else None
     return Client(secret, timeout=args.timeout, ca_file=args.ca_file or None)
+
+
+def _secret(path: str) -> bytes:
+    try:
+        return load_secret(path)
+    except FileNotFoundError:
+        raise CLIError(f"pool secret file {path} does not exist (--secret-file or $HTDA_SECRET_FILE)") from None
+    except PermissionError:
+        raise CLIError(f"pool secret file {path} is not readable by this user (run as its owner, or root)") from None
+    except AuthError as exc:
+        raise CLIError(str(exc)) from None
 
 
 # -- formatting ----------------------------------------------------------------------
@@ -303,11 +314,16 @@ def cmd_evict(args: argparse.Namespace) -> Any:
 
 
 def cmd_get(args: argparse.Namespace) -> Any:
-    return _client(args).get(f"{args.url}{args.path}")
+    path = args.path if args.path.startswith("/") else "/" + args.path  # `htda get api/v1/node` means the same
+    return _client(args).get(f"{args.url.rstrip('/')}{path}")
 
 
 def cmd_secret(args: argparse.Namespace) -> Any:
-    fd = os.open(args.file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(args.file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise CLIError(f"{args.file} already exists: a new secret would lock out every member that uses it; "
+                       f"remove it first if that is what you want") from None
     with os.fdopen(fd, "w") as fh:
         fh.write(new_secret() + "\n")
     return f"wrote a new pool secret to {args.file} (mode 600); copy it to every pool member"

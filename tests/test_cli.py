@@ -259,3 +259,32 @@ def test_drain_and_undrain(capsys, coordinator, tmp_path):
     assert coordinator.client.get(f"{coordinator.url}{API}/coordinator/assignments/aio")["draining"] is False
     code, _, err = run(capsys, "--url", coordinator.url, "drain", "aio")
     assert code == 2 and "HTTP 401" in err
+
+
+def test_get_takes_a_path_with_or_without_its_slash(capsys, pool):
+    service, _ = pool
+    for path in ("/api/v1/node", "api/v1/node"):
+        code, out, err = run(capsys, "--url", service.url + "/", "get", path)
+        assert code == 0, err
+        assert json.loads(out)["name"] == "service"
+
+
+def test_secret_file_problems_name_the_secret(capsys, tmp_path):
+    missing = tmp_path / "nonexistent.secret"
+    code, _, err = run(capsys, "--secret-file", str(missing), "get", "/api/v1/node")
+    assert code == 2 and err.strip() == f"htda: pool secret file {missing} does not exist " \
+                                        f"(--secret-file or $HTDA_SECRET_FILE)"
+    readable = tmp_path / "open.secret"
+    readable.write_text(SECRET + "\n")
+    readable.chmod(0o644)
+    code, _, err = run(capsys, "--secret-file", str(readable), "get", "/api/v1/node")
+    assert code == 2 and "must not be readable by group or others (chmod 600)" in err
+
+
+def test_new_secret_never_overwrites(capsys, tmp_path):
+    path = tmp_path / "pool.secret"
+    assert run(capsys, "new-secret", str(path))[0] == 0
+    first = path.read_text()
+    code, _, err = run(capsys, "new-secret", str(path))
+    assert code == 2 and "already exists" in err and "Errno" not in err
+    assert path.read_text() == first
