@@ -60,6 +60,7 @@ class _Failure:
     count: int
     retry_at: float
     error: str
+    permanent: bool = False
 
 
 class CacheService:
@@ -218,6 +219,7 @@ class CacheService:
                 else:
                     started += self._submit(w, dev)
         self._release(assignment.coordinator, work.release, "no room")
+        self._release(assignment.coordinator, self.exhausted(), "copies failed")
         return {"wanted": len(wanted), "stage": started, "deferred": deferred, "unconfirmed": unconfirmed,
                 "evict": len(work.evict), "release": len(work.release)}
 
@@ -278,8 +280,14 @@ class CacheService:
             return self._sizes[lfn]
         try:
             self._sizes[lfn] = self.storage_for(f.get("source")).stat(lfn).size
-        except (FileNotFoundError, StorageError, ValueError, OSError) as exc:
-            self._fail(lfn, f"stat: {exc}", permanent=isinstance(exc, FileNotFoundError))
+        except FileNotFoundError as exc:
+            self._fail(lfn, exc.strerror or str(exc), permanent=True)
+            return None
+        except StorageError as exc:
+            self._fail(lfn, str(exc), permanent=not exc.transient)
+            return None
+        except (ValueError, OSError) as exc:
+            self._fail(lfn, f"{lfn}: cannot read its size in storage: {exc}", permanent=False)
             return None
         return self._sizes[lfn]
 
@@ -344,10 +352,14 @@ class CacheService:
             prev = self.failures.get(lfn)
             count = (prev.count if prev else 0) + 1
             exhausted = permanent or count >= self.config["max_attempts"]
-            delay = self.config["retry_delay"] * (2 ** min(count - 1, 6))
-            self.failures[lfn] = _Failure(count, time.time() + delay, error)
+            # a permanent failure waits as long as the longest back-off before anyone tries again
+            delay = self.config["retry_delay"] * (2 ** (6 if permanent else min(count - 1, 6)))
+            self.failures[lfn] = _Failure(count, time.time() + delay, error, permanent)
         self.m_failures.inc(kind="permanent" if exhausted else "transient")
-        log.warning("staging %s failed (attempt %d): %s", lfn, count, error)
+        if permanent:
+            log.warning("staging %s failed, not retrying: %s", lfn, error)
+        else:
+            log.warning("staging %s failed (attempt %d of %d): %s", lfn, count, self.config["max_attempts"], error)
 
     def _cancel(self, lfn: str) -> None:
         with self._lock:
@@ -359,7 +371,7 @@ class CacheService:
         """Files whose copies keep failing: released so another node (or storage) serves them."""
         limit = self.config["max_attempts"]
         with self._lock:
-            return [lfn for lfn, f in self.failures.items() if f.count >= limit]
+            return [lfn for lfn, f in self.failures.items() if f.permanent or f.count >= limit]
 
     # -- eviction --------------------------------------------------------------------
     def evict(self, lfn: str, reason: str) -> bool:
@@ -437,7 +449,7 @@ class CacheService:
     # -- releases ------------------------------------------------------------------
     def _release(self, coordinator: str, lfns: list[str], reason: str) -> None:
         now = time.time()
-        due = [lfn for lfn in dict.fromkeys(lfns + self.exhausted())
+        due = [lfn for lfn in dict.fromkeys(lfns)
                if now - self.released.get(lfn, 0.0) >= self.config["release_interval"]]
         if not due or not coordinator:
             return

@@ -199,7 +199,8 @@ class Node:
     def path(self, value: str) -> Path:
         """A config path: absolute as given, relative to the config file's folder otherwise."""
         p = Path(value).expanduser()
-        return p if p.is_absolute() else (self.base_dir / p)
+        # normpath: logs and errors show /srv/htda/var, not /srv/htda/config/../var
+        return p if p.is_absolute() else Path(os.path.normpath(self.base_dir / p))
 
     @property
     def url(self) -> str:

@@ -304,3 +304,29 @@ def test_a_copy_starts_on_the_second_assignment_naming_the_file(quiet_node, peer
     third = apply(("/store/f0.dat", False), ("/store/f1.dat", False))  # no longer read: confirmed already
     assert third["stage"] == 1
     wait_until(lambda: {"/store/f0.dat", "/store/f1.dat"} <= set(held(node)), what="both copies")
+
+
+def test_a_file_missing_from_storage_is_tried_once_and_released_as_failed(inprocess_node, peer, storage, tmp_path,
+                                                                          caplog):
+    root, files = storage
+    present = next(iter(files))
+    peer.assign([("/store/absent.root", 2.0), (present, 1.0)])
+    node = inprocess_node("c1", ["cache"], sections=cache_section(tmp_path, peer, root))
+    wait_until(lambda: any("/store/absent.root" in r["lfns"] for r in peer.releases), what="the missing file released")
+    release = next(r for r in peer.releases if "/store/absent.root" in r["lfns"])
+    assert release["reason"] == "copies failed" and present not in release["lfns"]
+    wait_until(lambda: present in held(node), what="the present file staged")
+    time.sleep(1.0)  # five more cycles at 0.2 s and a retry_delay of 0.1 s: no second attempt
+    attempts = [r.getMessage() for r in caplog.records if "/store/absent.root" in r.getMessage()
+                and "staging" in r.getMessage()]
+    assert attempts == [f"staging /store/absent.root failed, not retrying: /store/absent.root: no such file in "
+                        f"storage {root}"]
+
+
+def test_a_missing_storage_root_is_named_as_such(inprocess_node, peer, tmp_path, caplog):
+    peer.assign([("/store/a.root", 1.0)])
+    inprocess_node("c1", ["cache"], sections=cache_section(tmp_path, peer, tmp_path / "not-mounted"))
+    wait_until(lambda: any("storage root" in r.getMessage() for r in caplog.records), what="the failure logged")
+    message = next(r.getMessage() for r in caplog.records if "storage root" in r.getMessage())
+    assert message == (f"staging /store/a.root failed (attempt 1 of 3): /store/a.root: storage root "
+                       f"{tmp_path / 'not-mounted'} does not exist (not mounted?)")

@@ -62,8 +62,11 @@ class PosixStorage(StorageBackend):
             yield
         except ConfinementError as exc:
             raise StorageError(f"{lfn}: {exc.strerror}", transient=False) from None
-        except NotADirectoryError:
-            raise FileNotFoundError(errno.ENOENT, "no such file", lfn) from None
+        except (NotADirectoryError, FileNotFoundError):
+            if not os.path.isdir(self.location):  # the whole storage is missing, not this file: say so
+                raise StorageError(f"{lfn}: storage root {self.location} does not exist (not mounted?)",
+                                   transient=True) from None
+            raise FileNotFoundError(errno.ENOENT, f"{lfn}: no such file in storage {self.location}") from None
 
     def _open(self, lfn: str) -> int:
         with self._lookup(lfn):
