@@ -247,7 +247,7 @@ def place(
     readers = readers or {}
     planner = _Planner(capacities, sizes, scores, excluded or {}, hysteresis, unknown_size, current, readers)
     follow = {lfn: node for lfn, node in readers.items() if lfn in movable}
-    _keep(planner, _follow_readers(planner, current, follow), scores)
+    _keep(planner, _follow_readers(planner, current, follow), scores, drop_unscored=current_scores is None)
     _place_groups(planner, ordered)
     if current_scores is None:
         _fill(planner, scores, scores)
@@ -295,11 +295,17 @@ def _follow_readers(planner: _Planner, current: Mapping[str, str], readers: Mapp
     return {**current, **moved}
 
 
-def _keep(planner: _Planner, current: Mapping[str, str], scores: Mapping[str, float]) -> None:
-    """Pass 1: files stay where they are; a node that cannot hold all of its files any more keeps its best."""
+def _keep(planner: _Planner, current: Mapping[str, str], scores: Mapping[str, float], drop_unscored: bool) -> None:
+    """Pass 1: files stay where they are; a node that cannot hold all of its files any more keeps its best.
+
+    With ``drop_unscored`` (a full placement, whose candidates include the group of every placed file) a
+    placed file that no candidate names any more goes: nothing rates it (e.g. it was pinned, never read, and
+    is pinned no longer)."""
     size_of, allowed = planner.size_of, planner.allowed
     held: dict[str, list[str]] = {}
     for lfn, node_name in current.items():
+        if drop_unscored and lfn not in scores:
+            continue
         if node_name in planner.nodes and allowed(lfn, node_name):
             held.setdefault(node_name, []).append(lfn)
     for node_name, lfns in held.items():

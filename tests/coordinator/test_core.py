@@ -285,3 +285,17 @@ def test_a_new_group_no_job_reads_is_placed_once_the_wait_is_over(database):
     nodes = _nodes(("n1", 1000))
     assert core.run_cycle(nodes, now=NOW + 59).placed == 0
     assert core.run_cycle(nodes, now=NOW + 61).placed == 1
+
+
+def test_unpinning_a_file_nobody_reads_takes_back_its_placement(database):
+    core = _coordinator(database)
+    nodes = _nodes(("n1", 4 << 30))  # the pinned file's size is unknown: it counts as 1 GiB
+    core.submit_jobs([JobRecord("j", "bob", ["/store/x/read.root"], sizes={"/store/x/read.root": 100})])
+    core.report_events([{"job_id": "j", "state": "started", "time": NOW}])
+    core.pin(["/store/x/pinned.root"], [], pin=True)
+    core.run_cycle(nodes, now=NOW, full=True)
+    assert "/store/x/pinned.root" in _holders(core)
+    core.pin(["/store/x/pinned.root"], [], pin=False)
+    for _ in range(2):  # an incremental cycle and a full one
+        core.run_cycle(nodes, now=NOW + 60, full=_ == 1)
+        assert set(_holders(core)) == {"/store/x/read.root"}
