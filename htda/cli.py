@@ -54,16 +54,30 @@ def _secret(path: str) -> bytes:
 
 # -- formatting ----------------------------------------------------------------------
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    cells = [[_time(row.get(c)) if _is_time(c) else _cell(row.get(c, "")) for c in columns] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths))]
+    """Rows as aligned columns: times as UTC, byte counts in binary units (headed without ``_BYTES``)."""
+    cells = [[_formatted(c, row.get(c, "")) for c in columns] for row in rows]
+    headers = [c.removesuffix("_bytes") for c in columns]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
     return "\n".join(lines)
 
 
+def _formatted(column: str, value: Any) -> str:
+    if _is_time(column):
+        return _time(value)
+    if _is_size(column) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _size(value)
+    return _cell(value)
+
+
+def _is_size(column: str) -> bool:
+    return column in ("size", "bytes") or column.endswith("_bytes")
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{value:,.0f}" if abs(value) >= 1e5 else f"{value:.4g}"  # never 1.795e+09 in a table
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value))
     if isinstance(value, dict):
@@ -72,7 +86,8 @@ def _cell(value: Any) -> str:
 
 
 def _is_time(column: str) -> bool:
-    return column in ("time", "started", "submitted", "last_access") or column.endswith("_time")
+    return (column in ("time", "started", "submitted", "last_access", "last_seen", "expires", "since")
+            or column.endswith(("_time", "_at")))
 
 
 def _time(value: Any) -> str:
@@ -214,8 +229,7 @@ def cmd_cache(args: argparse.Namespace) -> Any:
     if args.json:
         return answer
     staging = answer["staging"]
-    devices = [{**d, **{k: _size(d.get(k)) for k in ("capacity_bytes", "used_bytes", "free_bytes")}}
-               for d in answer["devices"]]
+    devices = answer["devices"]
     out = [f"{args.node} at {url}", _table(devices, _columns(devices, ("path", "backend", "used_bytes",
                                                                        "free_bytes", "capacity_bytes", "files"))),
            f"staging: {len(staging.get('active', []))} active, {len(staging.get('queued', []))} queued, "
@@ -310,7 +324,11 @@ def cmd_evict(args: argparse.Namespace) -> Any:
     lfns = [_lfn(v) for v in args.lfns]
     url = _member_url(args, args.node, "cache")
     answer = _feature("evicting files", lambda: _client(args).post(f"{url}{API}/cache/evict", {"lfns": lfns}))
-    return answer if args.json else f"{args.node}: " + _cell(answer)
+    if args.json:
+        return answer
+    rows = [{"lfn": lfn, "result": "evicted, given back to the coordinator"} for lfn in answer.get("evicted", [])]
+    rows += [{"lfn": lfn, "result": "not held here"} for lfn in answer.get("not_held", [])]
+    return f"{args.node}:\n" + _table(rows, ["lfn", "result"])
 
 
 def cmd_get(args: argparse.Namespace) -> Any:
@@ -418,20 +436,25 @@ def _explain(exc: ClientError, args: argparse.Namespace) -> tuple[str, int]:
     return str(exc), 1
 
 
+def _failed(args: argparse.Namespace, message: str, code: int) -> int:
+    """Report a failure on stderr: one line, or under ``--json`` a JSON object scripts can parse."""
+    if getattr(args, "json", False):
+        print(json.dumps({"error": {"message": message, "exit_code": code}}), file=sys.stderr)
+    else:
+        print(f"htda: {message}", file=sys.stderr)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = args.func(args)
     except CLIError as exc:
-        print(f"htda: {exc}", file=sys.stderr)
-        return exc.code
+        return _failed(args, str(exc), exc.code)
     except ClientError as exc:
-        message, code = _explain(exc, args)
-        print(f"htda: {message}", file=sys.stderr)
-        return code
+        return _failed(args, *_explain(exc, args))
     except (OSError, ValueError) as exc:
-        print(f"htda: {exc}", file=sys.stderr)
-        return 2
+        return _failed(args, str(exc), 2)
     if isinstance(result, str):
         print(result)
     else:

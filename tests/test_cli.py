@@ -271,13 +271,13 @@ def test_get_takes_a_path_with_or_without_its_slash(capsys, pool):
 
 def test_secret_file_problems_name_the_secret(capsys, tmp_path):
     missing = tmp_path / "nonexistent.secret"
-    code, _, err = run(capsys, "--secret-file", str(missing), "get", "/api/v1/node")
+    code, _, err = run(capsys, "--secret-file", str(missing), "status")
     assert code == 2 and err.strip() == f"htda: pool secret file {missing} does not exist " \
                                         f"(--secret-file or $HTDA_SECRET_FILE)"
     readable = tmp_path / "open.secret"
     readable.write_text(SECRET + "\n")
     readable.chmod(0o644)
-    code, _, err = run(capsys, "--secret-file", str(readable), "get", "/api/v1/node")
+    code, _, err = run(capsys, "--secret-file", str(readable), "status")
     assert code == 2 and "must not be readable by group or others (chmod 600)" in err
 
 
@@ -288,3 +288,20 @@ def test_new_secret_never_overwrites(capsys, tmp_path):
     code, _, err = run(capsys, "new-secret", str(path))
     assert code == 2 and "already exists" in err and "Errno" not in err
     assert path.read_text() == first
+
+
+def test_errors_under_json_are_json(capsys):
+    code, out, err = run(capsys, "--url", f"http://127.0.0.1:{free_port()}", "nodes", "--json")
+    assert code == 1 and out == ""
+    error = json.loads(err)["error"]
+    assert error["exit_code"] == 1 and "127.0.0.1" in error["message"]
+
+
+def test_tables_show_times_and_sizes_for_people(capsys):
+    from htda.cli import _table
+
+    text = _table([{"lfn": "/a", "size": 3 << 30, "used_bytes": 0, "last_seen": 1795000000.5, "score": 1.795e9}],
+                  ["lfn", "size", "used_bytes", "last_seen", "score"])
+    header, row = text.splitlines()
+    assert header.split() == ["LFN", "SIZE", "USED", "LAST_SEEN", "SCORE"]
+    assert row.split() == ["/a", "3.0", "GiB", "0", "B", "2026-11-18", "11:06:40", "1,795,000,000"]
