@@ -26,6 +26,9 @@ from .trace import CsvTraceReader, footprint_bytes, write_csv
 
 __all__ = ["add_parser", "parse_duration"]
 
+SIMULATE_HALF_LIVES = "5m,1h,1d"
+SUITE_HALF_LIVES = "1d,5m,1h"  # the coordinator's default first: the suite's verdict is on it
+
 _DURATIONS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -99,7 +102,23 @@ def _plots_available() -> bool:
     return True
 
 
+def cmd_suite(args: argparse.Namespace) -> Any:
+    from .suite import run_suite, suite_traces
+
+    traces = suite_traces(args.suite, _workload(args) if args.synthetic else None)
+    half_lives = [parse_duration(h) for h in _split(args.half_lives or SUITE_HALF_LIVES)]
+    text, verdicts = run_suite(traces, _split(args.policies), half_lives, rating=args.rating)
+    if args.json:
+        return [{"trace": v.name, "wins_everywhere": v.wins_everywhere, "gap_closed": v.gap_closed,
+                 "sizes": [{"fraction": f, "htda": h, "best_baseline": b, "best_ratio": r, "bound": bound}
+                           for f, h, b, r, bound in v.rows]} for v in verdicts]
+    return text
+
+
 def cmd_simulate(args: argparse.Namespace) -> Any:
+    if args.suite:
+        return cmd_suite(args)
+    args.half_lives = args.half_lives or SIMULATE_HALF_LIVES
     source, total, description = _source(args)
     size_texts = _split(args.sizes)
     plots = bool(args.out) and _plots_available()
@@ -184,7 +203,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--sizes", default="5%,10%,20%,30%,50%",
                    help="cache sizes: bytes (500G, 1.5TiB) or %% of the trace's footprint, the bytes of its "
                         "distinct objects (default %(default)s)")
-    p.add_argument("--half-lives", default="5m,1h,1d", help="HTDA half-lives to compare (default %(default)s)")
+    p.add_argument("--half-lives", help=f"HTDA half-lives to compare (default {SIMULATE_HALF_LIVES}; with --suite "
+                                        f"{SUITE_HALF_LIVES}: the first is the one judged)")
+    p.add_argument("--suite", metavar="DIR", help="replay every *.csv trace of DIR (and --synthetic) at 1-50 %% of "
+                                                  "each footprint against every baseline; print reST tables")
     p.add_argument("--policies", default="lru,lfu,arc,s3fifo,wtinylfu", help="baseline policies (default %(default)s)")
     p.add_argument("--rating", default="lrfu", help="coordinator rating policy (htda.policies entry point)")
     p.add_argument("--accesses", choices=("job", "request"), default="job",

@@ -133,3 +133,27 @@ def test_installed_htda_command(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "htda.cli", "simulate", str(tmp_path / "missing.csv")],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "missing.csv" in bad.stderr
+
+
+def test_suite_judges_htda_against_the_best_baseline_on_every_trace(tmp_path):
+    run_cli("trace", "generate", str(tmp_path / "analysis.csv"), "--requests", "3000", "--seed", "2")
+    # a scan over 50 objects repeated: LRU at any size below the loop misses everything
+    rows = [f"{i},/o{i % 50},100" for i in range(1000)]
+    (tmp_path / "loop.csv").write_text("timestamp,object_id,size_bytes\n" + "\n".join(rows) + "\n")
+    (tmp_path / "notes.txt").write_text("not a trace")
+    text = run_cli("simulate", "--suite", str(tmp_path), "--policies", "lru,s3fifo")
+    assert text.index("analysis\n~~~~~~~~") < text.index("loop\n~~~~")
+    assert "50 objects (an object is an (id, size) pair), footprint 5.0 kB" in text
+    assert "pfoo-l bound" in text and "notes" not in text
+    summary = text[text.index("Summary"):]
+    assert "- analysis: HTDA" in summary and "- loop: HTDA" in summary
+    verdicts = {v["trace"]: v for v in run_cli("--json", "simulate", "--suite", str(tmp_path), "--policies", "lru")}
+    loop = verdicts["loop"]
+    assert [s["fraction"] for s in loop["sizes"]] == [0.01, 0.05, 0.1, 0.2, 0.5]
+    assert all(s["best_baseline"] == "lru" and s["best_ratio"] == 0.0 for s in loop["sizes"])
+    assert all(s["bound"] >= s["htda"] for s in loop["sizes"])
+
+
+def test_suite_needs_traces(tmp_path):
+    with pytest.raises(ValueError, match="no \\*.csv traces"):
+        run_cli("simulate", "--suite", str(tmp_path))

@@ -1,0 +1,143 @@
+"""``htda simulate --suite DIR``: every trace of a folder (and the synthetic workload) against every baseline.
+
+For each trace the suite replays HTDA's policy and the baselines at cache
+sizes given as percentages of the trace's footprint, with the PFOO-L bound,
+and reports per size whether HTDA reaches the best baseline and how much of
+the gap between that baseline and the bound it closes.  The tables are
+reStructuredText, so ``docs/simulator.rst`` takes them as printed.
+
+An *object* is an (id, size) pair in every trace (a file whose size changes
+is a new object): on real traces counting objects otherwise changes which
+policy wins, so every table says so.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .engine import ReplayResult
+from .generator import AnalysisWorkload
+from .report import human_bytes
+from .run import RunSpec, htda_label, simulate
+from .trace import CsvTraceReader, footprint_bytes
+
+__all__ = ["SuiteTrace", "TraceVerdict", "suite_traces", "run_suite", "verdict_of"]
+
+SUITE_SIZES = (0.01, 0.05, 0.10, 0.20, 0.50)
+
+
+@dataclass
+class SuiteTrace:
+    """One trace of the suite: a name, how to read it (again), and where it comes from."""
+
+    name: str
+    chunks: Any  # a callable returning an iterator of chunks
+    source: str
+
+
+@dataclass
+class TraceVerdict:
+    """HTDA against the best baseline at each size of one trace."""
+
+    name: str
+    rows: list[tuple[float, float, str, float, float]]  # (fraction, htda, best baseline name, its ratio, bound)
+
+    @property
+    def wins_everywhere(self) -> bool:
+        return all(htda >= best - 1e-9 for _, htda, _, best, _ in self.rows)
+
+    @property
+    def gap_closed(self) -> float:
+        """Mean over sizes of (HTDA - best baseline) / (bound - best baseline); sizes with no gap count 0."""
+        shares = [(htda - best) / (bound - best) if bound - best > 1e-9 else 0.0
+                  for _, htda, _, best, bound in self.rows]
+        return sum(shares) / len(shares) if shares else 0.0
+
+
+def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None) -> list[SuiteTrace]:
+    """The CSV traces of ``folder`` (sorted by name), then the synthetic workload if given."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise ValueError(f"--suite {folder}: not a folder")
+    traces = []
+    for path in sorted(root.glob("*.csv")):
+        traces.append(SuiteTrace(path.stem, lambda p=path: CsvTraceReader(p).chunks(), str(path)))
+    if synthetic is not None:
+        described = f"synthetic analysis workload ({synthetic.requests:,} requests, seed {synthetic.seed})"
+        traces.append(SuiteTrace("synthetic", synthetic.chunks, described))
+    if not traces:
+        raise ValueError(f"--suite {folder}: no *.csv traces in it (and no --synthetic)")
+    return traces
+
+
+def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[float], rating: str = "lrfu",
+              fractions: tuple[float, ...] = SUITE_SIZES) -> tuple[str, list[TraceVerdict]]:
+    """Replay every trace; return the report (reStructuredText) and the verdicts."""
+    sections, verdicts = [], []
+    for trace in traces:
+        footprint = footprint_bytes(trace.chunks())
+        if not footprint:
+            raise ValueError(f"{trace.source}: no requests")
+        capacities = [max(1, int(f * footprint)) for f in fractions]
+        spec = RunSpec(capacities=capacities, half_lives=half_lives, baselines=baselines, rating=rating, belady=False)
+        started = time.process_time()
+        result = simulate(trace.chunks(), spec)
+        cpu = time.process_time() - started
+        verdict = verdict_of(trace.name, result, capacities, fractions, baselines, half_lives)
+        verdicts.append(verdict)
+        sections.append(_section(trace, result, capacities, fractions, verdict, cpu))
+    summary = ["Summary", "-------", ""]
+    for v in verdicts:
+        where = "at every size" if v.wins_everywhere else "below the best baseline at " + ", ".join(
+            f"{100 * f:g} %" for f, htda, _, best, _ in v.rows if htda < best - 1e-9)
+        summary.append(f"- {v.name}: HTDA {where}; mean share of the baseline-to-bound gap closed "
+                       f"{100 * v.gap_closed:+.0f} %")
+    return "\n\n".join(sections + ["\n".join(summary)]), verdicts
+
+
+def verdict_of(name: str, result: ReplayResult, capacities: list[int], fractions: tuple[float, ...],
+               baselines: list[str], half_lives: list[float]) -> TraceVerdict:
+    """HTDA as configured (the first half-life: no tuning per trace) against the best baseline at each size."""
+    ratio = {(r.label, r.capacity): result.byte_hit_ratio(r) for r in result.results}
+    rows = []
+    for fraction, capacity in zip(fractions, capacities):
+        htda = ratio[htda_label(half_lives[0]), capacity]
+        best = max(baselines, key=lambda b: ratio[b, capacity])
+        rows.append((fraction, htda, best, ratio[best, capacity], ratio["pfoo-l", capacity]))
+    return TraceVerdict(name, rows)
+
+
+def _section(trace: SuiteTrace, result: ReplayResult, capacities: list[int], fractions: tuple[float, ...],
+             verdict: TraceVerdict, cpu: float) -> str:
+    labels = list(dict.fromkeys(r.label for r in result.results))
+    ratio = {(r.label, r.capacity): result.byte_hit_ratio(r) for r in result.results}
+    speed = {r.label: result.requests / r.cpu_seconds for r in result.results if r.cpu_seconds > 0}
+    header = ["byte hit ratio"] + [f"{100 * f:g} %" for f in fractions] + ["req/s (cpu)"]
+    rows = [[label + (" bound" if label == "pfoo-l" else "")]
+            + [f"{ratio[label, c]:.4f}" for c in capacities]
+            + [f"{speed[label]:,.0f}" if label in speed else "-"] for label in labels]
+    title = f"{trace.name}"
+    lines = [title, "~" * len(title), "",
+             f"{trace.source}: {result.requests:,} requests, {result.objects:,} objects (an object is an "
+             f"(id, size) pair), footprint {human_bytes(result.footprint_bytes)}; sizes in % of the footprint; "
+             f"replayed in {cpu:.1f} s of CPU, peak RSS {_peak_rss_mb():.0f} MB.", "", _rst_table(header, rows), ""]
+    lines.append("HTDA as configured vs the best baseline: " + "; ".join(
+        f"{100 * f:g} % {htda:.4f} vs {best_name} {best:.4f}" for f, htda, best_name, best, _ in verdict.rows))
+    return "\n".join(lines)
+
+
+def _rst_table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    rule = "  ".join("=" * w for w in widths)
+    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
+                                  for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return "\n".join([rule, fmt(header), rule, *map(fmt, rows), rule])
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
