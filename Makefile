@@ -12,11 +12,17 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed: setup.py pyproject.toml | $(BIN)/python
+# the daemon's own dependencies only: what `make run` needs
+$(VENV)/.runtime: setup.py pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+# plus what the tests, the docs and the benches need
+$(VENV)/.installed: $(VENV)/.runtime
 	$(BIN)/pip install -q -e '.[test,docs,postgres]'
 	touch $@
 
-run: $(VENV)/.installed
+run: $(VENV)/.runtime
 	$(BIN)/htda-node --config config/all-in-one.toml
 
 lint: $(VENV)/.installed
