@@ -23,3 +23,13 @@ def test_nothing_test_only_is_imported_by_the_daemon_entry_points():
              "print(sorted(m for m in sys.modules if m.startswith(('pytest', 'hypothesis', 'matplotlib'))))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_htda_help_loads_neither_numpy_nor_sqlalchemy():
+    import subprocess
+    import sys
+
+    probe = ("import sys, htda.cli; htda.cli.build_parser(); "
+             "print(sorted(m for m in ('numpy', 'sqlalchemy', 'cherrypy', 'cheroot') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,2 +1,9 @@
 """The cache simulator: replay access traces through HTDA's rating and placement, the classic and modern
-baselines, and the offline bounds (``htda simulate``, ``htda trace generate``; see docs/simulator.rst)."""
+baselines, and the offline bounds (``htda simulate``, ``htda trace generate``; see docs/simulator.rst).
+
+Nothing here imports numpy: ``htda --help`` builds the simulator's parsers from this package and
+:mod:`.generator`'s parameters alone.
+"""
+
+#: requests read (or generated) per chunk of a replay
+DEFAULT_CHUNK = 65536

@@ -7,22 +7,15 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .engine import Progress
 from .generator import AnalysisWorkload
-from .report import (
-    as_dict,
-    best_half_lives,
-    human_bytes,
-    parse_size,
-    plot_over_time,
-    plot_sweep,
-    summary_table,
-    sweep_table,
-)
-from .run import RunSpec, simulate
-from .trace import CsvTraceReader, footprint_bytes, write_csv
+
+if TYPE_CHECKING:
+    from .run import RunSpec
+
+# The replay modules (numpy, the coordinator's rating) are imported by the commands that run, not here:
+# building these parsers is part of every `htda` command, `htda --help` included.
 
 __all__ = ["add_parser", "parse_duration"]
 
@@ -74,6 +67,9 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, int | None, str]
     if args.synthetic:
         w = _workload(args)
         return w, w.requests, f"synthetic analysis workload (seed {w.seed})"
+    from .report import parse_size
+    from .trace import CsvTraceReader
+
     if args.history:
         from .history import HistoryTrace
 
@@ -118,6 +114,11 @@ def cmd_suite(args: argparse.Namespace) -> Any:
 def cmd_simulate(args: argparse.Namespace) -> Any:
     if args.suite:
         return cmd_suite(args)
+    from .engine import Progress
+    from .report import as_dict, best_half_lives, human_bytes, parse_size, summary_table, sweep_table
+    from .run import RunSpec, simulate
+    from .trace import footprint_bytes
+
     args.half_lives = args.half_lives or SIMULATE_HALF_LIVES
     source, total, description = _source(args)
     size_texts = _split(args.sizes)
@@ -154,6 +155,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
 
 
 def _write_outputs(out: str, result, spec: RunSpec, footprint: int | None, text: str, plots: bool) -> list[str]:
+    from .report import as_dict, plot_over_time, plot_sweep
+
     paths = [os.path.join(out, "table.txt"), os.path.join(out, "result.json")]
     with open(paths[0], "w") as fh:
         fh.write(text + "\n")
@@ -171,6 +174,9 @@ def _write_outputs(out: str, result, spec: RunSpec, footprint: int | None, text:
 
 
 def cmd_generate(args: argparse.Namespace) -> str:
+    from .report import human_bytes
+    from .trace import write_csv
+
     w = _workload(args)
     rows = write_csv(args.output, w.rows())
     return f"wrote {rows:,} requests to {args.output} (footprint {human_bytes(w.footprint_bytes())}, seed {w.seed})"

@@ -22,10 +22,14 @@ import bisect
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+from . import DEFAULT_CHUNK
 
-from .trace import DEFAULT_CHUNK, Chunk, footprint_bytes
+if TYPE_CHECKING:  # numpy is imported where the trace is made, not to read the parameters (htda --help)
+    import numpy as np
+
+    from .trace import Chunk
 
 __all__ = ["AnalysisWorkload", "MB"]
 
@@ -88,10 +92,14 @@ class AnalysisWorkload:
 
     def footprint_bytes(self) -> int:
         """Bytes of the distinct objects the trace requests (what ``htda simulate`` measures percentages by)."""
+        from .trace import footprint_bytes
+
         return footprint_bytes(self.chunks())
 
     def object_sizes(self) -> np.ndarray:
         """Size of every object id of the trace (replays the generator)."""
+        import numpy as np
+
         return np.asarray(self._final_state().sizes, dtype=np.int64)
 
     @staticmethod
@@ -117,6 +125,8 @@ class _State:
 
     def __init__(self, w: AnalysisWorkload):
         self.w = w
+        import numpy as np
+
         self.rng = np.random.default_rng(w.seed)
         self.sizes: list[int] = []  # per object id
         self.file_names: list[tuple[int, int]] = []  # per object id: (dataset, index)
@@ -185,4 +195,6 @@ class _State:
             if stop == len(files):
                 self.analysts[who] = self._start_pass(dataset)
         sizes = self.sizes
+        from .trace import Chunk
+
         return Chunk.from_lists(times, ids, [sizes[i] for i in ids], groups)

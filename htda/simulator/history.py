@@ -20,7 +20,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..coordinator.model import File, GroupFile, Job, JobEvent
 from ..coordinator.store import ACCESS_ON, accesses_query, with_driver
-from .trace import DEFAULT_CHUNK, Chunk, Interner
+from . import DEFAULT_CHUNK
+from .trace import Chunk, Interner
 
 __all__ = ["HistoryTrace"]
 

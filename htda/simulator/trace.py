@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import DEFAULT_CHUNK
+
 __all__ = ["Chunk", "CsvTraceReader", "Interner", "TraceError", "footprint_bytes", "write_csv", "NO_GROUP"]
 
 #: group id of a request without a group (the object is its own group)
 NO_GROUP = -1
-DEFAULT_CHUNK = 65536
 
 
 class TraceError(ValueError):
