@@ -15,8 +15,10 @@ ALL_IN_ONE = Path(__file__).resolve().parents[2] / "config" / "all-in-one.toml"
 
 
 @pytest.fixture
-def node(inprocess_node):
-    return inprocess_node("rest-node", load_config(ALL_IN_ONE)["node"]["components"])
+def node(inprocess_node, tmp_path):
+    # the example's components; the submit agent's socket in this test's own directory (root's, 0700)
+    return inprocess_node("rest-node", load_config(ALL_IN_ONE)["node"]["components"],
+                          sections={"submit": {"socket": str(tmp_path / "submit.sock")}})
 
 
 def test_core_endpoints_answer(node):

@@ -1,0 +1,61 @@
+"""``htda demo`` against a real node: ROOT files in its storage, jobs through the real translate hook and
+submit agent, copies on its cache, and the Rank a new job gets."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from htda.cli import main
+from htda.testing.nodes import free_port, start_inprocess, write_config
+from tests.condor.kit import shared_dir
+
+
+@pytest.fixture
+def pool(tmp_path):
+    """A node with every role the demo needs; its periodic cycles too slow to matter."""
+    port = free_port()
+    sockets = shared_dir("htda-demo-")  # root's, 0755: the hooks trust the agent's socket only there
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    path = write_config(tmp_path, "demo", ["coordinator", "locator", "cache", "submit"], port,
+                        [f"http://127.0.0.1:{port}"], sections={
+                            "coordinator": {"cycle": 600.0},
+                            "cache": {"storage": "posix", "storage_location": str(storage),
+                                      "devices": [{"path": str(tmp_path / "dev0")}], "cycle": 600.0},
+                            "submit": {"socket": f"{sockets}/submit.sock", "storage_root": str(storage)}})
+    node = start_inprocess(path)
+    yield path, storage
+    node.stop()
+    shutil.rmtree(sockets)
+
+
+def test_demo_caches_the_popular_dataset_and_steers_a_new_job_to_it(pool, capsys):
+    path, storage = pool
+    code = main(["demo", "--config", str(path), "--datasets", "2", "--files", "2", "--events", "3000", "--jobs", "8",
+                 "--wait", "30"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "writing 2 datasets of 2 files" in err and "submitting 8 jobs through the translate hook" in err
+    lines = out.splitlines()
+    assert lines[0] == ("submitted 8 jobs through the translate hook: the agent recorded each for the coordinator; "
+                        "0 came back steered (the others found no copy of their inputs yet)"), err
+    assert "  dataset1: 2 of 2 files held (demo)" in lines
+    new_job = lines[lines.index("a new job reading dataset1 comes back from the translate hook with:") + 1:]
+    assert '  HTDA_PreferredNodes = "demo"' in new_job and "  HTDA_CachedFraction = 1.0" in new_job
+    assert any(line.startswith("  Rank = ") and "HTDA_CacheAffinity" in line for line in new_job)
+    import uproot
+
+    written = sorted(storage.rglob("*.root"))
+    assert [p.relative_to(storage).as_posix() for p in written] == [
+        "store/demo/dataset1/events_001.root", "store/demo/dataset1/events_002.root",
+        "store/demo/dataset2/events_001.root", "store/demo/dataset2/events_002.root"]
+    with uproot.open(written[0]) as root_file:
+        assert root_file["Events"].num_entries == 3000
+
+
+def test_demo_names_what_the_config_lacks(tmp_path, capsys):
+    path = write_config(tmp_path, "x", ["locator"], free_port(), [])
+    assert main(["demo", "--config", str(path)]) == 2
+    assert "the demo needs a node running coordinator" in capsys.readouterr().err
