@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from operator import itemgetter
 
 from .placement import GroupCandidate
-from .rating import GIB, NEVER, RatingPolicy, score_of
+from .rating import GIB, NEVER, RatingPolicy, normalised_key, score_of
 from .store import Store
 
 __all__ = ["RatingState"]
@@ -126,14 +126,11 @@ class RatingState:
         """The ordering key of a group: its rating key, per GiB of its files when ``per_size``."""
         if not self.per_size:
             return key
-        total = sum(self.size(fid) for fid in self.members.get(gid, ()))
-        return key - math.log2(max(total, 1) / GIB)
+        return normalised_key(key, sum(self.size(fid) for fid in self.members.get(gid, ())))
 
     def file_order_key(self, fid: int) -> float:
         key = self.file_keys.get(fid, NEVER)
-        if self.per_size and key != NEVER:
-            key -= math.log2(max(self.size(fid), 1) / GIB)
-        return key
+        return normalised_key(key, self.size(fid)) if self.per_size else key
 
     def score(self, key: float, now: float) -> float:
         return min(self.policy.score_of_key(key, now), SCORE_MAX)

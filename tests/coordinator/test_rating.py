@@ -129,3 +129,15 @@ def test_bad_parameters_are_refused():
         LRFUPolicy(half_life=0)
     with pytest.raises(ValueError):
         LRFUPolicy().access("g", 0.0, weight=0.0)
+
+
+def test_the_coordinator_and_the_simulator_rate_per_size_with_one_formula():
+    from htda.coordinator.state import RatingState
+
+    state = RatingState(LRFUPolicy(half_life=3600.0), per_size=True)
+    state.add_files({1: ("/a", 0), 2: ("/b", 4 * GIB), 3: ("/c", None)})
+    for fid in (1, 2, 3):
+        state.file_keys[fid] = 10.0
+    # a 0-byte (or unknown-size: counted as unknown_size, 1 GiB) file is one unit: neither favoured nor punished
+    assert [state.file_order_key(fid) for fid in (1, 2, 3)] == [
+        normalised_key(10.0, 0), normalised_key(10.0, 4 * GIB), normalised_key(10.0, GIB)] == [10.0, 8.0, 10.0]
