@@ -86,7 +86,7 @@ def _cell(value: Any) -> str:
 
 
 def _is_time(column: str) -> bool:
-    return (column in ("time", "started", "submitted", "last_access", "last_seen", "expires", "since")
+    return (column in ("time", "started", "submitted", "last_access", "last_seen", "expires", "since", "mtime")
             or column.endswith(("_time", "_at")))
 
 

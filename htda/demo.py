@@ -232,8 +232,10 @@ def report(client, url: str, datasets: list[list[str]], jobs: int, steered: int,
     api = f"{url}/api/v1"
     top = client.get(f"{api}/coordinator/groups/top?n=5").get("groups", [])
     holders = client.post(f"{api}/locator/lookup", {"lfns": [lfn for ds in datasets for lfn in ds]})["files"]
-    lines = [f"submitted {jobs} jobs through the translate hook: the agent recorded each for the coordinator; "
-             f"{steered} came back steered (the others found no copy of their inputs yet)",
+    steering = (f"{steered} came back steered to a holder" if steered else
+                "none came back steered: no copy of their inputs existed yet")
+    lines = [f"submitted {jobs} jobs through the translate hook (the agent recorded each for the coordinator); "
+             f"{steering}",
              "best-rated groups (htda top groups):"]
     lines += [f"  {g.get('name')}: score {g.get('score', 0):.3g}, {g.get('files', '?')} files" for g in top]
     lines.append(f"copies on the cache (htda cache): {len(copies)}, "

@@ -39,8 +39,8 @@ def test_demo_caches_the_popular_dataset_and_steers_a_new_job_to_it(pool, capsys
     assert code == 0, err
     assert "writing 2 datasets of 2 files" in err and "submitting 8 jobs through the translate hook" in err
     lines = out.splitlines()
-    assert lines[0] == ("submitted 8 jobs through the translate hook: the agent recorded each for the coordinator; "
-                        "0 came back steered (the others found no copy of their inputs yet)"), err
+    assert lines[0] == ("submitted 8 jobs through the translate hook (the agent recorded each for the "
+                        "coordinator); none came back steered: no copy of their inputs existed yet"), err
     assert "  dataset1: 2 of 2 files held (demo)" in lines
     new_job = lines[lines.index("a new job reading dataset1 comes back from the translate hook with:") + 1:]
     assert '  HTDA_PreferredNodes = "demo"' in new_job and "  HTDA_CachedFraction = 1.0" in new_job
