@@ -102,7 +102,7 @@ def best_half_lives(result: ReplayResult, reference: int | None = None) -> str:
 
 def _size_label(capacity: int, reference: int | None) -> str:
     if reference:
-        return f"{human_bytes(capacity)} ({100 * capacity / reference:.0f}%)"
+        return f"{human_bytes(capacity)} ({100 * capacity / reference:.3g}%)"
     return human_bytes(capacity)
 
 
