@@ -11,7 +11,7 @@ import sys
 import threading
 
 from .config import ConfigError
-from .runtime import Node, load_config
+from .runtime import Node, check_host, load_config
 
 __all__ = ["main", "setup_logging", "sd_notify"]
 
@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _stop)
     try:
         config = load_config(args.config)
+        check_host(config)
         if args.check:
             print(f"{args.config}: OK ({', '.join(config['node']['components'])})")
             return 0

@@ -118,15 +118,16 @@ def load_config(path: str | os.PathLike) -> dict[str, Any]:
         if name not in config:
             config[name] = validate({}, _component_class(name, source).config_schema, source, f"{name}.")
     _check_tls(config["tls"], source)
-    _check_secret(config["pool"], source)
     if config["node"]["log_level"] not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"{source}: 'node.log_level' must be one of debug, info, warning, error")
     config["_source"] = source
     return config
 
 
-def _check_secret(pool: dict[str, Any], source: str) -> None:
-    """A missing secret that start would not create is a config error, found by ``--check`` too."""
+def check_host(config: dict[str, Any]) -> None:
+    """What start needs from this host beyond a valid config, checked before anything is created
+    (``htda-node --check`` and start): a secret file that start will not create must exist."""
+    source, pool = config["_source"], config["pool"]
     if not pool["secret_file"] or pool["create_secret"]:
         return
     path = Path(pool["secret_file"]).expanduser()

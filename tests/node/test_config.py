@@ -52,7 +52,6 @@ def test_typo_in_key_fails_start_with_one_line_naming_key_and_file(tmp_path):
     ('[node]\ncomponents = ["locator"]\nthreads = 1.5\n', "'node.threads' must be an integer"),
     ('[node]\ncomponents = ["coordinator"]\n[coordinator]\npolicy = "lrfuu"\n',
      "'coordinator.policy' names no htda.policies plugin (available: "),
-    (BASE + '[pool]\nsecret_file = "no-such.secret"\n', "no-such.secret does not exist (and 'pool.create_secret'"),
     ('[node]\ncomponents = ["cache"]\n[cache]\ndevices = [{path = "d", high_watermark = 0.5, low_watermark = 0.9}]\n',
      "'cache.devices[0]': low_watermark 0.9 is above high_watermark 0.5"),
 ])
@@ -74,6 +73,16 @@ def test_check_refuses_what_start_would_refuse_and_creates_nothing(tmp_path):
                                 capture_output=True, text=True, timeout=30)
         assert result.returncode == 2 and "'coordinator.policy'" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["node.toml"]
+
+
+def test_check_refuses_a_secret_file_that_start_would_not_create(tmp_path):
+    path = write(tmp_path, BASE + '[pool]\nsecret_file = "no-such.secret"\n')
+    load_config(path)  # a valid config: the file is this host's business, checked by --check and start
+    result = subprocess.run([sys.executable, "-m", "htda.node.daemon", "--check", "--config", str(path)],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"htda-node: {path}: 'pool.secret_file' {tmp_path / 'no-such.secret'} does not "
+                                     f"exist (and 'pool.create_secret' is false)")
 
 
 def test_defaults_are_filled_in(tmp_path):
