@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from .backends.base import CacheDevice
 
-__all__ = ["Wanted", "Room", "Plan", "plan"]
+__all__ = ["Wanted", "Room", "Plan", "plan", "holdable"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ class Room:
     low: float = 0.90
     #: bytes to leave free on a shared file system (``1 - high`` of it)
     reserve: int = 0
+    #: the file system beneath the device: devices on one share its free space
+    filesystem: object = None
 
     def limit(self, mark: float | None = None) -> int:
         """Bytes our copies may take: ``mark`` x capacity (by default high, or low once above high),
@@ -96,3 +98,27 @@ def plan(wanted: list[Wanted], held: dict[str, tuple[CacheDevice, int]],
     out.evict = [lfn for lfn in held if lfn not in kept]
     out.cancel = [lfn for lfn in in_flight if lfn not in kept]
     return out
+
+
+def holdable(rooms: list[Room]) -> list[int]:
+    """What each device may hold under its high mark, with the free space of a file system that several
+    devices share counted once: their rooms together never exceed what that file system can give.
+
+    This is the one meaning of *capacity* HTDA reports (heartbeat, ``/cache/devices``, metrics, CLI,
+    dashboard); ``used`` is our copies, ``free`` = capacity - used."""
+    limits = [r.limit(r.high) for r in rooms]
+    groups: dict[object, list[int]] = {}
+    for i, room in enumerate(rooms):
+        groups.setdefault(room.filesystem if room.filesystem is not None else i, []).append(i)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        # what the file system can still give: its free space less the largest reserve any of them keeps
+        available = max(0, rooms[members[0]].free - max(rooms[i].reserve for i in members))
+        extra = {i: max(0, limits[i] - rooms[i].used) for i in members}  # each device's room beyond its copies
+        wanted = sum(extra.values())
+        if wanted > available:  # scale every device's extra room down to its share of what is there
+            for i in members:
+                limits[i] = rooms[i].used + extra[i] * available // wanted
+    return limits
+

@@ -19,6 +19,7 @@ from ..node.component import Component
 from ..node.config import REQUIRED, ConfigError, Field, ListOf, Section, one_of, plugin_of, positive
 from ..node.periodic import Periodic
 from ..node.rest import API, HTTPError, Request, Route
+from .allocation import holdable
 from .backends.base import CacheDevice, StorageBackend
 from .backends.logical import LogicalDevice
 from .checksum import KINDS
@@ -312,9 +313,9 @@ class CacheComponent(Component):
     # -- reports ---------------------------------------------------------------------
     def heartbeat_info(self) -> dict[str, Any]:
         rooms = self.service.rooms()
-        holdable = [r.limit(r.high) for r in rooms]  # what this node can hold now, under its high marks
-        free = sum(max(0, h - r.used) for h, r in zip(holdable, rooms))
-        return {"capacity_bytes": sum(holdable), "free_bytes": free,
+        limits = holdable(rooms)  # what this node can hold now, under its high marks, each file system once
+        free = sum(max(0, h - r.used) for h, r in zip(limits, rooms))
+        return {"capacity_bytes": sum(limits), "free_bytes": free,
                 "used_bytes": self.service.index.used_bytes(), "files": len(self.service.index),
                 "staging": len(self.service.jobs)}
 
@@ -348,11 +349,14 @@ class CacheComponent(Component):
                 "files": [e.to_json() for e in entries[offset:offset + limit]]}
 
     def _devices(self, request: Request) -> dict[str, Any]:
-        return {"devices": [{"path": r.device.path, "backend": r.device.name, "capacity_bytes": r.capacity,
-                             "used_bytes": r.used, "free_bytes": r.free, "high_watermark": r.high,
+        rooms = self.service.rooms()
+        return {"devices": [{"path": r.device.path, "backend": r.device.name, "capacity_bytes": limit,
+                             "used_bytes": r.used, "free_bytes": max(0, limit - r.used),
+                             "filesystem_bytes": r.device.filesystem_bytes(), "filesystem_free_bytes": r.free,
+                             "high_watermark": r.high,
                              "low_watermark": r.low,
                              "files": sum(1 for e in self.service.index.entries() if e.device is r.device)}
-                            for r in self.service.rooms()]}
+                            for r, limit in zip(rooms, holdable(rooms))]}
 
     def _staging(self, request: Request) -> dict[str, Any]:
         jobs = [j.to_json() for j in list(self.service.jobs.values())]

@@ -20,7 +20,7 @@ from typing import Any
 from ..lfn import normalize_lfn
 from ..node.client import ClientError
 from . import readers
-from .allocation import Room, Wanted, plan
+from .allocation import Room, Wanted, holdable, plan
 from .backends.base import CacheDevice, FileStat, StorageBackend, StorageError
 from .backends.logical import LogicalDevice
 from .index import Entry, Index, checksum_of, validate_found
@@ -98,8 +98,9 @@ class CacheService:
         self.m_released = m.counter("htda_cache_released_files_total", "files released to the coordinator")
         m.gauge("htda_cache_used_bytes", "bytes of copies held, by device", ("device",),
                 callback=lambda: {d.path: self.index.used_bytes(d) for d in self.device.devices()})
-        m.gauge("htda_cache_capacity_bytes", "capacity, by device", ("device",),
-                callback=lambda: {d.path: d.capacity_bytes() for d in self.device.devices()})
+        m.gauge("htda_cache_capacity_bytes", "bytes our copies may take under the high watermark (a file "
+                "system several devices share counted once), by device", ("device",),
+                callback=self.capacities)
         m.gauge("htda_cache_files", "copies held", callback=lambda: len(self.index))
         m.gauge("htda_cache_staging", "copies queued or in flight", callback=lambda: len(self.jobs))
         m.gauge("htda_cache_job_open_files", "files jobs on this worker have open through the view, by where "
@@ -291,6 +292,11 @@ class CacheService:
             return None
         return self._sizes[lfn]
 
+    def capacities(self) -> dict[str, int]:
+        """Each device's capacity in HTDA's one meaning of it (see :func:`~.allocation.holdable`)."""
+        rooms = self.rooms()
+        return {r.device.path: limit for r, limit in zip(rooms, holdable(rooms))}
+
     def rooms(self) -> list[Room]:
         with self._lock:
             flight = [(j.device, j.size or 0) for j in self.jobs.values()]
@@ -299,7 +305,8 @@ class CacheService:
             used = self.index.used_bytes(dev) + sum(s for d, s in flight if d is dev)
             mark = self.marks[id(dev)]
             reserve = int((1 - mark.high) * dev.filesystem_bytes())
-            out.append(Room(dev, dev.capacity_bytes(), used, dev.free_bytes(), mark.high, mark.low, reserve))
+            out.append(Room(dev, dev.capacity_bytes(), used, dev.free_bytes(), mark.high, mark.low, reserve,
+                            dev.filesystem_id()))
         return out
 
     # -- staging ---------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from htda.cache.allocation import Room, Wanted, plan
+from htda.cache.allocation import Room, Wanted, holdable, plan
 
 
 class Dev:
@@ -63,3 +63,18 @@ def test_watermarks_and_file_system_free_space():
 def test_duplicate_lfns_count_once():
     p = plan([Wanted("/x", 5.0, 10), Wanted("/x", 1.0, 10)], {}, {}, [room(A)])
     assert len(p.stage) == 1
+
+
+def test_devices_on_one_file_system_count_its_free_space_once():
+    # two devices on one disk with 100 bytes free (reserve 5), 10 bytes of copies each: alone, each could take
+    # 100 more; together they share the 95 the disk can give, 47 each
+    shared = [Room(A, 1000, 10, 100, 1.0, 1.0, reserve=5, filesystem="disk1"),
+              Room(B, 1000, 10, 100, 1.0, 1.0, reserve=5, filesystem="disk1")]
+    assert [r.limit(r.high) for r in shared] == [105, 105]
+    assert holdable(shared) == [57, 57]
+    apart = [Room(A, 1000, 10, 100, 1.0, 1.0, reserve=5, filesystem="disk1"),
+             Room(B, 1000, 10, 100, 1.0, 1.0, reserve=5, filesystem="disk2")]
+    assert holdable(apart) == [105, 105]
+    # room already within what the disk gives: nothing to scale
+    small = [Room(A, 40, 10, 100, 1.0, 1.0, filesystem="disk1"), Room(B, 30, 0, 100, 1.0, 1.0, filesystem="disk1")]
+    assert holdable(small) == [40, 30]

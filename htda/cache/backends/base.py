@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -139,6 +140,13 @@ class CacheDevice(ABC):
     def filesystem_bytes(self) -> int:
         """Size of the file system beneath the device (watermarks keep a share of it free)."""
         return self.capacity_bytes()
+
+    def filesystem_id(self) -> object:
+        """What tells file systems apart: devices with the same id share their free space."""
+        try:
+            return os.stat(self.path).st_dev
+        except OSError:
+            return self.path  # not there (yet): on its own
 
     @abstractmethod
     def temporary(self, size_hint: int = 0) -> TemporaryCopy:
