@@ -3,12 +3,14 @@ submit agent, copies on its cache, and the Rank a new job gets."""
 
 from __future__ import annotations
 
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 
 from htda.cli import main
-from htda.testing.nodes import free_port, start_inprocess, write_config
+from htda.testing.nodes import free_port, start_inprocess, wait_until, write_config
 from tests.condor.kit import shared_dir
 
 
@@ -19,20 +21,20 @@ def pool(tmp_path):
     sockets = shared_dir("htda-demo-")  # root's, 0755: the hooks trust the agent's socket only there
     storage = tmp_path / "storage"
     storage.mkdir()
-    path = write_config(tmp_path, "demo", ["coordinator", "locator", "cache", "submit"], port,
+    path = write_config(tmp_path, "demo", ["coordinator", "locator", "cache", "submit", "dashboard"], port,
                         [f"http://127.0.0.1:{port}"], sections={
-                            "coordinator": {"cycle": 600.0},
+                            "coordinator": {"cycle": 600.0}, "dashboard": {"refresh": 1.0},
                             "cache": {"storage": "posix", "storage_location": str(storage),
                                       "devices": [{"path": str(tmp_path / "dev0")}], "cycle": 600.0},
                             "submit": {"socket": f"{sockets}/submit.sock", "storage_root": str(storage)}})
     node = start_inprocess(path)
-    yield path, storage
+    yield path, storage, node
     node.stop()
     shutil.rmtree(sockets)
 
 
 def test_demo_caches_the_popular_dataset_and_steers_a_new_job_to_it(pool, capsys):
-    path, storage = pool
+    path, storage, _ = pool
     code = main(["demo", "--config", str(path), "--datasets", "2", "--files", "2", "--events", "3000", "--jobs", "8",
                  "--wait", "30"])
     out, err = capsys.readouterr()
@@ -59,3 +61,35 @@ def test_demo_names_what_the_config_lacks(tmp_path, capsys):
     path = write_config(tmp_path, "x", ["locator"], free_port(), [])
     assert main(["demo", "--config", str(path)]) == 2
     assert "the demo needs a node running coordinator" in capsys.readouterr().err
+
+
+SCREENSHOT = Path(os.environ.get("HTDA_DASHBOARD_SCREENSHOT", "")) if os.environ.get("HTDA_DASHBOARD_SCREENSHOT") \
+    else None
+
+
+def test_the_dashboard_after_the_demo(pool, tmp_path):
+    """The dashboard in a real Chromium once the demo ran: the pool, the copies, the ratings, nothing failing.
+    HTDA_DASHBOARD_SCREENSHOT=docs/_static/dashboard.png also saves the picture the docs show."""
+    from tests.ops.browser import Browser, chromium_binary
+
+    if chromium_binary() is None:
+        pytest.skip("Chromium missing (apt-get install chromium chromium-driver)")
+    path, _, node = pool
+    assert main(["demo", "--config", str(path), "--datasets", "3", "--files", "3", "--events", "3000", "--jobs",
+                 "12", "--wait", "30"]) == 0
+    page = Browser(f"{node.url}/dashboard", tmp_path / "chromium")
+    try:
+        text = lambda selector: page.evaluate(f"document.querySelector({selector!r}).innerText")  # noqa: E731
+        wait_until(lambda: text("#total-files") == "9", timeout=20, what="the page to count the 9 copies")
+        top = wait_until(lambda: "/store/demo/dataset1/events_001.root" in text("#top-files") and text("#top-files"),
+                         timeout=20, what="the page to list the rated files")
+        assert "demo" in top  # the node each top file is placed on
+        assert "no failing copies" in text("#failing")
+        assert "idle" in text("#staging")
+        assert "demo" in text("#members") and page.evaluate("document.getElementById('status').className") \
+            == "status ok"
+        if SCREENSHOT:
+            page.screenshot(SCREENSHOT)
+    finally:
+        page.close()
+

@@ -360,9 +360,13 @@ class CacheComponent(Component):
 
     def _staging(self, request: Request) -> dict[str, Any]:
         jobs = [j.to_json() for j in list(self.service.jobs.values())]
+        index = self.service.index
         return {"max_staging": self.config["max_staging"], "active": [j for j in jobs if j["state"] != "queued"],
-                "queued": [j for j in jobs if j["state"] == "queued"], "failed": list(self.service.failed),
-                "retrying": {k: {"count": f.count, "retry_at": f.retry_at, "error": f.error}
+                "queued": [j for j in jobs if j["state"] == "queued"],
+                # recent failures of files still not held (the latest per file): one copied since is no failure
+                "failed": list({f["lfn"]: f for f in list(self.service.failed) if f["lfn"] not in index}.values()),
+                "retrying": {k: {"count": f.count, "retry_at": f.retry_at, "error": f.error,
+                                 "permanent": f.permanent}
                              for k, f in list(self.service.failures.items())}}
 
     def _evictions(self, request: Request) -> dict[str, Any]:

@@ -345,7 +345,6 @@ class CacheService:
         except StagingError as exc:
             job.state, job.error = "failed", str(exc)
             self._fail(job.lfn, str(exc), exc.permanent)
-            self.failed.append(job.to_json())
         except Exception as exc:  # noqa: BLE001 - a bug in one copy must not kill the worker
             job.state, job.error = "failed", f"internal error: {exc}"
             log.exception("staging %s failed unexpectedly", job.lfn)
@@ -362,6 +361,8 @@ class CacheService:
             # a permanent failure waits as long as the longest back-off before anyone tries again
             delay = self.config["retry_delay"] * (2 ** (6 if permanent else min(count - 1, 6)))
             self.failures[lfn] = _Failure(count, time.time() + delay, error, permanent)
+            self.failed.append({"lfn": lfn, "attempt": count, "error": error, "permanent": permanent,
+                                "time": time.time()})
         self.m_failures.inc(kind="permanent" if exhausted else "transient")
         if permanent:
             log.warning("staging %s failed, not retrying: %s", lfn, error)

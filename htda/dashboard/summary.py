@@ -120,8 +120,10 @@ def _totals(caches: list[dict[str, Any]]) -> dict[str, int]:
 def _staging(name: str, answer: dict[str, Any]) -> dict[str, Any]:
     if "error" in answer:
         return {"node": name, "error": answer["error"]}
+    failing = [{"lfn": f.get("lfn"), "attempts": f.get("attempt"), "error": f.get("error"),
+                "permanent": f.get("permanent")} for f in answer.get("failed") or [] if isinstance(f, dict)]
     return {"node": name, "active": answer.get("active", []), "queued": len(answer.get("queued", [])),
-            "failed": len(answer.get("failed", []))}
+            "failed": len(failing), "failing": failing}
 
 
 def _hit_ratio(samples: list[dict[str, float] | None]) -> dict[str, Any] | None:

@@ -79,6 +79,9 @@ function renderStaging(summary) {
     return row([s.node, el("td", now || "idle", now ? "lfn" : "empty"), s.queued, s.failed]);
   });
   fill("staging", rows, "no cache nodes", 4);
+  const failing = summary.staging.flatMap((s) => (s.failing || []).map((f) => row([s.node, el("td", f.lfn, "lfn"),
+    f.permanent ? `${f.attempts} (not retried)` : `${f.attempts}`, f.error || ""])));
+  fill("failing", failing, "no failing copies", 4);
 }
 
 function renderTop(summary) {

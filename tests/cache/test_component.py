@@ -328,5 +328,5 @@ def test_a_missing_storage_root_is_named_as_such(inprocess_node, peer, tmp_path,
     inprocess_node("c1", ["cache"], sections=cache_section(tmp_path, peer, tmp_path / "not-mounted"))
     wait_until(lambda: any("storage root" in r.getMessage() for r in caplog.records), what="the failure logged")
     message = next(r.getMessage() for r in caplog.records if "storage root" in r.getMessage())
-    assert message == (f"staging /store/a.root failed (attempt 1 of 3): /store/a.root: storage root "
+    assert message == (f"staging /store/a.root failed (attempt 1 of 3): storage root "
                        f"{tmp_path / 'not-mounted'} does not exist (not mounted?)")

@@ -66,6 +66,15 @@ class Browser:
             raise RuntimeError(f"page script failed: {result['exceptionDetails']}")
         return result["result"].get("value")
 
+    def screenshot(self, path: Path, width: int = 1280, height: int = 900) -> Path:
+        """A PNG of the page as it is now, ``width`` x ``height`` CSS pixels."""
+        import base64
+
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                  mobile=False)
+        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
+        return path
+
     def close(self) -> None:
         ws = getattr(self, "_ws", None)
         if ws is not None:

@@ -54,14 +54,17 @@ def test_access_outside_the_read_networks(inprocess_node, public, expected):
     assert client.raw("GET", f"{node.url}{API}/dashboard/summary")[0] == expected
 
 
-def test_summary_of_a_live_pool(service, inprocess_node):
+def test_summary_of_a_live_pool(service, inprocess_node, tmp_path):
+    (tmp_path / "storage").mkdir()
     worker = inprocess_node("w1", ["cache"], seeds=[service.url],
                             sections={"cache": {"devices": [{"path": "c1", "capacity": 1 << 20, "high_watermark": 1.0,
-                                                             "low_watermark": 1.0}], "cycle": 60.0}})
+                                                             "low_watermark": 1.0}], "cycle": 60.0,
+                                                "storage_location": str(tmp_path / "storage")}})
     wait_until(lambda: (service.pool.member("w1") or None) and service.pool.member("w1").info.get("cache"),
                what="w1's cache facts")
     service.client.post(f"{service.url}{API}/coordinator/jobs",
-                        {"jobs": [{"job_id": "j", "owner": "o", "inputs": ["/store/x.root"]}]})
+                        {"jobs": [{"job_id": "j", "owner": "o", "inputs": ["/store/x.root"],
+                                   "sizes": {"/store/x.root": 1000}}]})
     service.client.post(f"{service.url}{API}/coordinator/events",
                         {"events": [{"job_id": "j", "state": "started", "time": 1.0}]})
     service.client.post(f"{service.url}{API}/locator/lookup", {"lfns": ["/store/x.root", "/store/y.root"]})
@@ -69,11 +72,23 @@ def test_summary_of_a_live_pool(service, inprocess_node):
                          and s, what="a rated file in the summary")
     assert [m["name"] for m in summary["members"]] == ["svc", "w1"]
     assert summary["totals"]["cache_nodes"] == 1 and summary["totals"]["capacity_bytes"] == 1 << 20
-    assert summary["staging"] == [{"node": "w1", "active": [], "queued": 0, "failed": 0}]
+    staging = summary["staging"]
+    assert [(s["node"], s["active"], s["queued"]) for s in staging] == [("w1", [], 0)]
+    assert staging[0]["failed"] == len(staging[0]["failing"])
     assert summary["top_files"]["coordinator"] == "svc"
     assert summary["top_files"]["files"][0]["lfn"] == "/store/x.root"
     assert summary["hits"] == {"looked_up": 2, "held": 0, "ratio": 0.0}
     assert {m["health"] for m in summary["members"]} == {"ok"}
+
+    # /store/x.root is in no storage: once the worker tried, the summary names it and says why
+    def failing():
+        service.client.post(f"{service.url}{API}/coordinator/cycle", {})
+        service.client.post(f"{worker.url}{API}/cache/cycle", {})
+        return Client().get(f"{service.url}{API}/dashboard/summary")["staging"][0]["failing"]
+
+    found = wait_until(failing, what="the failing copy in the summary")
+    assert found[0]["lfn"] == "/store/x.root" and found[0]["permanent"] is True and found[0]["attempts"] == 1
+    assert "/store/x.root" in found[0]["error"] and "Errno" not in found[0]["error"]
 
     worker.stop()  # still a member until the expiry, but no longer answering
     summary = wait_until(lambda: (s := Client().get(f"{service.url}{API}/dashboard/summary"))["staging"][0].get("error")

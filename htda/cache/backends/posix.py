@@ -64,7 +64,7 @@ class PosixStorage(StorageBackend):
             raise StorageError(f"{lfn}: {exc.strerror}", transient=False) from None
         except (NotADirectoryError, FileNotFoundError):
             if not os.path.isdir(self.location):  # the whole storage is missing, not this file: say so
-                raise StorageError(f"{lfn}: storage root {self.location} does not exist (not mounted?)",
+                raise StorageError(f"storage root {self.location} does not exist (not mounted?)",
                                    transient=True) from None
             raise FileNotFoundError(errno.ENOENT, f"{lfn}: no such file in storage {self.location}") from None
 
