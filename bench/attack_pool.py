@@ -32,7 +32,7 @@ import classad2
 import pycurl
 
 from htda.node.client import Client, ClientError
-from htda.testing.nodes import SECRET, NodeProcess, free_port, wait_until, write_config
+from testkit.nodes import SECRET, NodeProcess, free_port, wait_until, write_config
 from tests.htcondor_home import condor_tool
 from tests.users import User, ensure_user, run_as
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.attack_pool import AttackPool, hook_input, job_ad  # noqa: E402
 from htda.node.client import ClientError  # noqa: E402
-from htda.testing.nodes import wait_until  # noqa: E402
+from testkit.nodes import wait_until  # noqa: E402
 
 
 @dataclass
@@ -264,7 +264,7 @@ def half_open(pool: AttackPool) -> Outcome:
 def replay_to_other_node(pool: AttackPool) -> Outcome:
     """A request signed for the worker is sent, unchanged, to the service node within the replay window."""
     from htda.node.auth import Signer
-    from htda.testing.nodes import SECRET
+    from testkit.nodes import SECRET
 
     body = b'{"lfns": ["/x"], "pin": true}'
     header = Signer(SECRET.encode()).for_url("POST", pool.url("worker") + "/api/v1/coordinator/pins", body)
@@ -277,7 +277,7 @@ def replay_to_other_node(pool: AttackPool) -> Outcome:
 def any_ca_certificate(pool: AttackPool) -> Outcome:
     """With tls.verify_clients: a certificate the site's CA issued to some other service, not a pool member."""
     from htda.node.client import Client, ClientError
-    from htda.testing.certs import make_ca, make_cert
+    from testkit.certs import make_ca, make_cert
 
     pki = pool.base / "pki"
     pki.mkdir()

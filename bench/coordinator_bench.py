@@ -31,13 +31,16 @@ from __future__ import annotations
 import argparse
 import random
 import re
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from htda.node.client import Client
-from htda.testing.nodes import SECRET, NodeProcess, free_port, wait_until, write_config
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: testkit/ is not installed
+
+from htda.node.client import Client  # noqa: E402
+from testkit.nodes import SECRET, NodeProcess, free_port, wait_until, write_config  # noqa: E402
 
 BASE = "/api/v1/coordinator"
 CACHE_NODES = 4

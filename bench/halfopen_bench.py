@@ -43,8 +43,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from htda.node.client import Client, ClientError  # noqa: E402
-from htda.testing.nodes import NodeProcess, free_port, write_config  # noqa: E402
-from htda.testing.processes import proc_sample  # noqa: E402
+from testkit.nodes import NodeProcess, free_port, write_config  # noqa: E402
+from testkit.processes import proc_sample  # noqa: E402
 
 KINDS = ("idle", "line", "headers", "body", "keepalive")
 _HELLO_START = bytes([0x16, 0x03, 0x01, 0x02, 0x00])  # a TLS record header announcing a 512-byte ClientHello
@@ -239,7 +239,7 @@ def start_pair(directory: Path, tls: bool) -> tuple[NodeProcess, NodeProcess, st
     """A seed and a member heartbeating to it, over HTTPS with generated certificates if ``tls``."""
     scheme, ca_file, sections = "http", None, {}
     if tls:
-        from htda.testing.certs import make_ca, make_cert
+        from testkit.certs import make_ca, make_cert
 
         ca = make_ca(directory)
         for name in ("seed", "member"):

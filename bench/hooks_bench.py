@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from htda.node.client import Client  # noqa: E402
-from htda.testing.nodes import NodeProcess, free_port, wait_until, write_config  # noqa: E402
-from htda.testing.processes import proc_sample  # noqa: E402
+from testkit.nodes import NodeProcess, free_port, wait_until, write_config  # noqa: E402
+from testkit.processes import proc_sample  # noqa: E402
 
 ROUTE = '[ Name = "HTDA"; EditJobInPlace = true; Requirements = JobUniverse == 5 && HTDA_Routed =!= true ]'
 JOB = """ClusterId = {cluster}

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import sys
 import tempfile
 import threading
 import time
@@ -30,9 +31,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from htda.node.client import Client, ClientError, HTTPStatusError
-from htda.node.pool import Member, Pool
-from htda.testing.nodes import SECRET, NodeProcess, free_port, write_config
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: testkit/ is not installed
+
+from htda.node.client import Client, ClientError, HTTPStatusError  # noqa: E402
+from htda.node.pool import Member, Pool  # noqa: E402
+from testkit.nodes import SECRET, NodeProcess, free_port, write_config  # noqa: E402
 
 API = "/api/v1/coordinator"
 

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from htda.node.client import Client
-from htda.testing.nodes import SECRET, NodeProcess, free_port, write_config
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: testkit/ is not installed
+
+from htda.node.client import Client  # noqa: E402
+from testkit.nodes import SECRET, NodeProcess, free_port, write_config  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:

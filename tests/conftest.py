@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from htda.node.client import Client
-from htda.testing.nodes import SECRET, NodeProcess, free_port, start_inprocess, write_config
+from testkit.nodes import SECRET, NodeProcess, free_port, start_inprocess, write_config
 
 
 def _client(secret: bytes | None):

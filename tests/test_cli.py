@@ -9,7 +9,7 @@ import pytest
 from htda.cli import main
 from htda.node.auth import Verifier
 from htda.node.rest import API, RestApp, RestServer, Route
-from htda.testing.nodes import SECRET, free_port, wait_until
+from testkit.nodes import SECRET, free_port, wait_until
 
 CAPACITY = 64 << 20
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from htda.cli import main
-from htda.testing.nodes import free_port, start_inprocess, wait_until, write_config
+from testkit.nodes import free_port, start_inprocess, wait_until, write_config
 from tests.condor.kit import shared_dir
 
 

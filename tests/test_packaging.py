@@ -33,3 +33,9 @@ def test_htda_help_loads_neither_numpy_nor_sqlalchemy():
              "print(sorted(m for m in ('numpy', 'sqlalchemy', 'cherrypy', 'cheroot') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_no_test_helper_ships():
+    shipped = set(find_packages(where=str(REPO), include=["htda", "htda.*"]))
+    assert not {p for p in shipped if p.endswith(".testing") or "testkit" in p}
+    assert not list((REPO / "htda").rglob("testing.py"))

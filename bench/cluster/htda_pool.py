@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from htda.testing.nodes import write_config
+from testkit.nodes import write_config
 
 from .services import Daemon
 from .topology import Host, Topology, TopologyError

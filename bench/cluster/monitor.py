@@ -6,7 +6,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from htda.testing.processes import ProcSample, proc_sample
+from testkit.processes import ProcSample, proc_sample
 
 from .topology import Host, Topology
 

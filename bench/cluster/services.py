@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from htda.cache.union.base import mount_type
-from htda.testing.processes import stop_process
+from testkit.processes import stop_process
 
 from .topology import Host, TopologyError, run
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from htda.cache.testing import RangeHTTPServer, XRootDServer, make_tree, write_root_file
+from testkit.storage import RangeHTTPServer, XRootDServer, make_tree, write_root_file
 
 IS_ROOT = os.geteuid() == 0
 

@@ -13,7 +13,7 @@ from htda.cache.backends.http import HTTPStorage
 from htda.cache.backends.logical import LogicalDevice
 from htda.cache.backends.posix import PosixDevice, PosixStorage
 from htda.cache.backends.xrootd import XRootDStorage
-from htda.cache.testing import copy_tree, make_tree
+from testkit.storage import copy_tree, make_tree
 
 
 def read_all(storage, lfn: str, offset: int = 0) -> bytes:
@@ -135,8 +135,8 @@ def test_http_stalled_transfer_times_out(http_server):
 
 
 def test_https_storage_with_a_private_ca(tmp_path, source_tree):
-    from htda.cache.testing import RangeHTTPServer
-    from htda.testing.certs import make_ca, make_cert
+    from testkit.certs import make_ca, make_cert
+    from testkit.storage import RangeHTTPServer
 
     root, files = source_tree
     (tmp_path / "pki").mkdir()

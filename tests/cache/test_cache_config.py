@@ -8,7 +8,7 @@ import pytest
 
 from htda.node.config import ConfigError
 from htda.node.runtime import Node, load_config
-from htda.testing.nodes import free_port, write_config
+from testkit.nodes import free_port, write_config
 
 
 @pytest.mark.parametrize("section, message", [

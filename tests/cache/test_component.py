@@ -10,9 +10,9 @@ import urllib.request
 
 import pytest
 
-from htda.cache.testing import PeerStandIn, make_tree
 from htda.node.client import Client, HTTPStatusError
-from htda.testing.nodes import SECRET, wait_until
+from testkit.nodes import SECRET, wait_until
+from testkit.storage import PeerStandIn, make_tree
 
 
 @pytest.fixture
@@ -119,7 +119,7 @@ def test_corrupted_copy_on_disk_is_found_and_replaced(inprocess_node, peer, stor
 
 
 def test_restart_keeps_valid_copies_and_drops_bad_ones(tmp_path, peer, storage):
-    from htda.testing.nodes import free_port, start_inprocess, write_config
+    from testkit.nodes import free_port, start_inprocess, write_config
 
     root, files = storage
     lfns = sorted(files)

@@ -24,11 +24,11 @@ from htda.cache.backends.posix import LEGACY_XATTR, META_XATTR, PosixDevice, Pos
 from htda.cache.backends.xrootd import XRootDStorage
 from htda.cache.ownership import RemoteRule
 from htda.cache.staging import Stager, StagingJob
-from htda.cache.testing import PeerStandIn, RangeHTTPServer, copy_tree
 from htda.cache.union import unmount
 from htda.node import plugins
 from htda.node.client import Client, HTTPStatusError
-from htda.testing.nodes import SECRET, wait_until
+from testkit.nodes import SECRET, wait_until
+from testkit.storage import PeerStandIn, RangeHTTPServer, copy_tree
 from tests.users import run_as
 
 HAS_FUSE = os.path.exists("/dev/fuse") and shutil.which("mergerfs") is not None

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from htda.cache.testing import make_tree
 from htda.node.client import Client, HTTPStatusError
-from htda.testing.nodes import SECRET, wait_until
+from testkit.nodes import SECRET, wait_until
+from testkit.storage import make_tree
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ from htda.cache.readers import open_lfns, scan_proc, watch
 from htda.cache.union.mergerfs import MergerfsDriver
 from htda.cache.union.overlayfs import OverlayfsDriver
 from htda.cache.union.symlink import SymlinkDriver
-from htda.testing.nodes import wait_until
+from testkit.nodes import wait_until
 from tests.users import User
 
 IS_ROOT = os.geteuid() == 0

@@ -11,7 +11,7 @@ from htda.cache.backends.http import HTTPStorage
 from htda.cache.backends.posix import PosixDevice, PosixStorage
 from htda.cache.backends.xrootd import XRootDStorage
 from htda.cache.staging import Stager, StagingCancelled, StagingError, StagingJob
-from htda.cache.testing import copy_tree, make_tree
+from testkit.storage import copy_tree, make_tree
 
 
 def stage(stager, storage, device, lfn):

@@ -15,14 +15,14 @@ import pytest
 from htda.cache.backends.http import HTTPStorage
 from htda.cache.backends.posix import PosixDevice, PosixStorage
 from htda.cache.staging import Stager, StagingJob
-from htda.cache.testing import PeerStandIn, copy_tree, make_tree
 from htda.cache.union import mount_type, unmount
 from htda.cache.union.base import UnionError
 from htda.cache.union.mergerfs import MergerfsDriver
 from htda.cache.union.overlayfs import OverlayfsDriver
 from htda.cache.union.symlink import SymlinkDriver
 from htda.node.client import Client
-from htda.testing.nodes import SECRET, wait_until
+from testkit.nodes import SECRET, wait_until
+from testkit.storage import PeerStandIn, copy_tree, make_tree
 
 IS_ROOT = os.geteuid() == 0
 HAS_FUSE = os.path.exists("/dev/fuse") and shutil.which("mergerfs") is not None

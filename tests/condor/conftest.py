@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from htda.node.client import Client
-from htda.testing.nodes import SECRET
+from testkit.nodes import SECRET
 
 from .kit import Hooks, RecordingCoordinator, agent_sections, agent_socket, install_hooks, shared_dir, write_hook_config
 

@@ -15,7 +15,7 @@ import classad2
 
 from htda.node.auth import Verifier
 from htda.node.rest import RestApp, RestServer, Route
-from htda.testing.nodes import SECRET, free_port
+from testkit.nodes import SECRET, free_port
 from tests.users import User, run_as
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from htda.node.config import ConfigError
-from htda.testing.nodes import wait_until
+from testkit.nodes import wait_until
 from tests.users import User, ensure_user, run_as
 
 from .kit import (

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from htda.node.client import Client
-from htda.testing.nodes import free_port
+from testkit.nodes import free_port
 
 from .kit import INPUTS, StubbornServer, agent_sections, agent_socket, hook_input, job_ad, parse, write_hook_config
 

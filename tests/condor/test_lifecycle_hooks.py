@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from htda.testing.nodes import wait_until
+from testkit.nodes import wait_until
 
 from .kit import job_ad, write_hook_config
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import classad2
 
-from htda.testing.nodes import free_port
+from testkit.nodes import free_port
 
 from .kit import run_hook, write_hook_config
 

@@ -7,7 +7,7 @@ import time
 import classad2
 import pytest
 
-from htda.testing.nodes import wait_until
+from testkit.nodes import wait_until
 
 from .kit import INPUTS, agent_sections, agent_socket, hook_input, job_ad, parse, run_hook, write_hook_config
 
@@ -131,7 +131,7 @@ def test_the_executable_runs_through_its_own_shebang(agent, hook_config, holding
 
 def test_a_locator_on_the_agents_node_is_used_directly(inprocess_node, coordinator, tmp_path, run, sockets):
     from htda.node.client import Client
-    from htda.testing.nodes import SECRET
+    from testkit.nodes import SECRET
 
     node = inprocess_node("submit-loc", ["submit", "locator"],
                           sections=agent_sections([], [coordinator.url], sockets()))

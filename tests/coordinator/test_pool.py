@@ -8,7 +8,7 @@ import time
 import pytest
 
 from htda.node.client import Client
-from htda.testing.nodes import SECRET, wait_until
+from testkit.nodes import SECRET, wait_until
 
 BASE = "/api/v1/coordinator"
 

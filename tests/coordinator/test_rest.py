@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from htda.node.client import Client, HTTPStatusError
-from htda.testing.nodes import SECRET, wait_until
+from testkit.nodes import SECRET, wait_until
 
 BASE = "/api/v1/coordinator"
 

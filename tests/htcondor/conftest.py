@@ -23,7 +23,7 @@ import pytest
 
 from htda.node.client import Client
 from htda.node.runtime import Node
-from htda.testing.nodes import SECRET, NodeProcess, free_port, start_inprocess, write_config
+from testkit.nodes import SECRET, NodeProcess, free_port, start_inprocess, write_config
 from tests.htcondor_home import INSTALL_HINT, SHARED, condor_home
 from tests.users import NAMES, User, ensure_user
 

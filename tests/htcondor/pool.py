@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from htda.testing.nodes import free_port, wait_until
+from testkit.nodes import free_port, wait_until
 from tests.htcondor_home import pool_basics, program
 from tests.users import User, run_as
 

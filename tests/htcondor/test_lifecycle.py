@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from htda.node.client import Client
-from htda.testing.nodes import SECRET, wait_until
+from testkit.nodes import SECRET, wait_until
 
 from .pool import SNIPPETS, job_description, parse_ads
 

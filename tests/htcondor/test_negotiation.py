@@ -7,7 +7,7 @@ from __future__ import annotations
 import classad2
 import pytest
 
-from htda.testing.nodes import wait_until
+from testkit.nodes import wait_until
 
 from .pool import job_description
 from .test_routing import classad

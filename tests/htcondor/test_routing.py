@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import classad2
 import pytest
 
-from htda.testing.nodes import wait_until
+from testkit.nodes import wait_until
 
 from .pool import changes, job_description
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from htda.testing.nodes import wait_until
+from testkit.nodes import wait_until
 
 pytestmark = pytest.mark.slow
 

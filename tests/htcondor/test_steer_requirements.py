@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from htda.testing.nodes import wait_until
+from testkit.nodes import wait_until
 
 from .pool import job_description
 from .test_negotiation import idle_slots, ran_on

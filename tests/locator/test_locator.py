@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from htda.node.client import HTTPStatusError
-from htda.testing.nodes import wait_until
+from testkit.nodes import wait_until
 
 HOLDINGS = "/api/v1/locator/holdings"
 LOOKUP = "/api/v1/locator/lookup"

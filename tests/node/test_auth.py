@@ -9,7 +9,7 @@ import pytest
 from htda.node.auth import AuthError, Signer, Verifier, authority, body_hash, check_body, request_target
 from htda.node.client import Client, HTTPStatusError
 from htda.node.rest import receiver_names
-from htda.testing.nodes import SECRET
+from testkit.nodes import SECRET
 
 KEY = SECRET.encode()
 

@@ -12,7 +12,7 @@ import pytest
 from htda.node.auth import Signer
 from htda.node.client import Client
 from htda.node.rest import UNSIGNED_BODY, RestApp, RestServer, Route
-from htda.testing.nodes import SECRET
+from testkit.nodes import SECRET
 
 KEY = SECRET.encode()
 HOLDINGS = "/api/v1/locator/holdings"  # auth, takes bodies up to 256 MB once signed
@@ -63,7 +63,7 @@ def stream_post(url: str, path: str, size: int, headers: tuple[str, ...] = (), t
 
 @pytest.fixture(scope="module")
 def locator(tmp_path_factory):
-    from htda.testing.nodes import NodeProcess, free_port, write_config
+    from testkit.nodes import NodeProcess, free_port, write_config
 
     directory = tmp_path_factory.mktemp("bodies")
     port = free_port()

@@ -7,7 +7,7 @@ import pytest
 
 from htda.node.client import BadResponse, Client, ConnectError, HTTPStatusError, Timeout
 from htda.node.rest import HTTPError, Response, RestApp, RestServer, Route
-from htda.testing.nodes import free_port
+from testkit.nodes import free_port
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from htda.node.daemon import sd_notify
-from htda.testing.nodes import NodeProcess, free_port, write_config
+from testkit.nodes import NodeProcess, free_port, write_config
 
 
 def test_sd_notify_without_systemd_is_a_no_op(monkeypatch):

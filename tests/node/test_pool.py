@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from htda.testing.nodes import wait_until
+from testkit.nodes import wait_until
 
 INTERVAL, EXPIRY = 0.5, 2.5
 

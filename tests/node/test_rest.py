@@ -9,7 +9,7 @@ import pytest
 from htda.node.client import Client
 from htda.node.rest import RestApp, RestServer, Route
 from htda.node.runtime import load_config
-from htda.testing.nodes import SECRET
+from testkit.nodes import SECRET
 
 ALL_IN_ONE = Path(__file__).resolve().parents[2] / "config" / "all-in-one.toml"
 

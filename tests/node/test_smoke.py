@@ -2,7 +2,7 @@ import pytest
 
 from htda.cli import main
 from htda.node.client import Client, HTTPStatusError
-from htda.testing.nodes import SECRET
+from testkit.nodes import SECRET
 
 
 def test_inprocess_node_answers(inprocess_node):

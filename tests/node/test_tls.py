@@ -6,8 +6,8 @@ from htda.node.auth import CertificatePolicy
 from htda.node.client import Client, ClientError, ConnectError, HTTPStatusError
 from htda.node.config import ConfigError
 from htda.node.runtime import load_config
-from htda.testing.certs import make_ca, make_cert
-from htda.testing.nodes import free_port, wait_until, write_config
+from testkit.certs import make_ca, make_cert
+from testkit.nodes import free_port, wait_until, write_config
 
 MEMBERS = ["cn:seed", "cn:worker", "dns:*.workers.test"]
 

@@ -10,8 +10,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from htda.testing.nodes import wait_until
-from htda.testing.processes import stop_process
+from testkit.nodes import wait_until
+from testkit.processes import stop_process
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -8,7 +8,7 @@ from typing import Any
 
 from htda.node.auth import Signer
 from htda.node.client import Client
-from htda.testing.nodes import SECRET, NodeProcess, free_port, write_config
+from testkit.nodes import SECRET, NodeProcess, free_port, write_config
 from tests.condor.kit import shared_dir
 
 __all__ = ["ALL_ROLES", "start_node", "Raw", "unhandled_errors", "load_bench"]

@@ -7,7 +7,7 @@ import pytest
 from htda.dashboard.summary import parse_metrics
 from htda.node.client import Client
 from htda.node.rest import API
-from htda.testing.nodes import wait_until
+from testkit.nodes import wait_until
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from htda.testing.nodes import NodeProcess, free_port, wait_until, write_config
+from testkit.nodes import NodeProcess, free_port, wait_until, write_config
 
 from .helpers import load_bench, unhandled_errors
 

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from htda.cache.testing import PeerStandIn
 from htda.cache.union.base import mount_type
 from htda.cache.union.mergerfs import MergerfsDriver
-from htda.testing.nodes import SECRET, NodeProcess, free_port, wait_until, write_config
+from testkit.nodes import SECRET, NodeProcess, free_port, wait_until, write_config
+from testkit.storage import PeerStandIn
 from tests.users import ensure_user, run_as
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ from urllib.parse import unquote
 
 import numpy as np
 
-from htda.testing.nodes import free_port, wait_until
-from htda.testing.processes import stop_process
+from testkit.nodes import free_port, wait_until
+from testkit.processes import stop_process
 
 __all__ = ["XRootDServer", "RangeHTTPServer", "copy_tree", "make_tree", "write_root_file"]
 

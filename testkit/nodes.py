@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..node.client import Client, ClientError
-from ..node.runtime import Node, load_config
+from htda.node.client import Client, ClientError
+from htda.node.runtime import Node, load_config
+
 from .processes import stop_process
 
 __all__ = ["free_port", "write_config", "NodeProcess", "start_inprocess", "wait_until", "SECRET"]
