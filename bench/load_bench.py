@@ -259,7 +259,7 @@ class SimulatedMembers:
 
     def stop(self) -> None:
         for pool in self.pools:
-            pool._stop.set()
+            pool.stop(wait=False)
         for pool in self.pools:
             pool.stop()
 

@@ -155,6 +155,12 @@ class Verifier:
         self._seen: OrderedDict[str, float] = OrderedDict()
         self._lock = threading.Lock()
 
+    @property
+    def remembered_nonces(self) -> int:
+        """How many nonces the replay check holds now (bounded by ``max_nonces``)."""
+        with self._lock:
+            return len(self._seen)
+
     def check(self, method: str, target: str, header: str | None, receivers: Collection[str],
               now: float | None = None) -> str:
         """Check everything the header says, before the body is read; return the signed body hash.

@@ -175,9 +175,10 @@ class Pool:
         self._thread = threading.Thread(target=self._run, name="htda-pool", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """End the heartbeat loop; ``wait=False`` only asks it to (to stop many pools at once)."""
         self._stop.set()
-        if self._thread:
+        if wait and self._thread:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
