@@ -58,18 +58,16 @@ def add_parser(subparsers: Any) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> str:
-    from .node.runtime import load_config
+    from .node.runtime import config_dir, config_path, load_config
 
-    config_path = Path(args.config).resolve()
-    config = load_config(config_path)
-    base = config_path.parent
-    storage, socket, secret_file = _pool_paths(config, base, str(config_path))
+    config = load_config(args.config)
+    base = config_dir(config["_source"])
+    storage, socket, secret_file = _pool_paths(config, base, config["_source"])
     url = config["node"]["advertise_url"] or f"http://{config['node']['listen']}"
     say = _printer(args)
     say(f"writing {args.datasets} datasets of {args.files} files into {storage}{PREFIX}/")
     datasets = write_dataset(storage, args.datasets, args.files, args.events, say)
-    hooks = _hooks_config(Path(config["node"]["data_dir"]) if os.path.isabs(config["node"]["data_dir"])
-                          else base / config["node"]["data_dir"], socket)
+    hooks = _hooks_config(config_path(base, config["node"]["data_dir"]), socket)
     plan = job_plan(datasets, args.jobs)
     say(f"submitting {len(plan)} jobs through the translate hook ({socket})")
     steered = sum(submit(cluster, proc, inputs, hooks) is not None for proc, (cluster, inputs) in enumerate(plan))
@@ -86,6 +84,8 @@ def _printer(args: argparse.Namespace):
 
 def _pool_paths(config: dict[str, Any], base: Path, source: str) -> tuple[Path, str, Path]:
     """The storage directory, the submit agent's socket and the pool secret of a node's config."""
+    from .node.runtime import config_path
+
     components = config["node"]["components"]
     for needed in ("coordinator", "cache", "submit"):
         if needed not in components:
@@ -95,16 +95,12 @@ def _pool_paths(config: dict[str, Any], base: Path, source: str) -> tuple[Path, 
         raise DemoError(f"{source}: the demo writes its files into a POSIX storage ('cache.storage' is "
                         f"{config['cache']['storage']!r})")
 
-    def path(value: str) -> Path:
-        p = Path(value).expanduser()
-        return p if p.is_absolute() else Path(os.path.normpath(base / p))
-
     if not config["cache"]["storage_location"]:
         raise DemoError(f"{source}: 'cache.storage_location' is empty: the demo needs the storage directory")
     if not config["pool"]["secret_file"]:
         raise DemoError(f"{source}: 'pool.secret_file' is empty: the demo signs its requests with the pool secret")
-    return path(config["cache"]["storage_location"]), str(path(config["submit"]["socket"])), \
-        path(config["pool"]["secret_file"])
+    return (config_path(base, config["cache"]["storage_location"]), str(config_path(base, config["submit"]["socket"])),
+            config_path(base, config["pool"]["secret_file"]))
 
 
 def write_dataset(storage: Path, datasets: int, files: int, events: int, say=print) -> list[list[str]]:
@@ -179,9 +175,10 @@ def job_ad(cluster: int, proc: int, inputs: list[str]) -> str:
 def submit(cluster: int, proc: int, inputs: list[str], hooks: Path) -> list[str] | None:
     """Run the translate hook on one job; the lines it changed or added (``HTDA_*``, ``Rank``,
     ``Requirements``), or None if the job came back unchanged."""
-    done = subprocess.run(_hook_program(), input=f"{ROUTE}\n------\n{job_ad(cluster, proc, inputs)}".encode(),
+    ad = job_ad(cluster, proc, inputs)
+    done = subprocess.run(_hook_program(), input=f"{ROUTE}\n------\n{ad}".encode(),
                           capture_output=True, timeout=30, env={**os.environ, "HTDA_HOOKS_CONFIG": str(hooks)})
-    before = set(job_ad(cluster, proc, inputs).splitlines())
+    before = set(ad.splitlines())
     changed = [line for line in done.stdout.decode().splitlines() if line not in before]
     problem = done.stderr.decode(errors="replace").strip()
     if problem:  # a hook reports trouble on stderr (HTCondor's router log): show it, the job went on unchanged

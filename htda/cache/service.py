@@ -360,9 +360,9 @@ class CacheService:
             exhausted = permanent or count >= self.config["max_attempts"]
             # a permanent failure waits as long as the longest back-off before anyone tries again
             delay = self.config["retry_delay"] * (2 ** (6 if permanent else min(count - 1, 6)))
-            self.failures[lfn] = _Failure(count, time.time() + delay, error, permanent)
-            self.failed.append({"lfn": lfn, "attempt": count, "error": error, "permanent": permanent,
-                                "time": time.time()})
+            now = time.time()
+            self.failures[lfn] = _Failure(count, now + delay, error, permanent)
+            self.failed.append({"lfn": lfn, "attempt": count, "error": error, "permanent": permanent, "time": now})
         self.m_failures.inc(kind="permanent" if exhausted else "transient")
         if permanent:
             log.warning("staging %s failed, not retrying: %s", lfn, error)

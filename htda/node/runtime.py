@@ -124,14 +124,25 @@ def load_config(path: str | os.PathLike) -> dict[str, Any]:
     return config
 
 
+def config_dir(source: str) -> Path:
+    """The folder relative paths of the config ``source`` are relative to."""
+    return Path(source).resolve().parent if source != "<config>" else Path.cwd()
+
+
+def config_path(base_dir: Path, value: str) -> Path:
+    """A config path: absolute as given, relative to ``base_dir`` (the config file's folder) otherwise."""
+    p = Path(value).expanduser()
+    # normpath: logs and errors show /srv/htda/var, not /srv/htda/config/../var
+    return p if p.is_absolute() else Path(os.path.normpath(base_dir / p))
+
+
 def check_host(config: dict[str, Any]) -> None:
     """What start needs from this host beyond a valid config, checked before anything is created
     (``htda-node --check`` and start): a secret file that start will not create must exist."""
     source, pool = config["_source"], config["pool"]
     if not pool["secret_file"] or pool["create_secret"]:
         return
-    path = Path(pool["secret_file"]).expanduser()
-    path = path if path.is_absolute() else Path(source).resolve().parent / path
+    path = config_path(config_dir(source), pool["secret_file"])
     if not path.exists():
         raise ConfigError(f"{source}: 'pool.secret_file' {path} does not exist (and 'pool.create_secret' is false)")
 
@@ -164,7 +175,7 @@ class Node:
     def __init__(self, config: dict[str, Any]):
         self.config = config
         self.source = config.get("_source", "<config>")
-        self.base_dir = Path(self.source).resolve().parent if self.source != "<config>" else Path.cwd()
+        self.base_dir = config_dir(self.source)
         node, pool, tls = config["node"], config["pool"], self._resolve_tls(config["tls"])
         self.name = node["name"] or socket.gethostname()
         self.started = time.time()
@@ -199,9 +210,7 @@ class Node:
     # -- helpers for components ----------------------------------------------
     def path(self, value: str) -> Path:
         """A config path: absolute as given, relative to the config file's folder otherwise."""
-        p = Path(value).expanduser()
-        # normpath: logs and errors show /srv/htda/var, not /srv/htda/config/../var
-        return p if p.is_absolute() else Path(os.path.normpath(self.base_dir / p))
+        return config_path(self.base_dir, value)
 
     @property
     def url(self) -> str:
