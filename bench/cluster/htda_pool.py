@@ -40,9 +40,11 @@ class HTDAPool:
     def __init__(self, topo: Topology, workdir: Path, storage_mounts: dict[str, Path], sources: dict[str, str],
                  cache_bytes: int,
                  unknown_size: int, coordinator_cycle: float = 5.0, cache_cycle: float = 2.0,
-                 steer_requirements: bool = False, native_hooks: bool = True, first_read_wait: float = 0.0):
+                 steer_requirements: bool = False, native_hooks: bool = True, first_read_wait: float = 0.0,
+                 first_read_home: bool = False):
         self.topo, self.workdir = topo, workdir
         self.first_read_wait = first_read_wait  # the coordinator's; docs/cache.rst sets it with read-through
+        self.first_read_home = first_read_home  # the submit agent's; the same
         self.storage_mounts = storage_mounts
         self.sources = sources  # worker -> the XRootD URL its cache node copies from
         self.cache_bytes, self.unknown_size = cache_bytes, unknown_size
@@ -75,7 +77,8 @@ class HTDAPool:
             "coordinator": {"cycle": self.coordinator_cycle, "unknown_size": self.unknown_size,
                             "half_life": 3600.0, "first_read_wait": self.first_read_wait},
             "submit": {"lookup_timeout": 1.0, "connect_timeout": 0.5, "send_interval": 0.2,
-                       "steer_requirements": self.steer_requirements, "socket": str(self.socket)},
+                       "steer_requirements": self.steer_requirements, "socket": str(self.socket),
+                       "first_read_home": self.first_read_home},
         })
 
     def cache_config(self, worker: Host) -> Path:

@@ -171,7 +171,8 @@ class Cluster:
                 pool = HTDAPool(self.topo, moddir, mounts, sources, self.config.cache_mb << 20, unknown_size=mean,
                                 steer_requirements=self.config.steer_requirements,
                                 native_hooks=self.config.native_hooks,
-                                first_read_wait=FIRST_READ_WAIT if self.config.read_through else 0.0)
+                                first_read_wait=FIRST_READ_WAIT if self.config.read_through else 0.0,
+                                first_read_home=self.config.read_through)
                 pool.start()
                 pool.wait_members()
                 roots = {w.name: moddir / w.name / "view" for w in self.topo.worker_hosts}

@@ -29,6 +29,7 @@ from ..node.periodic import Periodic
 from ..node.rest import API
 from . import classads
 from .channel import Answer, Call, HookServer, Refused
+from .homes import Homes
 from .hooks import EVENTS_PATH, SUBMIT_SOCKET, TRANSLATE_PATH, split
 from .jobinfo import InputMapping, JobInfo, job_ids, job_owner, job_state
 from .sizes import SizeProbe
@@ -37,6 +38,8 @@ from .translate import Steering, parse_input, translate
 __all__ = ["SubmitAgent"]
 
 HOOKS = ("update", "finalize", "cleanup")
+#: seconds an input keeps its first-read home after the last job that named it
+HOME_TTL = 3600.0
 
 
 class _Outbox:
@@ -89,6 +92,12 @@ class SubmitAgent(Component):
         "steer_requirements": Field(bool, False, "also require a preferred node (Requirements untouched if false)"),
         "steer_timeout": Field(float, 600.0, "with steer_requirements: seconds after submission (QDate) a job "
                                              "stops waiting for a preferred node (0: it waits for ever)"),
+        "first_read_home": Field(bool, False, "steer a job whose inputs no node holds to one node per input "
+                                              "(the same for every job sharing one), so that new data is read "
+                                              "once where workers read storage through a read-through cache "
+                                              "(docs/cache.rst)"),
+        "home_timeout": Field(float, 300.0, "with steer_requirements: seconds after submission a job waits "
+                                            "for its first-read home (0: for ever)"),
         "storage_root": Field(str, "", "a local view of storage (NFS or xrootdfs mount) where the agent reads "
                                        "input sizes for the coordinator; empty: no sizes are sent"),
         "max_ad_bytes": Field(int, 1024 * 1024, "largest ad accepted from a hook", check=positive),
@@ -105,7 +114,8 @@ class SubmitAgent(Component):
                                   config["max_ad_bytes"], threads=config["hook_threads"])
         self.mapping = InputMapping(config["input_attribute"], {p["prefix"]: p["lfn"] for p in config["lfn_prefixes"]})
         self.steering = Steering(config["rank_scale"], config["max_preferred"], config["min_fraction"],
-                                 config["steer_requirements"], config["steer_timeout"])
+                                 config["steer_requirements"], config["steer_timeout"], config["home_timeout"])
+        self.homes = Homes(ttl=HOME_TTL, window=config["home_timeout"] or HOME_TTL)
         self.jobs = _Outbox(f"{API}/coordinator/jobs", "jobs", config["queue_limit"])
         self.events = _Outbox(f"{API}/coordinator/events", "events", config["queue_limit"])
         self._lock = threading.Lock()
@@ -159,7 +169,8 @@ class SubmitAgent(Component):
             self._translated.inc(outcome="refused")
             self.log.warning("translate refused: %s", exc)
             raise
-        outcome = translate(ad, self.mapping, self.steering, self._queue_job, self.lookup)
+        home = self.first_read_home if self.config["first_read_home"] else None
+        outcome = translate(ad, self.mapping, self.steering, self._queue_job, self.lookup, home)
         self._translated.inc(outcome="steered" if outcome.changed else "unchanged")
         job = outcome.job.job_id if outcome.job else "?"
         (self.log.warning if outcome.failed else self.log.debug)("translate %s: %s", job, outcome.reason)
@@ -221,6 +232,11 @@ class SubmitAgent(Component):
             except ClientError as exc:
                 error = exc
         raise error
+
+    def first_read_home(self, lfns: list[str]) -> str | None:
+        """The node to read ``lfns`` first (no node holds any of them): see :mod:`htda.condor.homes`."""
+        nodes = [m.name for m in self.node.members("cache") if m.info.get("cache", {}).get("capacity_bytes")]
+        return self.homes.choose(lfns, nodes)
 
     def flush(self) -> None:
         """Send what is queued, in batches, to the first coordinator that takes it."""

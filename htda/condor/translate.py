@@ -31,6 +31,7 @@ class ATTRS:
     PREFERRED = "HTDA_PreferredNodes"
     FRACTION = "HTDA_CachedFraction"
     INPUTS = "HTDA_InputCount"
+    HOME = "HTDA_HomeNode"
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Steering:
     min_fraction: float = 0.0  # nodes holding no more than this share are not preferred
     steer_requirements: bool = False  # also require a preferred node (off: Requirements untouched)
     steer_timeout: float = 600.0  # seconds after QDate the requirement gives way (0: never)
+    home_timeout: float = 300.0  # the same for a job steered to the first-read home of its inputs
 
     def rank(self) -> str:
         """The job's new ``Rank``: the affinity term, on unclaimed slots only, plus the user's own Rank.
@@ -70,6 +72,12 @@ class Outcome:
 #: publish(job) queues the job for the coordinator; lookup(lfns) answers like POST /locator/lookup
 Publish = Callable[[JobInfo], None]
 Lookup = Callable[[list[str]], Any]
+#: home(lfns) names the node that reads inputs no node holds yet (:mod:`htda.condor.homes`), or None
+Home = Callable[[list[str]], "str | None"]
+
+#: the affinity of a first-read home: above 0 (preferred and, with steer_requirements, required), below any
+#: share a holder of real bytes gets
+HOME_AFFINITY = 1e-3
 
 
 def parse_input(stdin: bytes) -> tuple[bytes, classads.ClassAd]:
@@ -80,24 +88,36 @@ def parse_input(stdin: bytes) -> tuple[bytes, classads.ClassAd]:
 
 
 def translate(ad: classads.ClassAd, mapping: InputMapping, steering: Steering, publish: Publish,
-              lookup: Lookup) -> Outcome:
-    """Answer a translate hook for the job ``ad``: the attributes HTDA sets, or nothing."""
+              lookup: Lookup, home: Home | None = None) -> Outcome:
+    """Answer a translate hook for the job ``ad``: the attributes HTDA sets, or nothing.
+
+    Holders of the inputs are preferred by their share of the bytes; when no node holds any and ``home``
+    is given, the job is steered to the first-read home of its inputs (``home_timeout`` long).
+    """
     job = job_info(ad, mapping)
     if not job.inputs:
         return Outcome(b"", False, "the job names no inputs", job)
     publish(job)
     try:
         fractions = _preferred(lookup(job.inputs), steering)
+        first_read = None if fractions or home is None else home(job.inputs)
     except Exception as exc:  # noqa: BLE001 - any failure of the pool or its answer: fail open
         return Outcome(b"", False, f"locator lookup failed: {exc}", job, failed=True)
-    if not fractions:
+    if fractions:
+        written = _steer(ad, fractions, fractions[0][1], steering.steer_timeout, len(job.inputs), steering)
+        reason = f"preferred {fractions[0][0]} ({fractions[0][1]:.0%})"
+    elif first_read:
+        written = _steer(ad, [(first_read, HOME_AFFINITY)], 0.0, steering.home_timeout, len(job.inputs), steering)
+        ad[ATTRS.HOME] = first_read
+        written.append(ATTRS.HOME)
+        reason = f"no holder: first-read home {first_read}"
+    else:
         return Outcome(b"", False, "no cache node holds any input", job)
-    written = _steer(ad, fractions, len(job.inputs), steering)
     try:
         text = classads.print_attributes(ad, written)
     except classads.AdError as exc:
         return Outcome(b"", False, f"not printable: {exc}", job, failed=True)
-    return Outcome(text.encode(), True, f"preferred {fractions[0][0]} ({fractions[0][1]:.0%})", job)
+    return Outcome(text.encode(), True, reason, job)
 
 
 def _preferred(answer: Any, steering: Steering) -> list[tuple[str, float]]:
@@ -118,8 +138,10 @@ def _preferred(answer: Any, steering: Steering) -> list[tuple[str, float]]:
     return out[:steering.max_preferred]
 
 
-def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], inputs: int, steering: Steering) -> list[str]:
-    """Write the steering into ``ad``; the names of the attributes written."""
+def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], cached: float, timeout: float, inputs: int,
+           steering: Steering) -> list[str]:
+    """Write the steering into ``ad`` (``cached``: the best node's share of the bytes; ``timeout``: how long a
+    required node is waited for); the names of the attributes written."""
     written = []
 
     def put(name: str, value: Any) -> None:
@@ -132,7 +154,7 @@ def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], inputs: int
         f"ifThenElse(isUndefined(TARGET.{NODE_ATTR}), TARGET.Machine, TARGET.{NODE_ATTR})"))
     put(ATTRS.AFFINITY, classads.expr(classads.affinity_expression(fractions, ATTRS.MACHINE_NODE)))
     put(ATTRS.PREFERRED, ",".join(node for node, _ in fractions))
-    put(ATTRS.FRACTION, fractions[0][1])
+    put(ATTRS.FRACTION, cached)
     put(ATTRS.INPUTS, inputs)
     put("Rank", classads.expr(steering.rank()))
     machine_attrs = classads.evaluate(ad, "JobMachineAttrs", "")
@@ -141,15 +163,15 @@ def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], inputs: int
         put("JobMachineAttrs", ",".join([*names, NODE_ATTR]))
     if steering.steer_requirements and ATTRS.USER_REQUIREMENTS not in ad and "Requirements" in ad:
         put(ATTRS.USER_REQUIREMENTS, ad.lookup("Requirements"))
-        put("Requirements", classads.expr(f"({ATTRS.USER_REQUIREMENTS}) && {_cache_requirement(steering)}"))
+        put("Requirements", classads.expr(f"({ATTRS.USER_REQUIREMENTS}) && {_cache_requirement(timeout)}"))
     return written
 
 
-def _cache_requirement(steering: Steering) -> str:
+def _cache_requirement(timeout: float) -> str:
     """A preferred node is required; with a timeout, only until the job has waited that long since its QDate
     (the negotiator evaluates ``time()`` in every cycle; a job without QDate never waits)."""
     held = f"({ATTRS.AFFINITY} > 0.0)"
-    if steering.steer_timeout <= 0:
+    if timeout <= 0:
         return held
-    waited = f"ifThenElse(isUndefined(QDate), true, time() - QDate > {float(steering.steer_timeout)!r})"
+    waited = f"ifThenElse(isUndefined(QDate), true, time() - QDate > {float(timeout)!r})"
     return f"({held} || {waited})"

@@ -122,6 +122,37 @@ def test_requirements_change_only_when_configured(run, inprocess_node, locator, 
     assert "HTDA_UserRequirements" in str(job.lookup("Requirements"))
 
 
+def test_jobs_whose_inputs_no_node_holds_share_a_first_read_home(run, inprocess_node, locator, coordinator, holdings,
+                                                                   tmp_path, sockets):
+    agent = inprocess_node("homing", ["submit"], seeds=[locator.url], sections=agent_sections(
+        [locator.url], [coordinator.url], sockets(), steer_requirements=True, first_read_home=True, home_timeout=300.0))
+    device = {"path": "cache0", "capacity": 64 << 20, "high_watermark": 1.0, "low_watermark": 1.0}
+    for name in ("c-one", "c-two"):
+        inprocess_node(name, ["cache"], seeds=[agent.url], sections={"cache": {"devices": [device], "cycle": 60.0}})
+    wait_until(lambda: {m.name for m in agent.members("cache")} == {"c-one", "c-two"}, what="the cache nodes")
+    config = write_hook_config(tmp_path / "homing.toml", agent_socket(agent))
+    now = int(time.time())
+
+    def route(inputs: str, waited: int = 0) -> classad2.ClassAd:
+        return parse(run("htda_translate", hook_input(job_ad(HTDA_InputFiles=f'"{inputs}"', QDate=str(now - waited))),
+                         config).stdout)
+
+    first = route("/storage/store/new/a.root, /storage/store/new/b.root")
+    home = first["HTDA_HomeNode"]
+    other = ({"c-one", "c-two"} - {home}).pop()
+    assert first["HTDA_PreferredNodes"] == home and first["HTDA_CachedFraction"] == 0.0
+    assert first.lookup("Requirements").eval(scope=first, target=machine(home)) is True
+    assert first.lookup("Requirements").eval(scope=first, target=machine(other)) is False
+    assert rank(first, machine(home)) > rank(first, machine(other))
+    second = route("/storage/store/new/b.root", waited=400)  # shares an input; waited past home_timeout
+    assert second["HTDA_HomeNode"] == home
+    assert second.lookup("Requirements").eval(scope=second, target=machine(other)) is True
+    assert route("/storage/store/new/z.root")["HTDA_HomeNode"] == other  # new data: the node with no job yet
+    holdings({"c-two": {"/store/new/a.root": 100}})  # once a node holds an input, holders steer, not homes
+    held = route("/storage/store/new/a.root, /storage/store/new/b.root")
+    assert held["HTDA_PreferredNodes"] == "c-two" and "HTDA_HomeNode" not in held
+
+
 def test_the_executable_runs_through_its_own_shebang(agent, hook_config, holdings):
     holdings({"c-all": INPUTS})
     run = run_hook("htda_translate", hook_input(job_ad()), hook_config, direct=True)

@@ -1,0 +1,83 @@
+"""First-read homes: one worker reads inputs that no cache node holds yet, for every job that names them.
+
+Where workers reach storage through a read-through cache of their own
+(``docs/cache.rst``), two jobs that read the same new file on two workers
+fetch it twice over the storage link; on one worker they fetch it once, and
+the coordinator's copy then follows that reader (``first_read_wait``).  The
+submit agent therefore gives each input no node holds a *home*: the node a
+job naming it is steered to, the same for every job that shares an input
+while the home lasts.  A job whose inputs have no home yet goes to the cache
+node with the fewest jobs sent home lately, so that new data spreads over
+the pool instead of queueing on one node.
+
+This is a preference for the first reads only: as soon as a node holds an
+input, the locator's answer steers the job instead.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+__all__ = ["Homes"]
+
+
+class Homes:
+    """LFN -> home node, with the recent load of each node; thread-safe (``_lock`` guards all state)."""
+
+    def __init__(self, *, ttl: float, window: float, limit: int = 200_000,
+                 clock: Callable[[], float] = time.monotonic):
+        self.ttl = ttl  # seconds an input keeps its home after the last job that named it
+        self.window = window  # seconds a job sent home counts towards its node's load
+        self.limit = limit  # most LFNs remembered (the oldest go first)
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._homes: collections.OrderedDict[str, tuple[str, float]] = collections.OrderedDict()
+        self._sent: collections.deque[tuple[float, str]] = collections.deque()  # (time, node) of jobs sent home
+
+    def choose(self, lfns: Sequence[str], nodes: Iterable[str]) -> str | None:
+        """The home of a job reading ``lfns``, among the live cache nodes ``nodes``; None when there is none.
+
+        The node that is home to most of the inputs wins (ties: the least loaded); without any, the least
+        loaded node, ties broken by a hash of the first input so that equal loads still spread.  Every input
+        then has that home, for ``ttl`` from now.
+        """
+        live = set(nodes)
+        if not lfns or not live:
+            return None
+        now = self.clock()
+        with self._lock:
+            load = self._load(now)
+            votes: collections.Counter[str] = collections.Counter()
+            for lfn in lfns:
+                entry = self._homes.get(lfn)
+                if entry is not None and entry[1] > now and entry[0] in live:
+                    votes[entry[0]] += 1
+            if votes:
+                home = min(votes, key=lambda node: (-votes[node], load[node], node))
+            else:
+                home = min(live, key=lambda node: (load[node], _spread(lfns[0], node)))
+            for lfn in lfns:
+                self._homes[lfn] = (home, now + self.ttl)
+                self._homes.move_to_end(lfn)
+            while len(self._homes) > self.limit:
+                self._homes.popitem(last=False)
+            self._sent.append((now, home))
+        return home
+
+    def _load(self, now: float) -> collections.Counter[str]:
+        while self._sent and self._sent[0][0] <= now - self.window:
+            self._sent.popleft()
+        return collections.Counter(node for _, node in self._sent)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._homes)
+
+
+def _spread(lfn: str, node: str) -> bytes:
+    """Rendezvous order of ``node`` for ``lfn``: stable across agents, different per LFN."""
+    return hashlib.blake2b(f"{node}\0{lfn}".encode(), digest_size=8).digest()

@@ -1,0 +1,67 @@
+"""First-read homes (:mod:`htda.condor.homes`) on an injected clock."""
+
+from __future__ import annotations
+
+from htda.condor.homes import Homes
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def homes(**kw) -> tuple[Homes, Clock]:
+    clock = Clock()
+    return Homes(ttl=kw.pop("ttl", 3600.0), window=kw.pop("window", 300.0), clock=clock, **kw), clock
+
+
+def test_jobs_sharing_an_input_get_one_home_and_new_inputs_go_to_the_least_loaded():
+    h, _ = homes()
+    first = h.choose(["/a", "/b"], ["w1", "w2", "w3"])
+    assert h.choose(["/a", "/b"], ["w1", "w2", "w3"]) == first
+    assert h.choose(["/b", "/z"], ["w1", "w2", "w3"]) == first  # one shared input is enough
+    others = {h.choose([f"/new{i}"], ["w1", "w2", "w3"]) for i in range(2)}
+    assert others == {"w1", "w2", "w3"} - {first}  # each new group to a node with no job yet
+
+
+def test_most_inputs_win_and_the_home_follows_the_inputs():
+    h, _ = homes()
+    nodes = ["w1", "w2"]
+    one = h.choose(["/a", "/b"], nodes)
+    other = h.choose(["/c"], nodes)
+    assert one != other
+    assert h.choose(["/a", "/b", "/c"], nodes) == one  # two inputs of one home beat one of the other
+    assert h.choose(["/c"], nodes) == one  # /c moved with that job
+
+
+def test_load_counts_only_jobs_of_the_window():
+    h, clock = homes(window=100.0)
+    for i in range(3):
+        assert h.choose([f"/hot{i}", "/hot"], ["w1", "w2"]) == h.choose(["/hot"], ["w1", "w2"])
+    busy = h.choose(["/hot"], ["w1", "w2"])
+    idle = ({"w1", "w2"} - {busy}).pop()
+    assert h.choose(["/fresh1"], ["w1", "w2"]) == idle
+    clock.now += 101  # the window has passed: no node is loaded, the hash decides
+    picks = {h.choose([f"/later{i}"], ["w1", "w2"]) for i in range(40)}
+    assert picks == {"w1", "w2"}
+
+
+def test_a_home_expires_and_a_departed_node_is_never_chosen():
+    h, clock = homes(ttl=50.0, window=1.0)
+    home = h.choose(["/a"], ["w1", "w2"])
+    other = ({"w1", "w2"} - {home}).pop()
+    assert h.choose(["/a"], [other]) == other  # its home left the pool
+    clock.now += 51
+    assert h.choose(["/a"], ["w1", "w2"]) in {"w1", "w2"}
+    assert h.choose(["/a"], []) is None
+    assert h.choose([], ["w1"]) is None
+
+
+def test_memory_is_bounded():
+    h, _ = homes(limit=10)
+    for i in range(100):
+        h.choose([f"/f{i}"], ["w1"])
+    assert len(h) == 10
