@@ -1,7 +1,8 @@
 """The coordinator's data model (SQLAlchemy 2.x declarative tables).
 
 Tables
-    ``htda_meta``          key/value: ``schema_version`` and the work-cycle counter
+    ``htda_meta``          key/value: the work-cycle counter (and ``schema_version`` 1 in databases made before
+                           Alembic)
     ``htda_jobs``          one row per job (``job_id`` unique): owner, task, cpus, memory, submit/start/end time,
                            state, the node it ran on, its input group and task group
     ``htda_files``         one row per LFN: size and mtime when known; unique on ``key``, the SHA-1 of the LFN
@@ -19,11 +20,10 @@ Tables
     ``htda_releases``      files a node gave back (not placed there again until the release expires)
     ``htda_pins``          files an administrator pinned: always placed first, never displaced
 
-Versioning: ``htda_meta.schema_version`` holds :data:`SCHEMA_VERSION`.  A new
-database gets every table and the current version; a database of an older
-version is upgraded by the steps in :data:`MIGRATIONS` (each a list of SQL
-statements, applied in order, in one transaction); a newer version than this
-code knows stops start-up.
+Versioning: every change of these classes gets an Alembic revision in
+:mod:`htda.coordinator.migrations` (``python -m htda.coordinator.migrations
+revision -m ...``; ``... check`` fails while the model and the revisions
+differ, and a test runs it).
 """
 
 from __future__ import annotations
@@ -32,15 +32,9 @@ from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Integer, String, 
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
-    "MIGRATIONS", "SCHEMA_VERSION", "Assignment", "Base", "File", "Group", "GroupFile", "Job", "JobEvent",
+    "Assignment", "Base", "File", "Group", "GroupFile", "Job", "JobEvent",
     "Meta", "NodeRow", "Pin", "Release",
 ]
-
-SCHEMA_VERSION = 1
-
-#: version -> SQL statements that bring a database of ``version - 1`` to ``version``
-MIGRATIONS: dict[int, list[str]] = {}
-
 
 class Base(DeclarativeBase):
     """Declarative base of the coordinator's tables."""

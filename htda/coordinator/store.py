@@ -22,9 +22,9 @@ from sqlalchemy import bindparam, case, create_engine, delete, event, func, inse
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.sql import Select
 
+from . import migrations
+from .migrations import SchemaVersionError
 from .model import (
-    MIGRATIONS,
-    SCHEMA_VERSION,
     Assignment,
     Base,
     File,
@@ -48,10 +48,6 @@ T_FILES, T_GROUPS, T_MEMBERS = File.__table__, Group.__table__, GroupFile.__tabl
 T_JOBS, T_EVENTS = Job.__table__, JobEvent.__table__
 T_NODES, T_ASSIGN, T_RELEASES, T_META = NodeRow.__table__, Assignment.__table__, Release.__table__, Meta.__table__
 T_PINS = Pin.__table__
-
-
-class SchemaVersionError(RuntimeError):
-    """The database was written by a newer HTDA than this one."""
 
 
 @dataclass
@@ -144,32 +140,21 @@ class Store:
         self.engine.dispose()
 
     # -- schema ------------------------------------------------------------------
-    def migrate(self) -> int:
-        """Create the tables of a new database, or upgrade an older one; return the schema version."""
+    def migrate(self) -> str:
+        """Create the tables of a new database, or upgrade an older one (:mod:`.migrations`); return the
+        schema revision."""
         with self._write, self.engine.begin() as conn:
-            Base.metadata.create_all(conn)
-            row = conn.execute(select(T_META.c.value).where(T_META.c.key == "schema_version")).first()
-            version = int(row[0]) if row else None
-            if version is None:
-                conn.execute(self._insert_ignore(T_META), [{"key": "schema_version", "value": str(SCHEMA_VERSION)},
-                                                           {"key": "cycle", "value": "0"}])
-                return SCHEMA_VERSION
-            if version > SCHEMA_VERSION:
-                raise SchemaVersionError(f"database schema version {version} is newer than this HTDA "
-                                         f"({SCHEMA_VERSION}); upgrade HTDA")
-            for step in range(version + 1, SCHEMA_VERSION + 1):
-                log.info("upgrading the coordinator database to schema version %d", step)
-                for statement in MIGRATIONS.get(step, []):
-                    conn.execute(text(statement))
-            self._set_meta(conn, "schema_version", str(SCHEMA_VERSION))
-        return SCHEMA_VERSION
+            revision = migrations.upgrade(conn, self.schema)
+            conn.execute(self._insert_ignore(T_META), [{"key": "cycle", "value": "0"}])
+        return revision
 
     def _set_meta(self, conn: Connection, key: str, value: str) -> None:
         conn.execute(update(T_META).where(T_META.c.key == key).values(value=value))
 
-    def schema_version(self) -> int:
+    def schema_version(self) -> str | None:
+        """The Alembic revision the database is at."""
         with self.engine.connect() as conn:
-            return int(conn.execute(select(T_META.c.value).where(T_META.c.key == "schema_version")).scalar_one())
+            return migrations.current(conn, self.schema)
 
     def _insert_ignore(self, table):
         """INSERT that skips rows whose unique key exists (races between requests or coordinators)."""

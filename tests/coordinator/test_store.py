@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
-from sqlalchemy import select, update
+import subprocess
+import sys
 
-from htda.coordinator.model import SCHEMA_VERSION, Job, Meta
-from htda.coordinator.store import JobRecord, SchemaVersionError, Store, group_name
+import pytest
+from sqlalchemy import create_engine, insert, select, text
+
+from htda.coordinator import migrations
+from htda.coordinator.model import Base, Job, Meta
+from htda.coordinator.store import JobRecord, SchemaVersionError, Store, group_name, with_driver
 
 
 def _job(job_id, inputs, task=None, sizes=None):
@@ -15,20 +19,59 @@ def _job(job_id, inputs, task=None, sizes=None):
 
 
 def test_schema_is_created_with_its_version_and_survives_reopening(database, store):
-    assert store.schema_version() == SCHEMA_VERSION
+    assert store.schema_version() == migrations.head()
     store.ingest_jobs([_job("j1", ["/a"])])
     store.close()
     again = Store(*database)
     assert again.counts()["jobs"] == 1
+    assert again.schema_version() == migrations.head()
     again.close()
 
 
 def test_a_newer_schema_stops_start_up(database, store):
+    table = f'"{store.schema}".{migrations.VERSION_TABLE}' if store.schema else migrations.VERSION_TABLE
     with store.engine.begin() as conn:
-        conn.execute(update(Meta).where(Meta.key == "schema_version").values(value="999"))
+        conn.execute(text(f"UPDATE {table} SET version_num = 'f00dfeed'"))
     store.close()
-    with pytest.raises(SchemaVersionError, match="999"):
+    with pytest.raises(SchemaVersionError, match="f00dfeed.*newer HTDA"):
         Store(*database)
+
+
+def _made_before_alembic(database, version: str = "1") -> None:
+    """A database as the coordinator made it before Alembic: every table, ``schema_version`` in htda_meta."""
+    url, schema = database
+    engine = create_engine(with_driver(url))
+    if schema:
+        engine = engine.execution_options(schema_translate_map={None: schema})
+    with engine.begin() as conn:
+        if schema:
+            conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+        Base.metadata.create_all(conn)
+        conn.execute(insert(Meta), [{"key": "schema_version", "value": version}, {"key": "cycle", "value": "7"}])
+    engine.dispose()
+
+
+def test_a_database_made_before_alembic_is_upgraded_and_keeps_its_data(database):
+    _made_before_alembic(database)
+    old = Store(*database)  # stamps the first revision, upgrades to the newest
+    assert old.schema_version() == migrations.head() and old.cycle() == 7
+    old.ingest_jobs([_job("j1", ["/a"])])
+    old.close()
+    again = Store(*database)
+    assert again.counts()["jobs"] == 1 and again.cycle() == 7
+    again.close()
+
+
+def test_a_pre_alembic_version_this_code_does_not_know_stops_start_up(database):
+    _made_before_alembic(database, version="2")
+    with pytest.raises(SchemaVersionError, match="schema version 2"):
+        Store(*database)
+
+
+def test_the_revisions_make_exactly_the_model():
+    check = subprocess.run([sys.executable, "-m", "htda.coordinator.migrations", "check"], capture_output=True,
+                           text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_jobs_are_idempotent_on_job_id(store):
