@@ -140,34 +140,17 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         return core.assignments(request.params["node"])
 
     def top_files(request: Request) -> dict[str, Any]:
-        n = request.query_int("n", 100, 1, 100_000)
-        state = core.state
-        return {"files": [{"lfn": state.lfns[fid], "score": score, "size": state.sizes.get(fid),
-                           "node": core.placement.get(fid)} for fid, score in state.top_files(n, time.time())]}
+        return {"files": core.top_files(request.query_int("n", 100, 1, 100_000), time.time())}
 
     def top_groups(request: Request) -> dict[str, Any]:
-        n = request.query_int("n", 100, 1, 100_000)
-        best = core.state.top_groups(n, time.time())
-        names = core.store.groups_info(gid for gid, _, _ in best)
-        return {"groups": [{**names.get(gid, {"id": gid}), "score": score, "files": count}
-                           for gid, score, count in best]}
+        return {"groups": core.top_groups(request.query_int("n", 100, 1, 100_000), time.time())}
 
     def file_info(request: Request) -> dict[str, Any]:
         lfn = checked_lfn(request.params["lfn"], "path")
-        fid = core.store.file_ids([lfn]).get(lfn)
-        if fid is None:
+        info = core.file_info(lfn, request.query_int("limit", 50, 1, 10_000), time.time())
+        if info is None:
             raise HTTPError(404, f"no job ever asked for {lfn}")
-        limit = request.query_int("limit", 50, 1, 10_000)
-        history = core.store.file_history(fid, limit)
-        now = time.time()
-        state = core.state
-        state.refresh()
-        groups = core.store.groups_info(history.pop("groups"))
-        for gid, info in groups.items():
-            info["score"] = state.score(state.policy.key(gid), now)
-        return {"lfn": lfn, "size": state.sizes.get(fid), "score": state.score(state.file_order_key(fid), now),
-                "node": core.placement.get(fid), "groups": sorted(groups.values(), key=lambda g: -g["score"]),
-                **history}
+        return info
 
     def nodes(request: Request) -> dict[str, Any]:
         reports = [dataclasses.asdict(report) for report in component.reports]
@@ -202,14 +185,10 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         return {"reported": len(lfns)}
 
     def reading(request: Request) -> dict[str, Any]:
-        now = time.time()
-        return {"nodes": core.reads.snapshot(now), "deferred": sorted(core.reads.deferred(now)),
-                "max_defer": core.reads.max_defer}
+        return core.storage_reads(time.time())
 
     def pinned(request: Request) -> dict[str, Any]:
-        state = core.state
-        files = [{"lfn": state.lfns[fid], "node": core.placement.get(fid)} for fid in sorted(state.pinned)]
-        return {"files": sorted(files, key=lambda f: f["lfn"])}
+        return {"files": core.pinned_files()}
 
     def cycle_now(request: Request) -> dict[str, Any]:
         full = bool(request.body) and request.json.get("full", False)

@@ -107,12 +107,12 @@ class CoordinatorComponent(Component):
         self._cycle_seconds = m.counter("htda_coordinator_cycle_seconds_total", "time spent in work cycles")
         self._moved = m.counter("htda_coordinator_moved_files_total", "files whose node changed")
         m.gauge("htda_coordinator_cycle", "number of the last work cycle", callback=lambda: self.core.cycle)
-        m.gauge("htda_coordinator_groups", "rated groups", callback=lambda: len(self.core.state.policy))
-        m.gauge("htda_coordinator_files", "known files", callback=lambda: len(self.core.state.lfns))
+        m.gauge("htda_coordinator_groups", "rated groups", callback=lambda: self.core.sizes(time.time())["groups"])
+        m.gauge("htda_coordinator_files", "known files", callback=lambda: self.core.sizes(time.time())["files"])
         m.gauge("htda_coordinator_deferred_files", "files whose staging waits for jobs reading them from storage",
-                callback=lambda: len(self.core.reads.deferred(time.time())))
+                callback=lambda: self.core.sizes(time.time())["deferred"])
         m.gauge("htda_coordinator_placed_files", "files assigned to cache nodes",
-                callback=lambda: len(self.core.placement))
+                callback=lambda: self.core.sizes(time.time())["placed"])
 
     # -- life cycle --------------------------------------------------------------------
     def loops(self) -> list[Periodic]:
@@ -120,20 +120,20 @@ class CoordinatorComponent(Component):
 
     def start(self) -> None:
         seconds = self.core.load()
+        sizes = self.core.sizes(time.time())
         self.log.info("rebuilt the rating of %d groups and %d files from %s in %.2f s (cycle %d)",
-                      len(self.core.state.policy), len(self.core.state.lfns), self.core.store.engine.url, seconds,
-                      self.core.cycle)
+                      sizes["groups"], sizes["files"], self.core.describe_database(), seconds, self.core.cycle)
         self._cycles_loop.start()
 
     def stop(self) -> None:
         self._cycles_loop.stop(timeout=10)
-        self.core.store.close()
+        self.core.close()
 
     def routes(self) -> list["Route"]:
         return api.routes(self)
 
     def heartbeat_info(self) -> dict[str, Any]:
-        return {"cycle": self.core.cycle, "placed_files": len(self.core.placement)}
+        return {"cycle": self.core.cycle, "placed_files": self.core.sizes(time.time())["placed"]}
 
     def on_member_joined(self, member: "Member") -> None:
         if "cache" in member.roles:
@@ -146,7 +146,7 @@ class CoordinatorComponent(Component):
     def on_member_left(self, member: "Member") -> None:
         if "cache" in member.roles:
             self.log.info("cache node %s left the pool: its files are placed again", member.name)
-            self.core.reads.forget(member.name)
+            self.core.forget_reader(member.name)
             self.wake()
 
     # -- the work cycle --------------------------------------------------------------------

@@ -256,6 +256,61 @@ class Coordinator:
                 entry["score"] = max(entry["score"], best)
         return {"node": node, "cycle": self.cycle, "files": files, "draining": node in self.draining}
 
+    # -- admin queries (the REST handlers' only way in) --------------------------------------
+    def top_files(self, n: int, now: float) -> list[dict[str, Any]]:
+        """The ``n`` best-rated files: LFN, score, size and the node they are placed on."""
+        state = self.state
+        return [{"lfn": state.lfns[fid], "score": score, "size": state.sizes.get(fid),
+                 "node": self.placement.get(fid)} for fid, score in state.top_files(n, now)]
+
+    def top_groups(self, n: int, now: float) -> list[dict[str, Any]]:
+        """The ``n`` best-rated groups: name and kind (from the database), score and number of files."""
+        best = self.state.top_groups(n, now)
+        names = self.store.groups_info(gid for gid, _, _ in best)
+        return [{**names.get(gid, {"id": gid}), "score": score, "files": count} for gid, score, count in best]
+
+    def file_info(self, lfn: str, limit: int, now: float) -> dict[str, Any] | None:
+        """One file: size, score, node, its groups by score and its last ``limit`` jobs; None if unknown."""
+        fid = self.store.file_ids([lfn]).get(lfn)
+        if fid is None:
+            return None
+        history = self.store.file_history(fid, limit)
+        state = self.state
+        state.refresh()
+        groups = self.store.groups_info(history.pop("groups"))
+        for gid, info in groups.items():
+            info["score"] = state.score(state.policy.key(gid), now)
+        return {"lfn": lfn, "size": state.sizes.get(fid), "score": state.score(state.file_order_key(fid), now),
+                "node": self.placement.get(fid), "groups": sorted(groups.values(), key=lambda g: -g["score"]),
+                **history}
+
+    def pinned_files(self) -> list[dict[str, Any]]:
+        """Pinned files by LFN, with the node each is placed on."""
+        state = self.state
+        files = [{"lfn": state.lfns[fid], "node": self.placement.get(fid)} for fid in state.pinned]
+        return sorted(files, key=lambda f: f["lfn"])
+
+    def storage_reads(self, now: float) -> dict[str, Any]:
+        """Files jobs read from storage now, by node, and the ones whose copies wait for those reads."""
+        return {"nodes": self.reads.snapshot(now), "deferred": sorted(self.reads.deferred(now)),
+                "max_defer": self.reads.max_defer}
+
+    def forget_reader(self, node: str) -> None:
+        """A cache node left: its reports of storage reads no longer hold."""
+        self.reads.forget(node)
+
+    def sizes(self, now: float) -> dict[str, int]:
+        """How much the coordinator tracks: rated groups, known, placed and deferred files (for metrics)."""
+        return {"groups": len(self.state.policy), "files": len(self.state.lfns), "placed": len(self.placement),
+                "deferred": len(self.reads.deferred(now))}
+
+    def describe_database(self) -> str:
+        """The database URL without its password, for logs."""
+        return self.store.engine.url.render_as_string(hide_password=True)
+
+    def close(self) -> None:
+        self.store.close()
+
     def node_summary(self, live: Sequence[CacheNode]) -> list[dict[str, Any]]:
         """Per cache node: capacity report, live or not, draining, files and bytes assigned."""
         live_names = {n.name for n in live}
