@@ -128,6 +128,9 @@ class SubmitAgent(Component):
         self._hook_events = m.counter("htda_submit_events_total", "lifecycle hook calls, by hook and state",
                                       ("hook", "state"))
         self._sent = m.counter("htda_submit_sent_total", "jobs and events delivered to a coordinator", ("kind",))
+        self._homed = m.counter("htda_submit_first_read_homes_total", "jobs whose inputs no node held, steered "
+                                "to their first-read home, by node", ("node",))
+        m.gauge("htda_submit_first_read_inputs", "inputs with a first-read home", callback=lambda: len(self.homes))
         m.gauge("htda_submit_queued", "jobs and events waiting for a coordinator", ("kind",),
                 callback=lambda: {"jobs": len(self.jobs.items), "events": len(self.events.items)})
         m.gauge("htda_submit_dropped", "jobs and events dropped because the queue was full", ("kind",),
@@ -236,7 +239,10 @@ class SubmitAgent(Component):
     def first_read_home(self, lfns: list[str]) -> str | None:
         """The node to read ``lfns`` first (no node holds any of them): see :mod:`htda.condor.homes`."""
         nodes = [m.name for m in self.node.members("cache") if m.info.get("cache", {}).get("capacity_bytes")]
-        return self.homes.choose(lfns, nodes)
+        home = self.homes.choose(lfns, nodes)
+        if home is not None:
+            self._homed.inc(node=home)
+        return home
 
     def flush(self) -> None:
         """Send what is queued, in batches, to the first coordinator that takes it."""

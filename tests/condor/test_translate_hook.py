@@ -7,6 +7,7 @@ import time
 import classad2
 import pytest
 
+from htda.node.client import Client
 from testkit.nodes import wait_until
 
 from .kit import INPUTS, agent_sections, agent_socket, hook_input, job_ad, parse, run_hook, write_hook_config
@@ -148,6 +149,9 @@ def test_jobs_whose_inputs_no_node_holds_share_a_first_read_home(run, inprocess_
     assert second["HTDA_HomeNode"] == home
     assert second.lookup("Requirements").eval(scope=second, target=machine(other)) is True
     assert route("/storage/store/new/z.root")["HTDA_HomeNode"] == other  # new data: the node with no job yet
+    _, metrics = Client(None, retries=0).raw("GET", f"{agent.url}/metrics")
+    assert f'htda_submit_first_read_homes_total{{node="{home}"}} 2'.encode() in metrics
+    assert b"htda_submit_first_read_inputs 3" in metrics
     holdings({"c-two": {"/store/new/a.root": 100}})  # once a node holds an input, holders steer, not homes
     held = route("/storage/store/new/a.root, /storage/store/new/b.root")
     assert held["HTDA_PreferredNodes"] == "c-two" and "HTDA_HomeNode" not in held
