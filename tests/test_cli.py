@@ -363,31 +363,11 @@ def test_pin_and_unpin_say_what_the_coordinator_did(capsys, coordinator, tmp_pat
     assert code == 0 and json.loads(out) == {"files": 1, "pinned": 0, "unknown_groups": []}
 
 
-# -- a cache that holds copies of real ROOT files ----------------------------------------
+# -- a cache that holds copies of real ROOT files (the ``cached_node`` fixture) ---------------
 @pytest.fixture
-def cached(inprocess_node, tmp_path):
-    """An all-in-one node whose cache copied a dataset of two ROOT files from its POSIX storage after one job
-    read it, and failed to copy a pinned file its storage lacks."""
-    from htda.demo import wait_for_copies, write_dataset
-
-    storage = tmp_path / "storage"
-    (lfns,) = write_dataset(storage, 1, 2, 2000, say=lambda text: None)
-    node = inprocess_node("aio", ["coordinator", "locator", "cache"], sections={
-        "coordinator": {"cycle": 600.0},
-        "cache": {"storage": "posix", "storage_location": str(storage), "cycle": 600.0,
-                  "devices": [{"path": str(tmp_path / "dev0")}]}})
-    node.client.post(f"{node.url}{API}/coordinator/jobs",
-                     {"jobs": [{"job_id": "j1", "owner": "alice", "inputs": lfns,
-                                "sizes": {lfn: (storage / lfn.lstrip("/")).stat().st_size for lfn in lfns}}]})
-    copies = wait_for_copies(node.client, node.url, 30, say=lambda text: None)
-    assert len(copies) == 2
-    node.client.post(f"{node.url}{API}/coordinator/pins", {"lfns": ["/store/missing.root"], "pin": True})
-    node.client.post(f"{node.url}{API}/coordinator/cycle", {"full": True})
-    node.client.post(f"{node.url}{API}/cache/cycle", {})
-    wait_until(lambda: node.client.get(f"{node.url}{API}/cache/staging")["failed"], what="the failed copy")
-    node.lfns = lfns
-    node.cli = ("--url", node.url, "--secret-file", _secret_file(tmp_path))
-    return node
+def cached(cached_node, tmp_path):
+    cached_node.cli = ("--url", cached_node.url, "--secret-file", _secret_file(tmp_path))
+    return cached_node
 
 
 def _section(out: str, title: str) -> list[list[str]]:
@@ -403,25 +383,25 @@ def _section(out: str, title: str) -> list[list[str]]:
 
 
 def test_cache_tables_show_devices_copies_and_failures(capsys, cached):
-    code, out, _ = run(capsys, *cached.cli, "cache", "aio", "--files")
+    code, out, _ = run(capsys, *cached.cli, "cache", cached.name, "--files")
     assert code == 0
-    devices = _section(out, "aio at ")
+    devices = _section(out, f"{cached.name} at ")
     assert devices[0][:6] == ["PATH", "BACKEND", "USED", "FREE", "CAPACITY", "FILES"]
     assert devices[1][2][0].isdigit() and devices[1][3] == "KiB" and devices[1][5] in ("MiB", "GiB", "TiB")
     assert "staging: 0 active, 0 queued, 1 failed recently" in out
     failed = _section(out, "failed:")
-    assert failed[0] == ["LFN", "ATTEMPT", "TIME", "ERROR"] and failed[1][0] == "/store/missing.root"
+    assert failed[0] == ["LFN", "ATTEMPT", "TIME", "ERROR"] and failed[1][0] == cached.missing
     assert re.search(WHEN, " ".join(failed[1])) and "storage" in " ".join(failed[1][4:])
     files = _section(out, "files (2 held")
     assert files[0] == ["LFN", "SIZE", "SCORE", "STAGED_AT", "DEVICE"]
     assert sorted(row[0] for row in files[1:]) == cached.lfns
     assert all(row[2] == "KiB" and re.match(WHEN, " ".join(row[4:6])) for row in files[1:])
     assert "e+" not in out
-    code, out, _ = run(capsys, *cached.cli, "--json", "cache", "aio", "--files")
+    code, out, _ = run(capsys, *cached.cli, "--json", "cache", cached.name, "--files")
     answer = json.loads(out)
     assert code == 0 and {f["lfn"] for f in answer["files"]["files"]} == set(cached.lfns)
     assert all(isinstance(f["size"], int) and isinstance(f["staged_at"], float) for f in answer["files"]["files"])
-    assert answer["staging"]["failed"][0]["lfn"] == "/store/missing.root"
+    assert answer["staging"]["failed"][0]["lfn"] == cached.missing
     assert isinstance(answer["devices"][0]["used_bytes"], int)
 
 
@@ -430,22 +410,22 @@ def test_top_locate_and_history_of_cached_files(capsys, cached):
     rows = _section("\n" + out, "")
     assert code == 0 and rows[0] == ["LFN", "SCORE", "SIZE", "NODE"]
     assert {(row[0], row[3], row[4]) for row in rows[1:] if row[0] in cached.lfns} == {
-        (lfn, "KiB", "aio") for lfn in cached.lfns}
+        (lfn, "KiB", cached.name) for lfn in cached.lfns}
     code, out, _ = run(capsys, *cached.cli, "locate", cached.lfns[0], "/store/elsewhere.root")
     assert code == 0
     assert out.splitlines()[-2].split() == ["NODE", "FILES", "BYTES", "FRACTION"]
     node = out.splitlines()[-1].split()
-    assert node[:2] == ["aio", "1"] and node[3] == "KiB" and node[4].endswith("%")
+    assert node[:2] == [cached.name, "1"] and node[3] == "KiB" and node[4].endswith("%")
     code, out, _ = run(capsys, *cached.cli, "history", cached.lfns[0])
-    assert code == 0 and re.search(r"^size: \d+\.\d KiB$", out, re.M) and "node: aio" in out
+    assert code == 0 and re.search(r"^size: \d+\.\d KiB$", out, re.M) and f"node: {cached.name}" in out
 
 
 def test_evict_table_and_json(capsys, cached):
-    code, out, _ = run(capsys, *cached.cli, "evict", "aio", cached.lfns[0], "/store/never.root")
+    code, out, _ = run(capsys, *cached.cli, "evict", cached.name, cached.lfns[0], "/store/never.root")
     assert code == 0
-    assert out.splitlines()[0] == "aio:"
+    assert out.splitlines()[0] == f"{cached.name}:"
     assert [line.split(None, 1) for line in out.splitlines()[1:]] == [
         ["LFN", "RESULT"], [cached.lfns[0], "evicted, given back to the coordinator"],
         ["/store/never.root", "not held here"]]
-    code, out, _ = run(capsys, *cached.cli, "--json", "evict", "aio", cached.lfns[1])
+    code, out, _ = run(capsys, *cached.cli, "--json", "evict", cached.name, cached.lfns[1])
     assert code == 0 and json.loads(out) == {"evicted": [cached.lfns[1]], "not_held": []}
