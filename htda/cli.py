@@ -145,7 +145,7 @@ def _document(answer: Any, preferred: tuple[str, ...] = ()) -> str:
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             tables.append(f"{key} ({len(value)}):\n" + _table(value, _columns(value, preferred)))
         else:
-            lines.append(f"{key}: {_formatted(key, value)}")
+            lines.append(f"{key}: {'(none)' if value is None else _formatted(key, value)}")
     return "\n".join(lines + tables)
 
 

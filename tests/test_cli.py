@@ -345,6 +345,14 @@ def test_tables_show_times_and_sizes_for_people(capsys):
     assert text.splitlines()[1].split() == ["n", "50%", "1", "h", "06", "min"]
 
 
+def test_documents_show_sizes_times_and_nothing_for_people():
+    from htda.cli import _document
+
+    text = _document({"lfn": "/a", "size": 2048, "node": None, "since": 1.7e9, "recent": [{"time": 1.7e9}]})
+    assert text.splitlines() == ["lfn: /a", "size: 2.0 KiB", "node: (none)", "since: 2023-11-14 22:13:20",
+                                 "recent (1):", "TIME", "2023-11-14 22:13:20"]
+
+
 @pytest.mark.parametrize("seconds, said", [(0.42, "0.4 s"), (42.9, "42 s"), (200, "3 min 20 s"),
                                            (5 * 3600 + 130, "5 h 02 min"), (3 * 86400 + 4 * 3600 + 5, "3 d 4 h")])
 def test_durations_read_as_people_say_them(seconds, said):
