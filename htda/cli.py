@@ -229,15 +229,10 @@ def cmd_nodes(args: argparse.Namespace) -> Any:
     members = _members(args)
     if args.json:
         return members
-    rows = []
-    for m in members:
-        cache = (m.get("info") or {}).get("cache") or {}
-        rows.append({"name": m["name"], "roles": m["roles"], "age": m["age"],
-                     "used": human_size(cache.get("used_bytes")) if cache else "",
-                     "free": human_size(cache.get("free_bytes")) if cache else "",
-                     "capacity": human_size(cache.get("capacity_bytes")) if cache else "",
-                     "files": cache.get("files", ""), "staging": cache.get("staging", "")})
-    return _table(rows, ["name", "roles", "age", "used", "free", "capacity", "files", "staging"])
+    usage = ("used_bytes", "free_bytes", "capacity_bytes", "files", "staging")  # a cache's heartbeat facts
+    rows = [{"name": m["name"], "roles": m["roles"], "age": m["age"],
+             **{key: ((m.get("info") or {}).get("cache") or {}).get(key, "") for key in usage}} for m in members]
+    return _table(rows, ["name", "roles", "age", *usage])
 
 
 def cmd_cache(args: argparse.Namespace) -> Any:
@@ -350,12 +345,12 @@ def cmd_pin(args: argparse.Namespace) -> Any:
 
 def _pin_text(pin: bool, lfns: list[str], groups: list[str], answer: dict[str, Any]) -> str:
     """What a pin or unpin did, in words: the files it touched, groups the coordinator does not know."""
+    verb = "pinned" if pin else "unpinned"
     unknown = answer.get("unknown_groups") or []
     what = ", ".join(lfns + [f"group {g}" for g in groups if g not in unknown])
-    lines = [f"{'pinned' if pin else 'unpinned'}: {what}" if what else "nothing pinned" if pin else "nothing unpinned"]
+    lines = [f"{verb}: {what}" if what else f"nothing {verb}"]
     if "files" in answer:
-        lines.append(f"{answer['files']} file(s) {'pinned' if pin else 'unpinned'}; "
-                     f"{answer.get('pinned', '?')} pinned in the pool now")
+        lines.append(f"{answer['files']} file(s) {verb}; {answer.get('pinned', '?')} pinned in the pool now")
     lines += [f"no group named {g!r} is known to the coordinator: nothing done for it" for g in unknown]
     return "\n".join(lines)
 
