@@ -9,20 +9,27 @@ PYTEST_ARGS ?=
 .PHONY: run test lint docs bench clean
 
 $(BIN)/python:
+	@echo "make: creating the virtualenv $(VENV) and upgrading pip in it (about 10 s)..."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
 # the daemon's own dependencies only: what `make run` needs
 $(VENV)/.runtime: setup.py pyproject.toml | $(BIN)/python
+	@echo "make: installing HTDA and what its daemon needs (CherryPy, PycURL, SQLAlchemy, htcondor, uproot," \
+	      "numpy; about a minute the first time)..."
 	$(BIN)/pip install -q -e .
+	@echo "make: HTDA installed in $(VENV)"
 	touch $@
 
 # plus what the tests, the docs and the benches need
 $(VENV)/.installed: $(VENV)/.runtime
+	@echo "make: installing what the tests, docs and benches need (pytest, hypothesis, schemathesis, matplotlib," \
+	      "sphinx, ruff, psycopg2; a few minutes the first time)..."
 	$(BIN)/pip install -q -e '.[test,docs,postgres]'
 	touch $@
 
 run: $(VENV)/.runtime
+	@echo "make: starting the all-in-one node on http://127.0.0.1:8740 (Ctrl-C stops it)"
 	$(BIN)/htda-node --config config/all-in-one.toml
 
 lint: $(VENV)/.installed

@@ -22,7 +22,7 @@ from .lfn import normalize_lfn
 from .node.auth import AuthError, load_secret, new_secret
 from .node.client import Client, ClientError, HTTPStatusError
 
-__all__ = ["main", "CLIError"]
+__all__ = ["main", "CLIError", "human_size"]
 
 DEFAULT_URL = os.environ.get("HTDA_URL", "http://127.0.0.1:8740")
 API = "/api/v1"
@@ -58,7 +58,7 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     cells = [[_formatted(c, row.get(c, "")) for c in columns] for row in rows]
     headers = [c.removesuffix("_bytes") for c in columns]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths))]
+    lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
     return "\n".join(lines)
 
@@ -66,8 +66,14 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
 def _formatted(column: str, value: Any) -> str:
     if _is_time(column):
         return _time(value)
-    if _is_size(column) and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return _size(value)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return _cell(value)
+    if _is_size(column):
+        return human_size(value)
+    if column == "fraction" or column.endswith("_fraction"):
+        return f"{value:.0%}"
+    if column in ("age", "uptime"):
+        return _duration(value)
     return _cell(value)
 
 
@@ -105,7 +111,22 @@ def _columns(rows: list[dict[str, Any]], preferred: tuple[str, ...] = ()) -> lis
     return [c for c in preferred if c in seen] + [c for c in seen if c not in preferred]
 
 
-def _size(value: Any) -> str:
+def _duration(seconds: float) -> str:
+    """Seconds the way people say them: ``0.4 s``, ``42 s``, ``3 min 20 s``, ``5 h 02 min``, ``3 d 4 h``."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    if whole < 86400:
+        return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+    return f"{whole // 86400} d {whole % 86400 // 3600} h"
+
+
+def human_size(value: Any) -> str:
+    """A byte count in binary units (``31.0 KiB``, ``63.8 GiB``); ``-`` for no number."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return "-"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -124,7 +145,7 @@ def _document(answer: Any, preferred: tuple[str, ...] = ()) -> str:
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             tables.append(f"{key} ({len(value)}):\n" + _table(value, _columns(value, preferred)))
         else:
-            lines.append(f"{key}: {_cell(value)}")
+            lines.append(f"{key}: {'(none)' if value is None else _formatted(key, value)}")
     return "\n".join(lines + tables)
 
 
@@ -186,11 +207,12 @@ def cmd_status(args: argparse.Namespace) -> Any:
     health = _health(client, args.url)
     if args.json:
         return {"node": node, "pool": pool, "health": health}
-    rows = [{"name": m["name"], "url": m["url"], "roles": ",".join(m["roles"]), "version": m["version"],
-             "age": f"{m['age']:.1f}s"} for m in pool["members"]]
+    rows = [{"name": m["name"], "url": m["url"], "roles": m["roles"], "version": m["version"], "age": m["age"]}
+            for m in pool["members"]]
     state = "healthy" if health.get("status") == "ok" else "UNHEALTHY: " + "; ".join(health.get("problems", []))
-    return (f"{node['name']} (HTDA {node['version']}, up {node['uptime']:.0f}s, roles {','.join(node['roles'])})"
-            f", {state}\n{len(rows)} pool member(s):\n" + _table(rows, ["name", "url", "roles", "version", "age"]))
+    return (f"{node['name']} (HTDA {node['version']}, up {_duration(node['uptime'])}, roles "
+            f"{','.join(node['roles'])}), {state}\n{len(rows)} pool member(s):\n"
+            + _table(rows, ["name", "url", "roles", "version", "age"]))
 
 
 def _health(client: Client, url: str) -> dict[str, Any]:
@@ -207,15 +229,10 @@ def cmd_nodes(args: argparse.Namespace) -> Any:
     members = _members(args)
     if args.json:
         return members
-    rows = []
-    for m in members:
-        cache = (m.get("info") or {}).get("cache") or {}
-        rows.append({"name": m["name"], "roles": m["roles"], "age": f"{m['age']:.1f}s",
-                     "used": _size(cache.get("used_bytes")) if cache else "",
-                     "free": _size(cache.get("free_bytes")) if cache else "",
-                     "capacity": _size(cache.get("capacity_bytes")) if cache else "",
-                     "files": cache.get("files", ""), "staging": cache.get("staging", "")})
-    return _table(rows, ["name", "roles", "age", "used", "free", "capacity", "files", "staging"])
+    usage = ("used_bytes", "free_bytes", "capacity_bytes", "files", "staging")  # a cache's heartbeat facts
+    rows = [{"name": m["name"], "roles": m["roles"], "age": m["age"],
+             **{key: ((m.get("info") or {}).get("cache") or {}).get(key, "") for key in usage}} for m in members]
+    return _table(rows, ["name", "roles", "age", *usage])
 
 
 def cmd_cache(args: argparse.Namespace) -> Any:
@@ -234,11 +251,20 @@ def cmd_cache(args: argparse.Namespace) -> Any:
                                                                        "free_bytes", "capacity_bytes", "files"))),
            f"staging: {len(staging.get('active', []))} active, {len(staging.get('queued', []))} queued, "
            f"{len(staging.get('failed', []))} failed recently"]
+    for key, columns in STAGING_TABLES.items():
+        if staging.get(key):
+            out.append(f"{key}:\n" + _table(staging[key], list(columns)))
     if args.files:
         files = answer["files"]
         out.append(f"files ({files.get('total', len(files['files']))} held):")
-        out.append(_table(files["files"], _columns(files["files"], ("lfn", "size", "score"))))
+        out.append(_table(files["files"], ["lfn", "size", "score", "staged_at", "device"]))
     return "\n".join(out)
+
+
+# The staging queue's entries in `htda cache`: what a person needs (--json has every field).
+STAGING_TABLES = {"active": ("lfn", "state", "size", "done_bytes", "started_at", "device"),
+                  "queued": ("lfn", "size", "score", "queued_at", "device"),
+                  "failed": ("lfn", "attempt", "time", "error")}
 
 
 def cmd_top(args: argparse.Namespace) -> Any:
@@ -314,10 +340,19 @@ def cmd_pin(args: argparse.Namespace) -> Any:
     url = _role_url(args, "coordinator")
     answer = _feature("pinning", lambda: _client(args).post(
         f"{url}{API}/coordinator/pins", {"lfns": lfns, "groups": args.groups, "pin": pin}))
-    if args.json:
-        return answer
-    what = ", ".join(lfns + [f"group {g}" for g in args.groups])
-    return f"{'pinned' if pin else 'unpinned'}: {what}"
+    return answer if args.json else _pin_text(pin, lfns, args.groups, answer)
+
+
+def _pin_text(pin: bool, lfns: list[str], groups: list[str], answer: dict[str, Any]) -> str:
+    """What a pin or unpin did, in words: the files it touched, groups the coordinator does not know."""
+    verb = "pinned" if pin else "unpinned"
+    unknown = answer.get("unknown_groups") or []
+    what = ", ".join(lfns + [f"group {g}" for g in groups if g not in unknown])
+    lines = [f"{verb}: {what}" if what else f"nothing {verb}"]
+    if "files" in answer:
+        lines.append(f"{answer['files']} file(s) {verb}; {answer.get('pinned', '?')} pinned in the pool now")
+    lines += [f"no group named {g!r} is known to the coordinator: nothing done for it" for g in unknown]
+    return "\n".join(lines)
 
 
 def cmd_evict(args: argparse.Namespace) -> Any:
@@ -344,6 +379,8 @@ def cmd_secret(args: argparse.Namespace) -> Any:
                        f"remove it first if that is what you want") from None
     with os.fdopen(fd, "w") as fh:
         fh.write(new_secret() + "\n")
+    if args.json:
+        return {"file": os.path.abspath(args.file), "mode": "0600"}
     return f"wrote a new pool secret to {args.file} (mode 600); copy it to every pool member"
 
 

@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .cli import human_size
+
 __all__ = ["add_parser"]
 
 ROUTE = '[ Name = "HTDA"; EditJobInPlace = true; Requirements = JobUniverse == 5 && HTDA_Routed =!= true ]'
@@ -57,7 +59,7 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=cmd_demo)
 
 
-def cmd_demo(args: argparse.Namespace) -> str:
+def cmd_demo(args: argparse.Namespace) -> Any:
     from .node.runtime import config_dir, config_path, load_config
 
     config = load_config(args.config)
@@ -74,7 +76,8 @@ def cmd_demo(args: argparse.Namespace) -> str:
     client, cache_url = _client(secret_file), url.rstrip("/")
     copies = wait_for_copies(client, cache_url, args.wait, say)
     new_job = submit(CLUSTER, len(plan), datasets[0], hooks)
-    return report(client, cache_url, datasets, len(plan), steered, copies, new_job)
+    outcome = summary(client, cache_url, datasets, len(plan), steered, copies, new_job)
+    return outcome if getattr(args, "json", False) else report(outcome)
 
 
 def _printer(args: argparse.Namespace):
@@ -126,7 +129,8 @@ def write_dataset(storage: Path, datasets: int, files: int, events: int, say=pri
                 partial.rename(target)
                 target.chmod(0o644)
             lfns.append(lfn)
-        say(f"  dataset{d + 1}: {files} files, {sum((storage / x.lstrip('/')).stat().st_size for x in lfns):,} bytes")
+        written = sum((storage / x.lstrip("/")).stat().st_size for x in lfns)
+        say(f"  dataset{d + 1}: {files} files, {human_size(written)}")
         out.append(lfns)
     return out
 
@@ -223,27 +227,36 @@ def wait_for_copies(client, url: str, wait: float, say=print) -> list[dict[str, 
     return files
 
 
-def report(client, url: str, datasets: list[list[str]], jobs: int, steered: int, copies: list[dict[str, Any]],
-           new_job: list[str] | None) -> str:
-    """What the pool shows after the demo, as a short text."""
+def summary(client, url: str, datasets: list[list[str]], jobs: int, steered: int, copies: list[dict[str, Any]],
+            new_job: list[str] | None) -> dict[str, Any]:
+    """What the pool shows after the demo (``htda demo --json``): exact numbers, the lines the hook gave."""
     api = f"{url}/api/v1"
     top = client.get(f"{api}/coordinator/groups/top?n=5").get("groups", [])
     holders = client.post(f"{api}/locator/lookup", {"lfns": [lfn for ds in datasets for lfn in ds]})["files"]
-    steering = (f"{steered} came back steered to a holder" if steered else
+    return {"jobs": jobs, "steered": steered, "top_groups": top,
+            "copies": len(copies), "copy_bytes": sum(int(c.get("size", 0)) for c in copies),
+            "datasets": [{"name": f"dataset{number}", "files": len(lfns),
+                          "held": sum(bool(holders.get(lfn)) for lfn in lfns),
+                          "nodes": sorted({name for lfn in lfns for name in holders.get(lfn) or []})}
+                         for number, lfns in enumerate(datasets, start=1)],
+            "new_job": sorted(line for line in new_job or () if not line.startswith("HTDA_Routed")) or None}
+
+
+def report(outcome: dict[str, Any]) -> str:
+    """The demo's :func:`summary` as a short text."""
+    steering = (f"{outcome['steered']} came back steered to a holder" if outcome["steered"] else
                 "none came back steered: no copy of their inputs existed yet")
-    lines = [f"submitted {jobs} jobs through the translate hook (the agent recorded each for the coordinator); "
-             f"{steering}",
+    lines = [f"submitted {outcome['jobs']} jobs through the translate hook (the agent recorded each for the "
+             f"coordinator); {steering}",
              "best-rated groups (htda top groups):"]
-    lines += [f"  {g.get('name')}: score {g.get('score', 0):.3g}, {g.get('files', '?')} files" for g in top]
-    lines.append(f"copies on the cache (htda cache): {len(copies)}, "
-                 f"{sum(int(c.get('size', 0)) for c in copies):,} bytes")
-    for number, lfns in enumerate(datasets, start=1):
-        held = sum(bool(holders.get(lfn)) for lfn in lfns)
-        nodes = sorted({name for lfn in lfns for name in holders.get(lfn) or []})
-        lines.append(f"  dataset{number}: {held} of {len(lfns)} files held ({', '.join(nodes) or 'nowhere'})")
-    if new_job:
+    lines += [f"  {g.get('name')}: score {g.get('score', 0):.3g}, {g.get('files', '?')} files"
+              for g in outcome["top_groups"]]
+    lines.append(f"copies on the cache (htda cache): {outcome['copies']}, {human_size(outcome['copy_bytes'])}")
+    lines += [f"  {d['name']}: {d['held']} of {d['files']} files held ({', '.join(d['nodes']) or 'nowhere'})"
+              for d in outcome["datasets"]]
+    if outcome["new_job"]:
         lines.append("a new job reading dataset1 comes back from the translate hook with:")
-        lines += [f"  {line}" for line in sorted(new_job) if not line.startswith("HTDA_Routed")]
+        lines += [f"  {line}" for line in outcome["new_job"]]
     else:
         lines.append("a new job reading dataset1 came back unchanged (the node's log says why)")
     return "\n".join(lines)

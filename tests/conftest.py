@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from htda.node.client import Client
-from testkit.nodes import SECRET, NodeProcess, free_port, start_inprocess, write_config
+from htda.node.runtime import load_config
+from testkit.nodes import SECRET, NodeProcess, free_port, start_inprocess, wait_until, write_config
+
+ALL_IN_ONE = Path(__file__).resolve().parents[1] / "config" / "all-in-one.toml"
 
 
 def _client(secret: bytes | None):
@@ -68,6 +73,32 @@ def inprocess_node(tmp_path):
     yield make
     for node in nodes:
         node.stop()
+
+
+@pytest.fixture
+def cached_node(inprocess_node, tmp_path):
+    """A node with the example all-in-one's components, named ``all-in-one``, whose cache copied a dataset of
+    two ROOT files (``node.lfns``) from its POSIX storage after one job read them, and failed to copy a pinned
+    file its storage lacks (``node.missing``): every listing an operator reads has something in it."""
+    from htda.demo import wait_for_copies, write_dataset
+
+    storage = tmp_path / "storage"
+    (lfns,) = write_dataset(storage, 1, 2, 2000, say=lambda text: None)
+    node = inprocess_node("all-in-one", load_config(ALL_IN_ONE)["node"]["components"], sections={
+        "coordinator": {"cycle": 600.0}, "submit": {"socket": str(tmp_path / "submit.sock")},
+        "cache": {"storage": "posix", "storage_location": str(storage), "cycle": 600.0,
+                  "devices": [{"path": str(tmp_path / "dev0")}]}})
+    api = f"{node.url}/api/v1"
+    node.client.post(f"{api}/coordinator/jobs", {"jobs": [{
+        "job_id": "demo#100.0", "owner": "alice", "inputs": lfns,
+        "sizes": {lfn: (storage / lfn.lstrip("/")).stat().st_size for lfn in lfns}}]})
+    assert len(wait_for_copies(node.client, node.url, 30, say=lambda text: None)) == 2
+    node.lfns, node.missing = lfns, "/store/demo/dataset2/events_001.root"
+    node.client.post(f"{api}/coordinator/pins", {"lfns": [node.missing], "pin": True})
+    node.client.post(f"{api}/coordinator/cycle", {"full": True})
+    node.client.post(f"{api}/cache/cycle", {})
+    wait_until(lambda: node.client.get(f"{api}/cache/staging")["failed"], what="the failed copy")
+    return node
 
 
 @pytest.fixture(scope="session")

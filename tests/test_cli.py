@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -12,6 +13,7 @@ from htda.node.rest import API, RestApp, RestServer, Route
 from testkit.nodes import SECRET, free_port, wait_until
 
 CAPACITY = 64 << 20
+WHEN = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"  # a time in a table: UTC, never 1.795e+09
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -37,8 +39,22 @@ def test_status_lists_the_members(capsys, pool):
     service, _ = pool
     code, out, _ = run(capsys, "--url", service.url, "status")
     assert code == 0
-    assert out.startswith("service (HTDA ")
+    assert re.match(r"service \(HTDA \S+, up \d+\.\d s, roles locator\), healthy\n", out), out
     assert "2 pool member(s)" in out and "worker" in out
+    lines = out.splitlines()
+    assert lines[2].split() == ["NAME", "URL", "ROLES", "VERSION", "AGE"]
+    worker = next(line for line in lines if line.startswith("worker"))
+    assert re.search(r"\bcache\s+\S+\s+\d+\.\d s$", worker), worker  # ages in seconds, with their unit
+
+
+def test_status_json_has_the_exact_answers(capsys, pool):
+    service, _ = pool
+    code, out, _ = run(capsys, "--url", service.url, "status", "--json")
+    answer = json.loads(out)
+    assert code == 0 and set(answer) == {"node", "pool", "health"}
+    assert answer["node"]["name"] == "service" and isinstance(answer["node"]["uptime"], float)
+    assert answer["health"]["status"] == "ok"
+    assert {m["name"] for m in answer["pool"]["members"]} == {"service", "worker"}
 
 
 def test_nodes_table_shows_cache_capacity(capsys, pool):
@@ -240,8 +256,15 @@ def test_reads_from_storage_and_waiting_copies(capsys, coordinator):
 def test_history_of_a_file(capsys, coordinator):
     code, out, _ = run(capsys, "--url", coordinator.url, "history", "store/a.root")
     assert code == 0
-    assert "lfn: /store/a.root" in out and "size: 2048" in out and "alice" in out
+    assert "lfn: /store/a.root" in out and "size: 2.0 KiB" in out and "alice" in out
     assert "2023-11-14 22:13:20" in out  # the start event's time, shown in UTC
+    assert "groups (" in out and "recent (" in out
+    recent = out.splitlines()[out.splitlines().index(next(x for x in out.splitlines() if x.startswith("recent (")))
+                              + 1]
+    assert recent.split()[:4] == ["TIME", "JOB_ID", "STATE", "NODE"]
+    code, out, _ = run(capsys, "--url", coordinator.url, "--json", "history", "/store/a.root")
+    answer = json.loads(out)
+    assert code == 0 and answer["size"] == 2048 and answer["recent"][0]["time"] == 1.7e9
     code, _, err = run(capsys, "--url", coordinator.url, "history", "/store/never.root")
     assert code == 2 and "HTTP 404" in err
 
@@ -256,6 +279,8 @@ def test_drain_and_undrain(capsys, coordinator, tmp_path):
     assert answer["draining"] is True
     code, out, _ = run(capsys, "--url", coordinator.url, "--secret-file", secret, "drain", "aio", "--undo")
     assert code == 0 and "no longer draining" in out
+    code, out, _ = run(capsys, "--url", coordinator.url, "--secret-file", secret, "--json", "drain", "aio", "--undo")
+    assert code == 0 and json.loads(out) == {"node": "aio", "draining": False}
     assert coordinator.client.get(f"{coordinator.url}{API}/coordinator/assignments/aio")["draining"] is False
     code, _, err = run(capsys, "--url", coordinator.url, "drain", "aio")
     assert code == 2 and "HTTP 401" in err
@@ -283,11 +308,21 @@ def test_secret_file_problems_name_the_secret(capsys, tmp_path):
 
 def test_new_secret_never_overwrites(capsys, tmp_path):
     path = tmp_path / "pool.secret"
-    assert run(capsys, "new-secret", str(path))[0] == 0
+    code, out, _ = run(capsys, "new-secret", str(path))
+    assert code == 0 and out.strip() == f"wrote a new pool secret to {path} (mode 600); copy it to every pool member"
     first = path.read_text()
     code, _, err = run(capsys, "new-secret", str(path))
     assert code == 2 and "already exists" in err and "Errno" not in err
     assert path.read_text() == first
+
+
+def test_new_secret_json(capsys, tmp_path):
+    path = tmp_path / "json.secret"
+    code, out, _ = run(capsys, "--json", "new-secret", str(path))
+    assert code == 0 and json.loads(out) == {"file": str(path), "mode": "0600"}
+    assert path.stat().st_mode & 0o777 == 0o600
+    code, _, err = run(capsys, "--json", "new-secret", str(path))
+    assert code == 2 and "already exists" in json.loads(err)["error"]["message"]
 
 
 def test_errors_under_json_are_json(capsys):
@@ -305,3 +340,100 @@ def test_tables_show_times_and_sizes_for_people(capsys):
     header, row = text.splitlines()
     assert header.split() == ["LFN", "SIZE", "USED", "LAST_SEEN", "SCORE"]
     assert row.split() == ["/a", "3.0", "GiB", "0", "B", "2026-11-18", "11:06:40", "1,795,000,000"]
+    assert not header.endswith(" ")
+    text = _table([{"node": "n", "fraction": 0.5, "age": 4000.0}], ["node", "fraction", "age"])
+    assert text.splitlines()[1].split() == ["n", "50%", "1", "h", "06", "min"]
+
+
+def test_documents_show_sizes_times_and_nothing_for_people():
+    from htda.cli import _document
+
+    text = _document({"lfn": "/a", "size": 2048, "node": None, "since": 1.7e9, "recent": [{"time": 1.7e9}]})
+    assert text.splitlines() == ["lfn: /a", "size: 2.0 KiB", "node: (none)", "since: 2023-11-14 22:13:20",
+                                 "recent (1):", "TIME", "2023-11-14 22:13:20"]
+
+
+@pytest.mark.parametrize("seconds, said", [(0.42, "0.4 s"), (42.9, "42 s"), (200, "3 min 20 s"),
+                                           (5 * 3600 + 130, "5 h 02 min"), (3 * 86400 + 4 * 3600 + 5, "3 d 4 h")])
+def test_durations_read_as_people_say_them(seconds, said):
+    from htda.cli import _duration
+
+    assert _duration(seconds) == said
+
+
+def test_pin_and_unpin_say_what_the_coordinator_did(capsys, coordinator, tmp_path):
+    secret = ("--url", coordinator.url, "--secret-file", _secret_file(tmp_path))
+    code, out, _ = run(capsys, *secret, "pin", "/store/a.root", "--group", "nosuchgroup")
+    assert code == 0
+    assert out.splitlines() == ["pinned: /store/a.root", "1 file(s) pinned; 1 pinned in the pool now",
+                                "no group named 'nosuchgroup' is known to the coordinator: nothing done for it"]
+    code, out, _ = run(capsys, *secret, "--json", "unpin", "/store/a.root")
+    assert code == 0 and json.loads(out) == {"files": 1, "pinned": 0, "unknown_groups": []}
+
+
+# -- a cache that holds copies of real ROOT files (the ``cached_node`` fixture) ---------------
+@pytest.fixture
+def cached(cached_node, tmp_path):
+    cached_node.cli = ("--url", cached_node.url, "--secret-file", _secret_file(tmp_path))
+    return cached_node
+
+
+def _section(out: str, title: str) -> list[list[str]]:
+    """The rows (split on blanks) of the table under the line starting with ``title``."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title)) + 1
+    rows = []
+    for line in lines[start:]:
+        if not line or line.endswith(":") or line.startswith(("staging:", "files (")):
+            break
+        rows.append(line.split())
+    return rows
+
+
+def test_cache_tables_show_devices_copies_and_failures(capsys, cached):
+    code, out, _ = run(capsys, *cached.cli, "cache", cached.name, "--files")
+    assert code == 0
+    devices = _section(out, f"{cached.name} at ")
+    assert devices[0][:6] == ["PATH", "BACKEND", "USED", "FREE", "CAPACITY", "FILES"]
+    assert devices[1][2][0].isdigit() and devices[1][3] == "KiB" and devices[1][5] in ("MiB", "GiB", "TiB")
+    assert "staging: 0 active, 0 queued, 1 failed recently" in out
+    failed = _section(out, "failed:")
+    assert failed[0] == ["LFN", "ATTEMPT", "TIME", "ERROR"] and failed[1][0] == cached.missing
+    assert re.search(WHEN, " ".join(failed[1])) and "storage" in " ".join(failed[1][4:])
+    files = _section(out, "files (2 held")
+    assert files[0] == ["LFN", "SIZE", "SCORE", "STAGED_AT", "DEVICE"]
+    assert sorted(row[0] for row in files[1:]) == cached.lfns
+    assert all(row[2] == "KiB" and re.match(WHEN, " ".join(row[4:6])) for row in files[1:])
+    assert "e+" not in out
+    code, out, _ = run(capsys, *cached.cli, "--json", "cache", cached.name, "--files")
+    answer = json.loads(out)
+    assert code == 0 and {f["lfn"] for f in answer["files"]["files"]} == set(cached.lfns)
+    assert all(isinstance(f["size"], int) and isinstance(f["staged_at"], float) for f in answer["files"]["files"])
+    assert answer["staging"]["failed"][0]["lfn"] == cached.missing
+    assert isinstance(answer["devices"][0]["used_bytes"], int)
+
+
+def test_top_locate_and_history_of_cached_files(capsys, cached):
+    code, out, _ = run(capsys, *cached.cli, "top", "files")
+    rows = _section("\n" + out, "")
+    assert code == 0 and rows[0] == ["LFN", "SCORE", "SIZE", "NODE"]
+    assert {(row[0], row[3], row[4]) for row in rows[1:] if row[0] in cached.lfns} == {
+        (lfn, "KiB", cached.name) for lfn in cached.lfns}
+    code, out, _ = run(capsys, *cached.cli, "locate", cached.lfns[0], "/store/elsewhere.root")
+    assert code == 0
+    assert out.splitlines()[-2].split() == ["NODE", "FILES", "BYTES", "FRACTION"]
+    node = out.splitlines()[-1].split()
+    assert node[:2] == [cached.name, "1"] and node[3] == "KiB" and node[4].endswith("%")
+    code, out, _ = run(capsys, *cached.cli, "history", cached.lfns[0])
+    assert code == 0 and re.search(r"^size: \d+\.\d KiB$", out, re.M) and f"node: {cached.name}" in out
+
+
+def test_evict_table_and_json(capsys, cached):
+    code, out, _ = run(capsys, *cached.cli, "evict", cached.name, cached.lfns[0], "/store/never.root")
+    assert code == 0
+    assert out.splitlines()[0] == f"{cached.name}:"
+    assert [line.split(None, 1) for line in out.splitlines()[1:]] == [
+        ["LFN", "RESULT"], [cached.lfns[0], "evicted, given back to the coordinator"],
+        ["/store/never.root", "not held here"]]
+    code, out, _ = run(capsys, *cached.cli, "--json", "evict", cached.name, cached.lfns[1])
+    assert code == 0 and json.loads(out) == {"evicted": [cached.lfns[1]], "not_held": []}

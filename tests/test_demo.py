@@ -3,7 +3,9 @@ submit agent, copies on its cache, and the Rank a new job gets."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -47,6 +49,9 @@ def test_demo_caches_the_popular_dataset_and_steers_a_new_job_to_it(pool, capsys
     new_job = lines[lines.index("a new job reading dataset1 comes back from the translate hook with:") + 1:]
     assert '  HTDA_PreferredNodes = "demo"' in new_job and "  HTDA_CachedFraction = 1.0" in new_job
     assert any(line.startswith("  Rank = ") and "HTDA_CacheAffinity" in line for line in new_job)
+    assert re.fullmatch(r"copies on the cache \(htda cache\): 4, \d+\.\d KiB", lines[lines.index(
+        "  dataset1: 2 of 2 files held (demo)") - 1])  # sizes in binary units, as every table shows them
+    assert re.search(r"  dataset1: 2 files, \d+\.\d KiB\n", err)
     import uproot
 
     written = sorted(storage.rglob("*.root"))
@@ -55,6 +60,15 @@ def test_demo_caches_the_popular_dataset_and_steers_a_new_job_to_it(pool, capsys
         "store/demo/dataset2/events_001.root", "store/demo/dataset2/events_002.root"]
     with uproot.open(written[0]) as root_file:
         assert root_file["Events"].num_entries == 3000
+    code = main(["--json", "demo", "--config", str(path), "--datasets", "2", "--files", "2", "--events", "3000",
+                 "--jobs", "2", "--wait", "30"])
+    out, err = capsys.readouterr()
+    outcome = json.loads(out)  # exact numbers for scripts; no progress lines under --json
+    assert code == 0 and err == ""
+    assert outcome["jobs"] == 2 and outcome["steered"] == 2 and outcome["copies"] == 4
+    assert outcome["copy_bytes"] == sum(p.stat().st_size for p in written)
+    assert outcome["datasets"][0] == {"name": "dataset1", "files": 2, "held": 2, "nodes": ["demo"]}
+    assert 'HTDA_PreferredNodes = "demo"' in outcome["new_job"]
 
 
 def test_demo_names_what_the_config_lacks(tmp_path, capsys):

@@ -32,6 +32,7 @@ from tests.users import ensure_user
 from .condor import BENCH_USER, CondorPool, CondorSetup
 from .htda_pool import CACHE_PORT, HTDAPool
 from .negotiator import Negotiator, Slot, shipped_pre_job_rank
+from .progress import EVERY, PassProgress
 from .topology import Host, Topology, TopologyError
 from .workload import Job, job_ad
 
@@ -86,6 +87,7 @@ class CondorDispatch:
         """Submit every job of the pass, wait until all have left the queue; their records."""
         clusters = {self.condor.submit(job.job_id, job.pass_no, list(job.inputs)): job for job in batch}
         waiting = set(clusters)
+        progress = PassProgress(_label(self.mode, batch), len(batch), self.log)
         while waiting:
             time.sleep(self.poll)
             queued = self.condor.queue()
@@ -93,6 +95,8 @@ class CondorDispatch:
             if held:
                 raise TopologyError(f"{self.mode}: jobs held: {held}")
             waiting &= set(queued)
+            progress.update(len(clusters) - len(waiting),
+                            sum(status == 2 for c, (status, _) in queued.items() if c in waiting))  # 2: running
         records = []
         for cluster, job in clusters.items():
             result = self.condor.result(job.job_id)
@@ -105,6 +109,10 @@ class CondorDispatch:
 
     def stop(self) -> None:
         self.condor.stop()
+
+
+def _label(mode: str, batch: list[Job]) -> str:
+    return f"{mode}: pass {batch[0].pass_no}" if batch else mode
 
 
 def _htda_setup(setup: CondorSetup, pool: HTDAPool, topo: Topology, moddir: Path) -> CondorSetup:
@@ -166,8 +174,8 @@ class StandinDispatch:
     name = "standin"
 
     def __init__(self, topo: Topology, mode: str, roots: dict[str, Path], pool: HTDAPool | None, moddir: Path,
-                 slots: int, cache_data: Callable[[str], Path]):
-        self.mode, self.roots, self.pool, self.cache_data = mode, roots, pool, cache_data
+                 slots: int, cache_data: Callable[[str], Path], log: Callable[[str], None] = print):
+        self.mode, self.roots, self.pool, self.cache_data, self.log = mode, roots, pool, cache_data, log
         self.negotiator = Negotiator([w.name for w in topo.worker_hosts], slots, shipped_pre_job_rank())
         self.runner = SlotRunner(topo.hosts, self.negotiator.slots, moddir)
         self.placement: dict[str, object] = {"negotiator": "standin"}
@@ -183,9 +191,10 @@ class StandinDispatch:
             routed = pool.translate(source) if pool else source
             submitted.append((job, source, routed, classads.parse_job(routed)))
         waiting, running, records = list(submitted), {}, []
+        progress = PassProgress(_label(self.mode, batch), len(batch), self.log)
         while waiting or running:
             self._negotiate(waiting, running)
-            slot, result = self.runner.results.get(timeout=3600)
+            slot, result = self._next_result(lambda: progress.update(len(records), len(running)))
             if result is None:
                 raise TopologyError(f"the job runner of slot {slot.number} on {slot.worker} died "
                                     f"(log in the run directory)")
@@ -196,7 +205,19 @@ class StandinDispatch:
             if "error" in result:
                 raise TopologyError(f"{self.mode}: job {job.job_id} on {slot.worker} failed: {result['error']}")
             records.append(_record(self.mode, job, result, slot.worker, slot.number, cached, preferred))
+            progress.update(len(records), len(running))
         return records
+
+    def _next_result(self, waited: Callable[[], None], timeout: float = 3600.0) -> tuple[Slot, dict | None]:
+        """The next finished job's slot and result; ``waited`` is called every few seconds until it comes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.runner.results.get(timeout=min(EVERY / 2, max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    raise TopologyError(f"{self.mode}: no job finished in {timeout:.0f} s") from None
+                waited()
 
     def _negotiate(self, waiting: list, running: dict) -> None:
         """One negotiation cycle: every idle job, in order, gets the best free slot that matches."""

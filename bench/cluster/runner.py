@@ -204,7 +204,7 @@ class Cluster:
             return CondorDispatch(c.condor_home, self.topo, mode, roots, pool, moddir, c.slots, log=self.log,
                                   wait_routed=c.wait_routed)
         return StandinDispatch(self.topo, mode, roots, pool, moddir, c.slots,
-                               lambda worker: self.rundir / mode / worker / "cache0" / "data")
+                               lambda worker: self.rundir / mode / worker / "cache0" / "data", log=self.log)
 
     def _execute(self, mode: str, jobs: list, roots: dict[str, Path], pool: HTDAPool | None, moddir: Path,
                  watched: dict[str, int]) -> ModeResult:

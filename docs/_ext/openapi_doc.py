@@ -28,14 +28,20 @@ class OpenAPIDirective(Directive):
                 lines += [f"``{method} {route}``", f"    {op['summary']} (*{access}*)", ""]
                 body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
                 if body:
-                    lines += ["    Request body schema::", ""]
-                    lines += ["        " + line for line in json.dumps(body, indent=2).splitlines()]
-                    lines.append("")
+                    lines += _literal("Request body schema", body)
+                examples = [c["example"] for c in op["responses"]["200"].get("content", {}).values() if "example" in c]
+                for example in examples:
+                    lines += _literal("Example answer", example)
         container = nodes.section()
         container.document = self.state.document
         self.state.nested_parse(StringList(lines, source=str(path)), self.content_offset, container,
                                 match_titles=True)
         return container.children
+
+
+def _literal(title, value):
+    """An indented ``title::`` block showing ``value`` as JSON."""
+    return [f"    {title}::", ""] + ["        " + line for line in json.dumps(value, indent=2).splitlines()] + [""]
 
 
 def setup(app):

@@ -138,6 +138,24 @@ def _within(addr: str, net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bo
         return False
 
 
+# Answers of the example all-in-one node for the REST reference: one copy held, one file its storage lacks.
+_DEVICE_PATH, _STORAGE = "/opt/htda/var/all-in-one/cache0", "/opt/htda/var/storage"
+FILES_EXAMPLE = {"node": "all-in-one", "total": 1, "files": [{
+    "lfn": "/store/demo/dataset1/events_001.root", "size": 22277, "mtime": 1795642838.952, "device": _DEVICE_PATH,
+    "checksum": "dc7504e7", "checksum_kind": "adler32", "score": 0.99996, "source": f"posix:{_STORAGE}",
+    "staged_at": 1795642840.436, "checked_at": 1795642840.441}]}
+DEVICES_EXAMPLE = {"devices": [{
+    "path": _DEVICE_PATH, "backend": "posix", "capacity_bytes": 65458339129, "used_bytes": 44549,
+    "free_bytes": 65458294580, "filesystem_bytes": 270553174016, "filesystem_free_bytes": 78985953280,
+    "high_watermark": 0.95, "low_watermark": 0.9, "files": 2}]}
+_MISSING = "/store/demo/dataset2/events_001.root"
+_NOT_IN_STORAGE = f"{_MISSING}: no such file in storage {_STORAGE}"
+STAGING_EXAMPLE = {
+    "max_staging": 2, "active": [], "queued": [],
+    "failed": [{"lfn": _MISSING, "attempt": 1, "error": _NOT_IN_STORAGE, "permanent": True, "time": 1795642844.385}],
+    "retrying": {_MISSING: {"count": 1, "retry_at": 1795644764.385, "error": _NOT_IN_STORAGE, "permanent": True}}}
+
+
 class CacheComponent(Component):
     """Keeps validated copies of assigned files on local devices and serves them through a union view."""
 
@@ -327,10 +345,11 @@ class CacheComponent(Component):
         listing = "read" if self.config["listings_unsigned"] else "auth"
         return [
             Route("GET", f"{base}/files", self._files, "copies this node holds", query=page, tag="cache",
-                  access=listing),
-            Route("GET", f"{base}/devices", self._devices, "usage of each cache device", tag="cache"),
+                  access=listing, example=FILES_EXAMPLE),
+            Route("GET", f"{base}/devices", self._devices, "usage of each cache device", tag="cache",
+                  example=DEVICES_EXAMPLE),
             Route("GET", f"{base}/staging", self._staging, "staging queue, progress and recent failures",
-                  tag="cache", access=listing),
+                  tag="cache", access=listing, example=STAGING_EXAMPLE),
             Route("GET", f"{base}/evictions", self._evictions, "recently removed copies and why", tag="cache",
                   access=listing),
             Route("GET", f"{base}/view", self._view, "the union view: driver, path, branches, state", tag="cache"),

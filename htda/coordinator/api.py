@@ -108,6 +108,23 @@ def _job_record(job: dict[str, Any], index: int) -> JobRecord:
                      sizes=sizes)
 
 
+# Answers of the example all-in-one node for the REST reference, after one job read a dataset of two files.
+_LFN = "/store/demo/dataset1/events_001.root"
+_GROUP = {"id": 1, "name": "job:a3090caf4d4013d02acb65411cc8ac13630cb7a2", "kind": "job", "score": 0.99996}
+TOP_FILES_EXAMPLE = {"files": [{"lfn": _LFN, "score": 0.99996, "size": 22277, "node": "all-in-one"}]}
+TOP_GROUPS_EXAMPLE = {"groups": [{**_GROUP, "files": 2}]}
+FILE_EXAMPLE = {"lfn": _LFN, "size": 22277, "score": 0.99996, "node": "all-in-one", "groups": [_GROUP],
+                "accesses": 1, "recent": [{"job_id": "demo#100.0", "owner": "alice", "task": None,
+                                           "state": "submitted", "node": None, "time": 1795642839.303}]}
+_CYCLE = {"cycle": 7, "kind": "full", "groups_rekeyed": 0, "candidates": 2, "placed": 2, "moved": 1,
+          "seconds": 0.00099}
+NODES_EXAMPLE = {"cycle": 7, "last_cycle": _CYCLE, "recent_cycles": [_CYCLE], "nodes": [{
+    "name": "all-in-one", "url": "http://127.0.0.1:8740", "live": True, "draining": False,
+    "capacity_bytes": 65458412857, "free_bytes": 65458368308, "last_seen": 1795642844.387, "assigned_files": 2,
+    "assigned_bytes": 44549}]}
+PINS_EXAMPLE = {"files": [{"lfn": "/store/demo/dataset2/events_001.root", "node": None}]}
+
+
 def routes(component: "CoordinatorComponent") -> list[Route]:
     """The coordinator's endpoints, bound to ``component``."""
     core = component.core
@@ -211,15 +228,17 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         Route("GET", f"{BASE}/assignments/{{node}}", assignments, "the files a cache node should hold, best first",
               tag=tag),
         Route("GET", f"{BASE}/files/top", top_files, "best-rated files (admin)", query={"n": "how many (100)"},
-              tag=tag),
+              tag=tag, example=TOP_FILES_EXAMPLE),
         Route("GET", f"{BASE}/groups/top", top_groups, "best-rated file groups (admin)",
-              query={"n": "how many (100)"}, tag=tag),
+              query={"n": "how many (100)"}, tag=tag, example=TOP_GROUPS_EXAMPLE),
         Route("GET", f"{BASE}/files/{{lfn:path}}", file_info, "one file's score, groups, placement and history "
-              "(admin)", query={"limit": "most recent accesses listed (50)"}, tag=tag),
-        Route("GET", f"{BASE}/nodes", nodes, "per cache node: capacity and assignments (admin)", tag=tag),
+              "(admin)", query={"limit": "most recent accesses listed (50)"}, tag=tag, example=FILE_EXAMPLE),
+        Route("GET", f"{BASE}/nodes", nodes, "per cache node: capacity and assignments (admin)", tag=tag,
+              example=NODES_EXAMPLE),
         Route("POST", f"{BASE}/pins", pins, "pin or unpin files (by LFN, or all files of groups by name): "
               "pinned files are placed first and never displaced (admin)", body=PINS_BODY, tag=tag),
-        Route("GET", f"{BASE}/pins", pinned, "the pinned files and their nodes (admin)", tag=tag),
+        Route("GET", f"{BASE}/pins", pinned, "the pinned files and their nodes (admin)", tag=tag,
+              example=PINS_EXAMPLE),
         Route("POST", f"{BASE}/cycle", cycle_now, "run a work cycle now (full: place every candidate again) and "
               "answer its report (null while no cache node is live) (admin)", body=CYCLE_BODY, tag=tag),
         Route("POST", f"{BASE}/nodes/{{node}}/drain", drain, "mark a cache node draining, or not (admin)",

@@ -20,6 +20,13 @@ __all__ = ["LocatorComponent"]
 
 BASE = f"{API}/locator"
 
+# Answers for the REST reference: one dataset file held by the all-in-one node, another held nowhere.
+LOOKUP_EXAMPLE = {"files": {"/store/demo/dataset1/events_001.root": ["all-in-one"],
+                            "/store/demo/dataset2/events_001.root": []},
+                  "nodes": {"all-in-one": {"files": 1, "bytes": 22277, "fraction": 0.5}}}
+FILE_EXAMPLE = {"lfn": "/store/demo/dataset1/events_001.root", "nodes": {"all-in-one": 22277}}
+NODES_EXAMPLE = {"nodes": {"all-in-one": {"files": 2, "bytes": 44549, "updated": 1795642844.274}}}
+
 _LFN = {"type": "string", "minLength": 1, "maxLength": 4096}
 
 HOLDINGS_BODY = {
@@ -118,9 +125,12 @@ class LocatorComponent(Component):
                   body=HOLDINGS_BODY, tag=tag, max_body=256 * 1024 * 1024),
             Route("POST", f"{BASE}/lookup", self._lookup,
                   "holders of many LFNs and each node's share of their bytes", body=LOOKUP_BODY,
-                  access="read", tag=tag, max_body=64 * 1024 * 1024, unsigned_body=64 * 1024),
-            Route("GET", f"{BASE}/files/{{lfn:path}}", self._file, "which nodes hold one LFN (admin)", tag=tag),
-            Route("GET", f"{BASE}/nodes", self._nodes, "files and bytes held per node (admin)", tag=tag),
+                  access="read", tag=tag, max_body=64 * 1024 * 1024, unsigned_body=64 * 1024,
+                  example=LOOKUP_EXAMPLE),
+            Route("GET", f"{BASE}/files/{{lfn:path}}", self._file, "which nodes hold one LFN (admin)", tag=tag,
+                  example=FILE_EXAMPLE),
+            Route("GET", f"{BASE}/nodes", self._nodes, "files and bytes held per node (admin)", tag=tag,
+                  example=NODES_EXAMPLE),
         ]
 
     def _holdings(self, request: Request) -> dict[str, Any]:

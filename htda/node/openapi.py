@@ -50,6 +50,8 @@ def _operation(route) -> dict:
             "404": _error_response("not found"),
         },
     }
+    if route.example is not None:
+        op["responses"]["200"]["content"][route.content_type]["example"] = route.example
     parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
                   for name in route.params]
     parameters += [{"name": name, "in": "query", "required": False, "description": text,

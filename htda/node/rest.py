@@ -86,7 +86,9 @@ class Route:
     configured read-only network) or ``"auth"`` (signed by a pool member).
     It defaults to ``"read"`` for GET and ``"auth"`` for everything else, so
     every state-changing request is authenticated unless a route says
-    otherwise on purpose.  ``body`` is the JSON schema of the request body.
+    otherwise on purpose.  ``body`` is the JSON schema of the request body;
+    ``example`` a typical 200 answer, shown in the OpenAPI document and the
+    REST reference (a test checks each has the keys the real answer has).
 
     ``max_body`` caps an authenticated body (default: the node's
     ``max_body``).  A body that comes without a signature (a public route,
@@ -108,6 +110,7 @@ class Route:
     max_body: int | None = None
     content_type: str = "application/json"
     unsigned_body: int | None = None
+    example: Any = None
 
     def __post_init__(self) -> None:
         self.method = self.method.upper()

@@ -341,13 +341,13 @@ class Node:
                              "info": {"type": "object"}}}
         return [
             Route("GET", "/healthz", self._healthz, "liveness probe: 503 naming each background loop that is "
-                  "stale or failing", access="public"),
+                  "stale or failing", access="public", example=HEALTH_EXAMPLE),
             Route("GET", "/metrics", self._metrics, "Prometheus metrics", access="public",
                   content_type="text/plain; version=0.0.4"),
             Route("GET", f"{API}/node", lambda r: self.node_info(), "this node's identity, roles, version, uptime",
-                  access="public"),
+                  access="public", example=NODE_EXAMPLE),
             Route("GET", f"{API}/pool", lambda r: {"self": self.name, "members": self.pool.snapshot()},
-                  "live pool members as this node sees them"),
+                  "live pool members as this node sees them", example=POOL_EXAMPLE),
             Route("POST", f"{API}/pool/heartbeat", self._heartbeat, "a member's heartbeat; answers the member list",
                   body=member_schema, max_body=1024 * 1024),
             Route("GET", f"{API}/openapi.json", lambda r: self.app.openapi("HTDA node", self.version),
@@ -375,6 +375,21 @@ class Node:
         if not beat["url"].startswith(("http://", "https://")):
             raise HTTPError(400, "body.url: must be an http:// or https:// URL")
         return self.pool.receive(beat)
+
+
+# Answers of the example all-in-one node (config/all-in-one.toml) for the REST reference.
+NODE_EXAMPLE = {"name": "all-in-one", "url": "http://127.0.0.1:8740",
+                "roles": ["coordinator", "locator", "cache", "dashboard", "submit"], "version": "0.1.0",
+                "started": 1795642839.234, "uptime": 5.156}
+HEALTH_EXAMPLE = {"status": "ok", "name": "all-in-one", "problems": [], "loops": {
+    loop: {"state": "ok", "detail": "", "last_ok_ago": 0.1}
+    for loop in ("htda-coordinator-cycle", "htda-locator-sweep", "htda-cache-cycle", "htda-cache-holdings",
+                 "htda-submit-send")}}
+POOL_EXAMPLE = {"self": "all-in-one", "members": [{
+    **{k: NODE_EXAMPLE[k] for k in ("name", "url", "roles", "version", "started")}, "age": 0.4,
+    "info": {"coordinator": {"cycle": 4, "placed_files": 2}, "locator": {"files": 2, "nodes": 1},
+             "cache": {"capacity_bytes": 65458412857, "free_bytes": 65458368308, "used_bytes": 44549, "files": 2,
+                       "staging": 0}}}]}
 
 
 def _rss_bytes() -> float:

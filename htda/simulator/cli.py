@@ -173,12 +173,14 @@ def _write_outputs(out: str, result, spec: RunSpec, footprint: int | None, text:
     return paths
 
 
-def cmd_generate(args: argparse.Namespace) -> str:
+def cmd_generate(args: argparse.Namespace) -> Any:
     from .report import human_bytes
     from .trace import write_csv
 
     w = _workload(args)
     rows = write_csv(args.output, w.rows())
+    if getattr(args, "json", False):
+        return {"file": args.output, "requests": rows, "footprint_bytes": w.footprint_bytes(), "seed": w.seed}
     return f"wrote {rows:,} requests to {args.output} (footprint {human_bytes(w.footprint_bytes())}, seed {w.seed})"
 
 

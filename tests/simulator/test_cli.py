@@ -38,6 +38,13 @@ def test_generate_then_simulate_writes_table_and_plots(tmp_path):
     assert len({r["capacity_bytes"] for r in data["results"]}) == 2
 
 
+def test_generate_json_gives_exact_numbers(tmp_path):
+    trace = tmp_path / "trace.csv"
+    said = run_cli("--json", "trace", "generate", str(trace), "--requests", "500", "--seed", "3")
+    assert said["file"] == str(trace) and said["requests"] == 500 and said["seed"] == 3
+    assert isinstance(said["footprint_bytes"], int) and said["footprint_bytes"] > 0
+
+
 def test_json_output_of_a_synthetic_run():
     data = run_cli("--json", "simulate", "--synthetic", "--requests", "3000", "--sizes", "20G", "--half-lives", "600",
                    "--policies", "lru", "--no-belady")

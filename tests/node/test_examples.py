@@ -1,0 +1,80 @@
+"""The answer examples of the REST reference (``Route(example=...)``) against what a real node answers."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import quote
+
+from htda.node.rest import API, Route
+
+# What an operator reads first: each of these must show an example answer.
+OPERATORS_READ = {("GET", "/healthz"), ("GET", f"{API}/node"), ("GET", f"{API}/pool"),
+                  ("GET", f"{API}/coordinator/files/top"), ("GET", f"{API}/coordinator/nodes"),
+                  ("POST", f"{API}/locator/lookup"), ("GET", f"{API}/cache/files"), ("GET", f"{API}/cache/devices"),
+                  ("GET", f"{API}/cache/staging")}
+
+# The request body of each POST with an example, made from the example (so a lookup asks for its LFNs).
+BODIES = {f"{API}/locator/lookup": lambda example: {"lfns": list(example["files"])}}
+
+
+def shape_problems(example: Any, answer: Any, where: str = "") -> list[str]:
+    """Where ``example`` and ``answer`` differ in shape: other keys in an object, an object or list where the
+    other has none, a list the example fills that the answer leaves empty.  Values are not compared."""
+    here = where or "the answer"
+    if isinstance(example, dict) and isinstance(answer, dict):
+        problems = []
+        if set(example) != set(answer):
+            problems.append(f"{here}: only the example has {sorted(set(example) - set(answer))}, "
+                            f"only the answer has {sorted(set(answer) - set(example))}")
+        for key in sorted(set(example) & set(answer)):
+            problems += shape_problems(example[key], answer[key], f"{where}/{key}")
+        return problems
+    if isinstance(example, list) and isinstance(answer, list):
+        if example and not answer:
+            return [f"{here}: the example lists items, the answer none (give the fixture some)"]
+        return shape_problems(example[0], answer[0], f"{where}[0]") if example else []
+    structured = (dict, list)
+    if isinstance(example, structured) or isinstance(answer, structured) and example is not None:
+        return [f"{here}: the example has {type(example).__name__}, the answer {type(answer).__name__}"]
+    return []
+
+
+def _url(node, route: Route) -> str:
+    """The route's path with each parameter taken from its example (``{lfn}``: the example's ``lfn``)."""
+    path = re.sub(r"\{([^}:]+)(:[^}]*)?\}", lambda m: quote(route.example[m.group(1)].lstrip("/"), safe="/"),
+                  route.path)
+    return node.url + path
+
+
+def _answer(node, route: Route) -> Any:
+    if route.method == "GET":
+        return node.client.get(_url(node, route))
+    assert route.path in BODIES, f"{route.method} {route.path} has an example: say in BODIES what to send it"
+    return node.client.post(_url(node, route), BODIES[route.path](route.example))
+
+
+def test_every_example_has_the_shape_of_the_real_answer(cached_node):
+    with_examples = [r for r in cached_node.app.routes if r.example is not None]
+    assert OPERATORS_READ <= {(r.method, re.sub(r"\{([^}:]+)(:[^}]*)?\}", r"{\1}", r.path)) for r in with_examples}
+    problems = [f"{r.method} {r.path}: {problem}" for r in with_examples
+                for problem in shape_problems(r.example, _answer(cached_node, r))]
+    assert not problems, "\n".join(problems)
+
+
+def test_examples_are_in_the_openapi_document(cached_node):
+    doc = cached_node.client.get(f"{cached_node.url}{API}/openapi.json")
+    example = doc["paths"][f"{API}/cache/staging"]["get"]["responses"]["200"]["content"]["application/json"]
+    assert example["example"]["failed"][0]["lfn"] == "/store/demo/dataset2/events_001.root"
+    route = next(r for r in cached_node.app.routes if r.path == "/healthz")
+    assert doc["paths"]["/healthz"]["get"]["responses"]["200"]["content"]["application/json"]["example"] \
+        == route.example
+
+
+def test_shape_problems_name_the_place():
+    assert shape_problems({"a": [{"b": 1}], "c": 2}, {"a": [{"b": 2, "d": 3}], "c": None}) == [
+        "/a[0]: only the example has [], only the answer has ['d']"]
+    assert shape_problems({"a": [{"b": 1}]}, {"a": []}) == [
+        "/a: the example lists items, the answer none (give the fixture some)"]
+    assert shape_problems({"a": {"b": 1}}, {"a": 5}) == ["/a: the example has dict, the answer int"]
+    assert shape_problems({"n": None}, {"n": {"x": 1}}) == []  # a null in the example stands for any value
