@@ -41,7 +41,7 @@ class HTDAPolicy(CachePolicy):
 
     name = "htda"
 
-    def __init__(self, capacity: int, rating: RatingPolicy, label: str | None = None, per_size: bool = False,
+    def __init__(self, capacity: int, rating: RatingPolicy[int], label: str | None = None, per_size: bool = False,
                  accesses: str = "job"):
         if accesses not in ACCESS_MODES:
             raise ValueError(f"accesses must be one of {', '.join(ACCESS_MODES)}")
