@@ -34,6 +34,7 @@ run: $(VENV)/.runtime
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 docs: $(VENV)/.installed
 	$(BIN)/sphinx-build -q -W -b html docs docs/_build/html
@@ -48,4 +49,4 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) docs/_build var .pytest_cache
+	rm -rf $(VENV) docs/_build var .pytest_cache .mypy_cache

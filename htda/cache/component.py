@@ -126,7 +126,8 @@ SCHEMA = Section({
 def _host_addresses() -> list[str]:
     """This host's addresses by its name (where a job on it may connect from, besides loopback)."""
     try:
-        return sorted({info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None)})
+        # an address is a str; typeshed allows an int too, for a Python built without IPv6
+        return sorted({str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None)})
     except OSError:
         return []
 

@@ -144,10 +144,7 @@ def parse_mode(value: str) -> int:
 
 def account_id(value: str, group: bool = False) -> int:
     """The uid (or gid) of a user (group) name or number known to this host (KeyError if unknown)."""
-    lookup = grp.getgrnam if group else pwd.getpwnam
-    by_id = grp.getgrgid if group else pwd.getpwuid
     if value.isdigit():
-        by_id(int(value))
+        (grp.getgrgid if group else pwd.getpwuid)(int(value))
         return int(value)
-    entry = lookup(value)
-    return entry.gr_gid if group else entry.pw_uid
+    return grp.getgrnam(value).gr_gid if group else pwd.getpwnam(value).pw_uid

@@ -308,7 +308,7 @@ class FanotifyWatch:
         One event per read: the read is where the kernel opens the event's file, which through a FUSE view
         backed by remote storage can take seconds, and the time before a read bounds only the event at the
         queue's head (the open it reports happened no later)."""
-        out = []
+        out: list[tuple[int, int, int, float]] = []
         while len(out) < READ_BATCH:
             seen = time.monotonic()
             try:
@@ -328,7 +328,8 @@ class FanotifyWatch:
 
     @staticmethod
     def _events(data: bytes) -> list[tuple[int, int, int]]:
-        out, offset = [], 0
+        out: list[tuple[int, int, int]] = []
+        offset = 0
         while offset + METADATA.size <= len(data):
             length, version, _, _, mask, fd, pid = METADATA.unpack_from(data, offset)
             if version != FANOTIFY_METADATA_VERSION or length < METADATA.size:
@@ -354,11 +355,11 @@ class FanotifyWatch:
         opened, closed = mask & FAN_OPEN, mask & FAN_CLOSE
         with self._lock:
             if opened and not closed:
-                path = self._local_path(path, key)
-                if path is not None:
-                    entry = self._files.setdefault(key, OpenFile(path))
+                local = self._local_path(path, key)
+                if local is not None:
+                    entry = self._files.setdefault(key, OpenFile(local))
                     if pid not in entry.holders:  # a reader's further opens of a file it has open read it alike
-                        self._count_open(path, pid, st.st_size, seen)
+                        self._count_open(local, pid, st.st_size, seen)
                     entry.opened(pid)
             elif closed and not opened and key in self._files:
                 entry = self._files[key]
@@ -370,9 +371,9 @@ class FanotifyWatch:
                 # waited): the holders stay as they were; a process that did not hold the file opened it
                 held = self._files.get(key)
                 if held is None or pid not in held.holders:
-                    path = self._local_path(path, key)
-                    if path is not None:
-                        self._count_open(path, pid, st.st_size, seen)
+                    local = self._local_path(path, key)
+                    if local is not None:
+                        self._count_open(local, pid, st.st_size, seen)
 
     def _count_open(self, path: str, pid: int, size: int, seen: float) -> None:
         """Tell ``on_open`` of a job's first open of a file through a mounted view.  Only there: the same open
@@ -452,11 +453,12 @@ def watch(driver: Driver) -> FanotifyWatch | None:
     with _watches_lock:
         if driver in _watches:
             return _watches[driver]
+        found: FanotifyWatch | None
         try:
-            found: FanotifyWatch | None = FanotifyWatch(driver)
+            found = watching = FanotifyWatch(driver)
             log.info("files jobs read beneath %s: seen with fanotify on %s", driver.view,
-                     ", ".join(found.marked) or "(nothing mounted yet)")
-            weakref.finalize(driver, found.close)
+                     ", ".join(watching.marked) or "(nothing mounted yet)")
+            weakref.finalize(driver, watching.close)
         except (FanotifyUnavailable, OSError, AttributeError) as exc:
             found = None
             log.warning("files jobs read beneath %s: fanotify unavailable (%s); scanning /proc/<pid>/fd instead "

@@ -218,7 +218,10 @@ class SubmitAgent(Component):
         """Ask locators in turn (starting at a rotating one) until one answers or time runs out."""
         local = self.node.components.get("locator")
         if local is not None and self.config["local_locator"] and not self.config["locators"]:
-            return {"nodes": local.index.lookup(lfns).nodes}  # a co-located locator: no HTTP hop
+            from ..locator.component import LocatorComponent  # loaded already: this node runs it
+
+            if isinstance(local, LocatorComponent):
+                return {"nodes": local.index.lookup(lfns).nodes}  # a co-located locator: no HTTP hop
         urls = self._urls(self.config["locators"], "locator")
         if not urls:
             raise ClientError("no locator known")

@@ -52,7 +52,10 @@ EVENTS_PATH = "/api/v1/submit/events"  # ?hook=update|finalize|cleanup
 ALLOWED_ATTRIBUTES = ("Rank", "Requirements", "JobMachineAttrs")
 ALLOWED_PREFIX = "HTDA_"
 
-DEFAULTS: dict[str, object] = {
+#: the type of a setting's value (hooks.toml is flat: strings, numbers and booleans)
+Setting = str | int | float | bool
+
+DEFAULTS: dict[str, Setting] = {
     "socket": SUBMIT_SOCKET,  # the submit agent (job-router hooks)
     "agent_user": AGENT_USER,  # besides root, the only account the agent's socket may belong to
     "node": "http://127.0.0.1:8740",  # this host's htda-node, for the startd cron on workers
@@ -92,7 +95,7 @@ def split(data: bytes) -> tuple[bytes | None, bytes]:
 
 # -- settings --------------------------------------------------------------------------------------
 
-def read_settings(path: str | None = None) -> tuple[dict[str, object], str | None]:
+def read_settings(path: str | None = None) -> tuple[dict[str, Setting], str | None]:
     """(settings, problem): the hooks' settings from a flat TOML file, and why the file was not
     read when it exists but cannot be (the hook then runs on the defaults and logs the problem).
 
@@ -121,12 +124,12 @@ def read_settings(path: str | None = None) -> tuple[dict[str, object], str | Non
     return settings, None
 
 
-def load_settings(path: str | None = None) -> dict[str, object]:
+def load_settings(path: str | None = None) -> dict[str, Setting]:
     """The hooks' settings (see :func:`read_settings`)."""
     return read_settings(path)[0]
 
 
-def _scalar(raw: str) -> object:
+def _scalar(raw: str) -> Setting | None:
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
         return raw[1:-1]
     if raw in ("true", "false"):
@@ -162,7 +165,7 @@ class _Log:
 
 def _read_stdin() -> bytes:
     """All of standard input (the router closes it after the ad)."""
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         chunk = os.read(0, 1 << 20)
         if not chunk:
@@ -220,7 +223,7 @@ def _check_path(path: str, kind: int, uids: set[int], what: str) -> None:
         raise OSError(f"{what} {path} is writable by others (mode {st.st_mode & 0o7777:o})")
 
 
-def connect_agent(settings: dict[str, object], deadline: float) -> _socket.socket:
+def connect_agent(settings: dict[str, Setting], deadline: float) -> _socket.socket:
     """A connection to the submit agent, made only when nobody but root or ``agent_user`` can have
     made the socket, and kept only when the process answering runs as one of them (SO_PEERCRED)."""
     path = str(settings["socket"])
@@ -265,7 +268,7 @@ def _request(method: str, path: str, host: str, body: bytes) -> bytes:
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
 
 
-def ask_agent(settings: dict[str, object], path: str, body: bytes, deadline: float) -> tuple[int, bytes]:
+def ask_agent(settings: dict[str, Setting], path: str, body: bytes, deadline: float) -> tuple[int, bytes]:
     """POST ``body`` to the submit agent over its socket; (status, body).  Raises OSError on trouble."""
     return _exchange(connect_agent(settings, deadline), _request("POST", path, "localhost", body), deadline)
 

@@ -15,12 +15,12 @@ import socket
 import sys
 import time
 
-from .hooks import node_request, read_settings
+from .hooks import Setting, node_request, read_settings
 
 __all__ = ["main", "machine_attributes"]
 
 
-def machine_attributes(settings: dict[str, object], timeout: float = 2.0) -> dict[str, object]:
+def machine_attributes(settings: dict[str, Setting], timeout: float = 2.0) -> dict[str, object]:
     """The machine-ad attributes, asking this host's node (``settings['node']``)."""
     deadline = time.monotonic() + timeout
     node = str(settings["node"])

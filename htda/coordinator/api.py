@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..lfn import normalize_lfn
 from ..node.rest import API, HTTPError, Request, Route
@@ -84,14 +84,17 @@ def checked_lfn(value: str, where: str) -> str:
         raise HTTPError(400, f"{where}: {value[:200]!r}: {exc}") from None
 
 
-def _batch(request: Request, field: str, limit: int) -> list[dict[str, Any]]:
+def _batch(request: Request, field: str, limit: int) -> list[Any]:
     items = request.json[field]
     if len(items) > limit:
         raise HTTPError(400, f"body.{field}: at most {limit} items per request (coordinator.max_batch)")
     return items
 
 
-def _finite(value: float | None, where: str) -> float | None:
+_Time = TypeVar("_Time", bound=float | None)
+
+
+def _finite(value: _Time, where: str) -> _Time:
     """JSON parsers accept NaN and Infinity; a time must be a real number."""
     if value is not None and not math.isfinite(value):
         raise HTTPError(400, f"{where}: must be a finite number")

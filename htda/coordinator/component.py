@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..node import plugins
 from ..node.component import Component
@@ -38,7 +38,7 @@ def _fraction(value: float) -> str | None:
     return None if 0.0 < value <= 1.0 else "must be in (0, 1]"
 
 
-def _byte_count(value: Any) -> bool:
+def _byte_count(value: Any) -> TypeGuard[int]:
     """A believable number of bytes from a heartbeat (it fits the database's 64-bit columns)."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
 

@@ -57,7 +57,7 @@ class CycleReport:
 class Coordinator:
     """Job history in, per-node assignment lists out."""
 
-    def __init__(self, store: Store, policy: RatingPolicy, *, per_size: bool = False, hysteresis: float = 2.0,
+    def __init__(self, store: Store, policy: RatingPolicy[int], *, per_size: bool = False, hysteresis: float = 2.0,
                  fill: float = 0.95, candidate_factor: float = 1.5, unknown_size: int = 1 << 30,
                  release_ttl: float = 3600.0, full_every: int = 10, max_defer: float = 600.0,
                  first_read_wait: float = 0.0):
@@ -155,8 +155,6 @@ class Coordinator:
                 excluded = {**excluded, **{fid: set(capacities) for fid in waiting}}
             inputs = (sorted(capacities.items()), sorted((fid, sorted(nodes)) for fid, nodes in excluded.items()),
                       sorted(self.state.pinned), self.state.revision, sorted(readers.items()), sorted(movable))
-            options = {"hysteresis": self.hysteresis, "excluded": excluded, "unknown_size": self.state.unknown_size,
-                       "readers": readers, "movable": movable}
             if full:
                 self._last_inputs = None
             if inputs == self._last_inputs and not touched:
@@ -165,13 +163,17 @@ class Coordinator:
                 groups, scores = self.state.changed_candidates(touched, self.placement)
                 kind = "changes"
                 self._last_candidates = len(groups)
-                new = place(groups, self.state.sizes, capacities, self.placement, current_scores=scores, **options)
+                new = place(groups, self.state.sizes, capacities, self.placement, current_scores=scores,
+                            hysteresis=self.hysteresis, excluded=excluded, unknown_size=self.state.unknown_size,
+                            readers=readers, movable=movable)
                 self._since_full += 1
             else:
                 kind = "full"
                 budget = int(sum(capacities.values()) * self.candidate_factor)
                 groups = self.state.candidates(budget, self.placement) if capacities else []
-                new = place(groups, self.state.sizes, capacities, self.placement, **options)
+                new = place(groups, self.state.sizes, capacities, self.placement,
+                            hysteresis=self.hysteresis, excluded=excluded, unknown_size=self.state.unknown_size,
+                            readers=readers, movable=movable)
                 self._last_candidates = len(groups)
                 self._since_full = 0
             changes = moves(self.placement, new)
@@ -246,7 +248,7 @@ class Coordinator:
         state = self.state
         fids = self.lists.get(node, ())
         deferred = self.reads.deferred(now)
-        files = [{"lfn": state.lfns[fid], "score": state.score(state.file_order_key(fid), now),
+        files: list[dict[str, Any]] = [{"lfn": state.lfns[fid], "score": state.score(state.file_order_key(fid), now),
                   "size": state.sizes.get(fid), "source": None, "defer": state.lfns[fid] in deferred}
                  for fid in fids]
         # Pinned files lead the list: they score as the best file of the node, so the order stays by score.

@@ -47,39 +47,43 @@ from __future__ import annotations
 import heapq
 from collections.abc import Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 __all__ = ["GroupCandidate", "file_scores", "moves", "place"]
 
+#: the type of a file's id: an LFN (``str``) or a database id (``int``); one placement uses one kind
+F = TypeVar("F", bound=Hashable)
 
-class GroupCandidate(NamedTuple):
-    """A group worth caching: its id, its score and its files (LFNs).  A named tuple: cycles build many."""
+
+class GroupCandidate(NamedTuple, Generic[F]):
+    """A group worth caching: its id, its score and its files (LFNs or ids).  A named tuple: cycles build many."""
 
     group: Hashable
     score: float
-    files: tuple[str, ...]
+    files: tuple[F, ...]
 
 
 @dataclass
-class _Node:
+class _Node(Generic[F]):
     """One cache node while a placement is computed."""
 
     name: str
     capacity: int
     free: int
-    files: dict[str, float] = field(default_factory=dict)  # lfn -> score
-    by_score: list[tuple[float, str]] = field(default_factory=list)  # min-heap once heaped; stale entries skipped
+    files: dict[F, float] = field(default_factory=dict)  # lfn -> score
+    by_score: list[tuple[float, F]] = field(default_factory=list)  # min-heap once heaped; stale entries skipped
     heaped: bool = False  # the heap is built on the first eviction scan: most runs never need one
     room_bound: float = float("inf")  # free + evictable never grows during a run: skip hopeless scans
 
 
-class _Planner:
+class _Planner(Generic[F]):
     """The state of one :func:`place` run."""
 
-    def __init__(self, capacities: Mapping[str, int], sizes: Mapping[str, int | None], scores: Mapping[str, float],
-                 excluded: Mapping[str, Collection[str]], hysteresis: float, unknown_size: int,
-                 current: Mapping[str, str], readers: Mapping[str, str]):
-        self.nodes = {name: _Node(name, int(cap), int(cap)) for name, cap in sorted(capacities.items())}
+    def __init__(self, capacities: Mapping[str, int], sizes: Mapping[F, int | None], scores: Mapping[F, float],
+                 excluded: Mapping[F, Collection[str]], hysteresis: float, unknown_size: int,
+                 current: Mapping[F, str], readers: Mapping[F, str]):
+        self.nodes: dict[str, _Node[F]] = {name: _Node(name, int(cap), int(cap))
+                                           for name, cap in sorted(capacities.items())}
         get = sizes.get
         self.size_of = {lfn: unknown_size if (size := get(lfn)) is None else max(0, int(size))
                         for lfn in (*scores, *(lfn for lfn in current if lfn not in scores))}
@@ -87,16 +91,16 @@ class _Planner:
         self.excluded = excluded
         self.hysteresis = hysteresis
         self.readers = readers
-        self.where: dict[str, str] = {}
-        self.evicted: list[str] = []
+        self.where: dict[F, str] = {}
+        self.evicted: list[F] = []
 
-    def size(self, lfn: str) -> int:
+    def size(self, lfn: F) -> int:
         return self.size_of[lfn]
 
-    def allowed(self, lfn: str, node: str) -> bool:
+    def allowed(self, lfn: F, node: str) -> bool:
         return node not in self.excluded.get(lfn, ())
 
-    def put(self, lfn: str, node: _Node) -> None:
+    def put(self, lfn: F, node: _Node[F]) -> None:
         score = self.scores.get(lfn, 0.0)
         node.files[lfn] = score
         node.free -= self.size_of[lfn]
@@ -106,13 +110,13 @@ class _Planner:
             node.by_score.append((score, lfn))
         self.where[lfn] = node.name
 
-    def evict(self, lfn: str) -> None:
+    def evict(self, lfn: F) -> None:
         self.evicted.append(lfn)
         node = self.nodes[self.where.pop(lfn)]
         del node.files[lfn]
         node.free += self.size(lfn)
 
-    def make_room(self, node: _Node, need: int, group_score: float) -> bool:
+    def make_room(self, node: _Node[F], need: int, group_score: float) -> bool:
         """Evict the worst evictable files of ``node`` until ``need`` bytes are free; False (and no change) if
         the evictable files are not enough."""
         if node.free >= need:
@@ -122,8 +126,8 @@ class _Planner:
         if not node.heaped:
             heapq.heapify(node.by_score)
             node.heaped = True
-        popped: list[tuple[float, str]] = []
-        seen: set[str] = set()
+        popped: list[tuple[float, F]] = []
+        seen: set[F] = set()
         room = node.free
         while node.by_score and room < need:
             score, lfn = heapq.heappop(node.by_score)
@@ -144,7 +148,7 @@ class _Planner:
             self.evict(lfn)
         return True
 
-    def preferred_nodes(self, group_files: Iterable[str]) -> list[_Node]:
+    def preferred_nodes(self, group_files: Iterable[F]) -> list[_Node[F]]:
         """Nodes holding most of the group's bytes first, then the node whose job reads most of them, then
         the emptiest."""
         held: dict[str, int] = {}
@@ -163,7 +167,7 @@ class _Planner:
         node's free plus evictable bytes for this and every later (lower) group."""
         return all(size > node.room_bound for node in self.nodes.values())
 
-    def place_group(self, group: GroupCandidate, pending: list[str]) -> None:
+    def place_group(self, group: GroupCandidate[F], pending: list[F]) -> None:
         if self.out_of_reach(min(self.size(lfn) for lfn in pending)):
             return  # the common case of the groups below the cut: skip them cheaply
         need = sum(self.size(lfn) for lfn in pending)
@@ -179,7 +183,7 @@ class _Planner:
         for lfn in sorted(pending, key=self.size, reverse=True):
             self.place_file(lfn, self.preferred_nodes(group.files), group.score)
 
-    def place_file(self, lfn: str, nodes: list[_Node], group_score: float | None) -> bool:
+    def place_file(self, lfn: F, nodes: list[_Node[F]], group_score: float | None) -> bool:
         """Put one file on the first node of ``nodes`` with room (evicting only if ``group_score`` is given)."""
         size = self.size(lfn)
         candidates = [n for n in nodes if self.allowed(lfn, n.name)]
@@ -192,9 +196,9 @@ class _Planner:
         return True
 
 
-def file_scores(groups: Iterable[GroupCandidate]) -> dict[str, float]:
+def file_scores(groups: Iterable[GroupCandidate[F]]) -> dict[F, float]:
     """The group max rule: each file's score is the best score among the groups that contain it."""
-    scores: dict[str, float] = {}
+    scores: dict[F, float] = {}
     for group in groups:
         for lfn in group.files:
             if group.score > scores.get(lfn, -1.0):
@@ -203,18 +207,18 @@ def file_scores(groups: Iterable[GroupCandidate]) -> dict[str, float]:
 
 
 def place(
-    groups: Iterable[GroupCandidate],
-    sizes: Mapping[str, int | None],
+    groups: Iterable[GroupCandidate[F]],
+    sizes: Mapping[F, int | None],
     capacities: Mapping[str, int],
-    current: Mapping[str, str],
+    current: Mapping[F, str],
     *,
     hysteresis: float = 2.0,
-    excluded: Mapping[str, Collection[str]] | None = None,
+    excluded: Mapping[F, Collection[str]] | None = None,
     unknown_size: int = 1 << 30,
-    current_scores: Mapping[str, float] | None = None,
-    readers: Mapping[str, str] | None = None,
-    movable: Collection[str] = frozenset(),
-) -> dict[str, str]:
+    current_scores: Mapping[F, float] | None = None,
+    readers: Mapping[F, str] | None = None,
+    movable: Collection[F] = frozenset(),
+) -> dict[F, str]:
     """The new placement ``{lfn: node}``; see the module docstring for the rules.
 
     ``sizes`` maps LFN to bytes (``None`` or missing: counted as
@@ -256,7 +260,7 @@ def place(
     return planner.where
 
 
-def _place_groups(planner: _Planner, ordered: list[GroupCandidate]) -> None:
+def _place_groups(planner: _Planner[F], ordered: list[GroupCandidate[F]]) -> None:
     """Pass 2: the groups, best first, each on as few nodes as possible (see the module docstring)."""
     where = planner.where
     for group in ordered:
@@ -265,7 +269,7 @@ def _place_groups(planner: _Planner, ordered: list[GroupCandidate]) -> None:
             planner.place_group(group, list(dict.fromkeys(pending)))
 
 
-def _fill(planner: _Planner, files: Iterable[str], scores: Mapping[str, float]) -> None:
+def _fill(planner: _Planner[F], files: Iterable[F], scores: Mapping[F, float]) -> None:
     """Pass 3: files still without a node take the space left, best first, without evicting."""
     by_free = sorted(planner.nodes.values(), key=lambda n: -n.free)
     most_free = max((n.free for n in by_free), default=-1)
@@ -274,7 +278,7 @@ def _fill(planner: _Planner, files: Iterable[str], scores: Mapping[str, float]) 
             most_free = max(n.free for n in by_free)
 
 
-def _follow_readers(planner: _Planner, current: Mapping[str, str], readers: Mapping[str, str]) -> Mapping[str, str]:
+def _follow_readers(planner: _Planner[F], current: Mapping[F, str], readers: Mapping[F, str]) -> Mapping[F, str]:
     """``current`` with each placed file that a live node's job reads moved to that node, where it is allowed
     and fits beside what the node has (a file read elsewhere never displaces a copy)."""
     wanted = {lfn: node for lfn, node in readers.items()
@@ -295,14 +299,14 @@ def _follow_readers(planner: _Planner, current: Mapping[str, str], readers: Mapp
     return {**current, **moved}
 
 
-def _keep(planner: _Planner, current: Mapping[str, str], scores: Mapping[str, float], drop_unscored: bool) -> None:
+def _keep(planner: _Planner[F], current: Mapping[F, str], scores: Mapping[F, float], drop_unscored: bool) -> None:
     """Pass 1: files stay where they are; a node that cannot hold all of its files any more keeps its best.
 
     With ``drop_unscored`` (a full placement, whose candidates include the group of every placed file) a
     placed file that no candidate names any more goes: nothing rates it (e.g. it was pinned, never read, and
     is pinned no longer)."""
     size_of, allowed = planner.size_of, planner.allowed
-    held: dict[str, list[str]] = {}
+    held: dict[str, list[F]] = {}
     for lfn, node_name in current.items():
         if drop_unscored and lfn not in scores:
             continue
@@ -324,6 +328,6 @@ def _keep(planner: _Planner, current: Mapping[str, str], scores: Mapping[str, fl
                 planner.put(lfn, node)
 
 
-def moves(old: Mapping[str, str], new: Mapping[str, str]) -> dict[str, tuple[str | None, str | None]]:
+def moves(old: Mapping[F, str], new: Mapping[F, str]) -> dict[F, tuple[str | None, str | None]]:
     """Files whose node changed between two placements: ``{lfn: (old node, new node)}``."""
     return {lfn: (old.get(lfn), new.get(lfn)) for lfn in old.keys() | new.keys() if old.get(lfn) != new.get(lfn)}

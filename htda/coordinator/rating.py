@@ -46,6 +46,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable
 from operator import itemgetter
+from typing import Generic, TypeVar
 
 __all__ = [
     "GIB",
@@ -62,6 +63,9 @@ __all__ = [
 
 GIB = 1 << 30
 NEVER = -math.inf  # key of a group that was never accessed
+
+#: the type of a group's id: the coordinator uses database ids (``int``), the simulator trace ids
+G = TypeVar("G", bound=Hashable)
 
 
 def log_add(a: float, b: float) -> float:
@@ -81,7 +85,7 @@ def score_of(exponent: float) -> float:
         return math.inf
 
 
-class RatingPolicy(ABC):
+class RatingPolicy(ABC, Generic[G]):
     """A rating of groups from their accesses; see the module docstring for the key/offset scheme.
 
     Subclasses implement :meth:`_key_after` (the new key of a group after one
@@ -97,8 +101,8 @@ class RatingPolicy(ABC):
             raise ValueError("half_life must be > 0 seconds")
         self.half_life = float(half_life)
         self.epoch = float(epoch)
-        self._keys: dict[Hashable, float] = {}
-        self._touched: set[Hashable] = set()
+        self._keys: dict[G, float] = {}
+        self._touched: set[G] = set()
 
     # -- updating ---------------------------------------------------------
     @abstractmethod
@@ -109,30 +113,30 @@ class RatingPolicy(ABC):
     def offset(self, now: float) -> float:
         """The common shift of every key at time ``now``: ``log2(score) = key - offset(now)``."""
 
-    def access(self, group: Hashable, t: float, weight: float = 1.0) -> None:
+    def access(self, group: G, t: float, weight: float = 1.0) -> None:
         """Record one access of ``group`` at unix time ``t``, worth ``weight`` (> 0)."""
         if not weight > 0:
             raise ValueError("access weight must be > 0")
         self._keys[group] = self._key_after(self._keys.get(group, NEVER), float(t), float(weight))
         self._touched.add(group)
 
-    def set_key(self, group: Hashable, key: float) -> None:
+    def set_key(self, group: G, key: float) -> None:
         """Restore a key computed earlier (e.g. saved in a database)."""
         self._keys[group] = float(key)
         self._touched.add(group)
 
-    def forget(self, group: Hashable) -> None:
+    def forget(self, group: G) -> None:
         """Drop a group (its history was purged)."""
         self._keys.pop(group, None)
         self._touched.discard(group)
 
-    def take_touched(self) -> set[Hashable]:
+    def take_touched(self) -> set[G]:
         """The groups accessed since the previous call (the incremental work of a cycle)."""
         touched, self._touched = self._touched, set()
         return touched
 
     # -- reading ----------------------------------------------------------
-    def key(self, group: Hashable) -> float:
+    def key(self, group: G) -> float:
         """The time-invariant ordering key of ``group`` (``-inf`` if never accessed)."""
         return self._keys.get(group, NEVER)
 
@@ -142,16 +146,16 @@ class RatingPolicy(ABC):
             return 0.0
         return score_of(key - self.offset(now))
 
-    def score(self, group: Hashable, now: float) -> float:
+    def score(self, group: G, now: float) -> float:
         """The score of ``group`` at ``now`` (0.0 if never accessed)."""
         return self.score_of_key(self.key(group), now)
 
-    def top(self, n: int, now: float) -> list[tuple[Hashable, float]]:
+    def top(self, n: int, now: float) -> list[tuple[G, float]]:
         """The ``n`` best groups with their scores at ``now``, best first."""
         best = heapq.nlargest(n, self._keys.items(), key=itemgetter(1))
         return [(group, self.score_of_key(key, now)) for group, key in best]
 
-    def keys(self) -> dict[Hashable, float]:
+    def keys(self) -> dict[G, float]:
         """All keys (read-only view semantics: do not modify)."""
         return self._keys
 
@@ -162,7 +166,7 @@ class RatingPolicy(ABC):
         return group in self._keys
 
 
-class LRFUPolicy(RatingPolicy):
+class LRFUPolicy(RatingPolicy[G]):
     """Least Recently/Frequently Used: the sum of access weights halving every half-life."""
 
     name = "lrfu"
@@ -174,7 +178,7 @@ class LRFUPolicy(RatingPolicy):
         return (now - self.epoch) / self.half_life
 
 
-class LRUPolicy(RatingPolicy):
+class LRUPolicy(RatingPolicy[G]):
     """Least Recently Used: only the last access counts (weights ignored)."""
 
     name = "lru"
@@ -186,7 +190,7 @@ class LRUPolicy(RatingPolicy):
         return (now - self.epoch) / self.half_life
 
 
-class LFUPolicy(RatingPolicy):
+class LFUPolicy(RatingPolicy[G]):
     """Least Frequently Used: the plain sum of access weights (half-life ignored)."""
 
     name = "lfu"
@@ -215,8 +219,8 @@ def normalised_key(key: float, size: int | None, unit: int = GIB) -> float:
 
 
 def file_score(
-    policy: RatingPolicy,
-    groups: Iterable[Hashable],
+    policy: RatingPolicy[G],
+    groups: Iterable[G],
     now: float,
     size: int | None = None,
     per_size: bool = False,

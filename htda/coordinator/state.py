@@ -27,7 +27,7 @@ SCORE_MAX = 1e300  # JSON has no infinity: scores are clamped below it
 class RatingState:
     """Group keys, membership, file keys and sizes; thread-safe through :attr:`lock`."""
 
-    def __init__(self, policy: RatingPolicy, per_size: bool = False, unknown_size: int = GIB):
+    def __init__(self, policy: RatingPolicy[int], per_size: bool = False, unknown_size: int = GIB):
         self.policy = policy
         self.per_size = per_size
         self.unknown_size = unknown_size
@@ -135,7 +135,7 @@ class RatingState:
     def score(self, key: float, now: float) -> float:
         return min(self.policy.score_of_key(key, now), SCORE_MAX)
 
-    def candidates(self, budget: int, incumbents: Iterable[int]) -> list[GroupCandidate]:
+    def candidates(self, budget: int, incumbents: Iterable[int]) -> list[GroupCandidate[int]]:
         """The best groups until their distinct files fill ``budget`` bytes, plus the best group of each
         incumbent file, plus each pinned file on its own with an infinite score.  Scores are relative to the
         best group (2 ** (key - best key)): their ratios are those of the real scores at any time, and none
@@ -163,16 +163,16 @@ class RatingState:
                     seen |= new
                     total += sum(map(size, new))
             for fid in set(incumbents).difference(seen):
-                gid = self.best_group.get(fid)
-                if gid is not None and gid not in chosen:
-                    chosen[gid] = self.group_order_key(gid, keys.get(gid, NEVER))
+                best = self.best_group.get(fid)
+                if best is not None and best not in chosen:
+                    chosen[best] = self.group_order_key(best, keys.get(best, NEVER))
             pins = [GroupCandidate(("pin", fid), math.inf, (fid,)) for fid in sorted(self.pinned)]
             if not chosen:
                 return pins
             top = self.reference = max(chosen.values())
             return pins + [GroupCandidate(gid, _relative(key, top), self._files_of(gid)) for gid, key in chosen.items()]
 
-    def changed_candidates(self, groups: Iterable[int], placed: Iterable[int]) -> tuple[list[GroupCandidate],
+    def changed_candidates(self, groups: Iterable[int], placed: Iterable[int]) -> tuple[list[GroupCandidate[int]],
                                                                                      dict[int, float]]:
         """The given groups as candidates, and the scores of the placed files, on one scale (relative to the
         best key seen): the input of :func:`~htda.coordinator.placement.place` with ``current_scores``."""

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, case, create_engine, delete, event, func, insert, select, text, update
+from sqlalchemy import Table, bindparam, case, create_engine, delete, event, func, insert, select, text, update
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.sql import Select
 
@@ -44,10 +44,18 @@ log = logging.getLogger("htda.coordinator.store")
 
 CHUNK = 2000  # values per IN (...) list: well under SQLite's and PostgreSQL's limits
 
-T_FILES, T_GROUPS, T_MEMBERS = File.__table__, Group.__table__, GroupFile.__table__
-T_JOBS, T_EVENTS = Job.__table__, JobEvent.__table__
-T_NODES, T_ASSIGN, T_RELEASES, T_META = NodeRow.__table__, Assignment.__table__, Release.__table__, Meta.__table__
-T_PINS = Pin.__table__
+
+
+def _table(model: type[Base]) -> Table:
+    """The table of a model: its ``__table__``, which SQLAlchemy types as any FROM clause (a mapping may be of a
+    join); the metadata's table of the same name is that object, typed as the ``Table`` it is."""
+    return Base.metadata.tables[model.__tablename__]
+
+
+T_FILES, T_GROUPS, T_MEMBERS = _table(File), _table(Group), _table(GroupFile)
+T_JOBS, T_EVENTS = _table(Job), _table(JobEvent)
+T_NODES, T_ASSIGN, T_RELEASES, T_META = _table(NodeRow), _table(Assignment), _table(Release), _table(Meta)
+T_PINS = _table(Pin)
 
 
 @dataclass
@@ -190,7 +198,7 @@ class Store:
                 return result
             file_ids = self._ensure_files(conn, new, result)
             group_ids, created = self._ensure_groups(conn, new)
-            members = set()
+            members: set[tuple[int, int]] = set()
             for job in new:
                 input_group = group_ids[job.input_group]
                 if input_group in created:
@@ -199,7 +207,7 @@ class Store:
                     members.update((group_ids[f"task:{job.task}"], file_ids[lfn]) for lfn in job.inputs)
             if members:
                 conn.execute(self._insert_ignore(T_MEMBERS), [{"group_id": g, "file_id": f} for g, f in members])
-            rows = [{
+            rows: list[dict[str, Any]] = [{
                 "job_id": job.job_id, "owner": job.owner, "task": job.task, "cpus": job.cpus, "memory": job.memory,
                 "submit_time": now if job.submit_time is None else job.submit_time, "state": "submitted",
                 "input_group_id": group_ids[job.input_group],

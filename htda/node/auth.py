@@ -37,6 +37,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = ["AuthError", "Signer", "Verifier", "CertificatePolicy", "load_secret", "new_secret", "authority",
@@ -238,7 +239,7 @@ class CertificatePolicy:
             return f"{pattern!r}: only * and ? are wildcards"
         return None
 
-    def allows(self, cert: dict | None) -> bool:
+    def allows(self, cert: dict[str, Any] | None) -> bool:
         """Whether a certificate as :meth:`ssl.SSLSocket.getpeercert` gives it is on the list."""
         if not cert:
             return False
@@ -247,7 +248,7 @@ class CertificatePolicy:
                    for kind, value in self.patterns for name in names.get(kind, ()))
 
 
-def certificate_names(cert: dict) -> dict[str, list[str]]:
+def certificate_names(cert: dict[str, Any]) -> dict[str, list[str]]:
     """A certificate's common names, SAN DNS names and RFC 4514 subject, lower case."""
     rdns = [attr for rdn in cert.get("subject", ()) for attr in rdn]
     common = [value.lower() for key, value in rdns if key == "commonName"]
@@ -256,7 +257,7 @@ def certificate_names(cert: dict) -> dict[str, list[str]]:
     return {"cn": common, "dns": dns, "dn": [subject]}
 
 
-def describe_certificate(cert: dict | None) -> str:
+def describe_certificate(cert: dict[str, Any] | None) -> str:
     """A certificate's subject for log lines."""
     return certificate_names(cert)["dn"][0] if cert else "no certificate"
 

@@ -67,7 +67,7 @@ class Section:
     check: Callable[[dict[str, Any]], str | None] | None = None
 
 
-def load_toml(path: str | os.PathLike) -> dict:
+def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a TOML file, turning syntax errors into a :class:`ConfigError`."""
     try:
         with open(path, "rb") as fh:
@@ -78,7 +78,7 @@ def load_toml(path: str | os.PathLike) -> dict:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
 
-def validate(raw: Mapping[str, Any], schema: Section, source: str, prefix: str = "") -> dict:
+def validate(raw: Mapping[str, Any], schema: Section, source: str, prefix: str = "") -> dict[str, Any]:
     """Return ``raw`` with defaults filled in, or raise :class:`ConfigError`."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: '{prefix.rstrip('.') or '<top>'}' must be a table")

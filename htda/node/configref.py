@@ -63,7 +63,10 @@ def _table(section: Section, prefix: str) -> str:
     header = ("key", "type", "default", "meaning")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     rule = "  ".join("=" * w for w in widths)
-    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+
+    def fmt(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+
     return "\n".join([rule, fmt(header), rule, *map(fmt, rows), rule])
 
 

@@ -33,7 +33,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from cheroot import server as cheroot_server
 from cheroot.makefile import StreamReader, StreamWriter
@@ -60,25 +60,31 @@ class GateOptions:
     prefetch_body: int = 64 * 1024  # bodies up to this size are read here too, so no worker waits for them
 
 
+_Mode = Literal["r", "w", "rw", "rb", "wb", "rwb"]  # the modes socket.SocketIO takes
+
+
 class ReplayReader(StreamReader):
     """cheroot's socket reader, fed first with the bytes the gate already read."""
 
-    def __init__(self, sock: socket.socket, mode: str = "rb", bufsize: int = 8192):
-        _pyio.BufferedReader.__init__(self, _ReplaySocketIO(sock, mode), bufsize)  # StreamReader's, on our raw
+    def __init__(self, sock: socket.socket, mode: _Mode = "rb", bufsize: int = 8192):
+        self._replay = _ReplaySocketIO(sock, mode)
+        _pyio.BufferedReader.__init__(self, self._replay, bufsize)  # StreamReader's, on our raw
         self.bytes_read = 0
 
     def feed(self, data: bytes) -> None:
-        self.raw.pending.extend(data)
+        self._replay.pending.extend(data)
 
     def unread(self) -> bytes:
         """Bytes received but not yet parsed: the reader's buffer, then what was fed."""
-        return bytes(self._read_buf[self._read_pos:]) + bytes(self.raw.pending)
+        # cheroot's stub derives StreamReader from io.BufferedReader; it is _pyio's, whose buffer this is
+        buffered = bytes(self._read_buf[self._read_pos:])  # type: ignore[attr-defined]
+        return buffered + bytes(self._replay.pending)
 
 
 class _ReplaySocketIO(socket.SocketIO):
     """A socket's raw stream that returns fed bytes before reading the socket."""
 
-    def __init__(self, sock: socket.socket, mode: str):
+    def __init__(self, sock: socket.socket, mode: _Mode):
         super().__init__(sock, mode)
         self.pending = bytearray()
 
@@ -91,7 +97,7 @@ class _ReplaySocketIO(socket.SocketIO):
         return super().readinto(buffer)
 
 
-def _makefile(sock: socket.socket, mode: str = "r", bufsize: int = 8192) -> StreamReader | StreamWriter:
+def _makefile(sock: socket.socket, mode: _Mode = "r", bufsize: int = 8192) -> StreamReader | StreamWriter:
     return ReplayReader(sock, mode, bufsize) if "r" in mode else StreamWriter(sock, mode, bufsize)
 
 
@@ -106,8 +112,10 @@ def request_ready(head: bytes, options: GateOptions) -> str:
     if end < 0:
         return "large" if len(head) > options.max_header else "wait"
     headers = _headers(head[:end])
+    if headers is None:
+        return "ready"  # cheroot answers 400
     try:
-        length = int(headers.get(b"Content-Length", 0)) if headers is not None else 0
+        length = int(headers.get(b"Content-Length", 0))
     except ValueError:
         length = 0  # cheroot answers 400
     small = 0 < length <= options.prefetch_body
@@ -122,9 +130,10 @@ def _headers(block: bytes) -> dict[bytes, bytes] | None:
     if stream.readline() == b"\r\n":
         stream.readline()
     try:
-        return cheroot_server.HeaderReader()(stream, {})
+        headers: dict[bytes, bytes] = cheroot_server.HeaderReader()(stream, {})
     except ValueError:
         return None
+    return headers
 
 
 def _header_end(head: bytes) -> int:
@@ -154,7 +163,7 @@ class Gate:
     """
 
     def __init__(self, server: Any, options: GateOptions, tls: Any = None,
-                 admit: Callable[[dict | None, Any], bool] | None = None):
+                 admit: Callable[[dict[str, Any] | None, Any], bool] | None = None):
         self.server, self.options, self.tls, self.admit = server, options, tls, admit
         self.max_pending = min(options.max_pending, _fd_budget())
         self._selector = selectors.DefaultSelector()
@@ -240,8 +249,8 @@ class Gate:
                         pass
                 elif key.data is self.server:
                     self._accept()
-                elif self._waiting.get(key.fd) is key.data:  # not dropped meanwhile
-                    self._step(key.data)
+                elif (entry := self._waiting.get(key.fd)) is not None and entry is key.data:  # not dropped meanwhile
+                    self._step(entry)
             now = time.monotonic()
             if now >= self._next_expiry:
                 self._next_expiry = now + 0.1
@@ -290,13 +299,15 @@ class Gate:
             self._drop(entry, count=False)
 
     def _handshake(self, entry: _Waiting) -> None:
+        sock = entry.sock
+        assert isinstance(sock, ssl.SSLSocket)  # wrapped by _admit_new, which set this stage
         try:
-            entry.sock.do_handshake()
+            sock.do_handshake()
         except ssl.SSLWantReadError:
             return self._listen(entry, selectors.EVENT_READ)
         except ssl.SSLWantWriteError:
             return self._listen(entry, selectors.EVENT_WRITE)
-        if self.admit is not None and not self.admit(entry.sock.getpeercert(), entry.addr):
+        if self.admit is not None and not self.admit(sock.getpeercert(), entry.addr):
             self._drop(entry)
             return None
         entry.stage = "request"
@@ -421,12 +432,19 @@ def _fd_budget() -> int:
     return max(64, soft // 2) if soft != resource.RLIM_INFINITY else 1 << 20
 
 
-class GatedServerMixin:
+if TYPE_CHECKING:
+    _Server = cheroot_server.HTTPServer  # what the mixin is mixed into
+else:
+    _Server = object
+
+
+class GatedServerMixin(_Server):
     """Mix into a cheroot server class: its connections then go through a :class:`Gate`."""
 
     gate_options = GateOptions()
-    gate_admit: Callable[[dict | None, Any], bool] | None = None
+    gate_admit: Callable[[dict[str, Any] | None, Any], bool] | None = None
     gate: Gate | None = None
+    _connections: Any  # cheroot's connection manager (not in its stub), replaced by the gate
 
     def prepare(self) -> None:
         super().prepare()  # binds, listens, starts the workers and cheroot's own manager, replaced here

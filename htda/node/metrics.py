@@ -10,10 +10,13 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Iterable
+from typing import Any, SupportsFloat
 
 __all__ = ["Registry", "Counter", "Gauge"]
 
 LabelValues = tuple[str, ...]
+#: what a gauge's callback returns: its value, or ``{label value or tuple of them: value}`` when labelled
+Reading = SupportsFloat | dict[Any, Any]
 
 
 def _escape(value: str) -> str:
@@ -72,7 +75,7 @@ class Gauge(_Metric):
 
     kind = "gauge"
 
-    def __init__(self, name: str, help: str, labels: Iterable[str] = (), callback: Callable[[], object] | None = None):
+    def __init__(self, name: str, help: str, labels: Iterable[str] = (), callback: Callable[[], Reading] | None = None):
         super().__init__(name, help, labels)
         self._callback = callback
 
@@ -111,7 +114,7 @@ class Registry:
         return self._add(Counter(name, help, labels))  # type: ignore[return-value]
 
     def gauge(self, name: str, help: str, labels: Iterable[str] = (),
-              callback: Callable[[], object] | None = None) -> Gauge:
+              callback: Callable[[], Reading] | None = None) -> Gauge:
         return self._add(Gauge(name, help, labels, callback))  # type: ignore[return-value]
 
     def render(self) -> str:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .rest import Route
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -18,9 +22,9 @@ ERROR_SCHEMA = {
 }
 
 
-def document(routes: Iterable, title: str, version: str) -> dict:
+def document(routes: Iterable[Route], title: str, version: str) -> dict[str, Any]:
     """Build the document; paths use OpenAPI's ``{name}`` templates."""
-    paths: dict[str, dict] = {}
+    paths: dict[str, dict[str, Any]] = {}
     for route in routes:
         template = re.sub(r"\{([^}:]+)(:[^}]*)?\}", r"{\1}", route.path)
         paths.setdefault(template, {})[route.method.lower()] = _operation(route)
@@ -39,8 +43,8 @@ def document(routes: Iterable, title: str, version: str) -> dict:
     }
 
 
-def _operation(route) -> dict:
-    op: dict = {
+def _operation(route: Route) -> dict[str, Any]:
+    op: dict[str, Any] = {
         "summary": route.summary,
         "operationId": _operation_id(route),
         "tags": [route.tag],
@@ -67,10 +71,10 @@ def _operation(route) -> dict:
     return op
 
 
-def _error_response(text: str) -> dict:
+def _error_response(text: str) -> dict[str, Any]:
     return {"description": text, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
 
-def _operation_id(route) -> str:
+def _operation_id(route: Route) -> str:
     words = re.findall(r"[A-Za-z0-9]+", route.path.replace("/api/v1", ""))
     return route.method.lower() + "_" + "_".join(words)

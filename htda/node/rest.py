@@ -102,8 +102,8 @@ class Route:
     path: str
     handler: Callable[["Request"], Any]
     summary: str
-    body: dict | None = None
-    response: dict | None = None
+    body: dict[str, Any] | None = None
+    response: dict[str, Any] | None = None
     query: dict[str, str] = field(default_factory=dict)  # name -> description
     access: str | None = None
     tag: str = "node"
@@ -236,7 +236,7 @@ class RestApp:
         self.receivers.update(name.lower() for name in names)
 
     # -- WSGI ------------------------------------------------------------
-    def __call__(self, environ: dict, start_response: Callable) -> list[bytes]:
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         started = time.perf_counter()
         route: Route | None = None
         request: Request | None = None
@@ -278,7 +278,7 @@ class RestApp:
             raise HTTPError(405, f"method {method} not allowed on {path}", allow=sorted(set(allowed)))
         raise HTTPError(404, f"no such endpoint: {path}")
 
-    def _request(self, environ: dict, route: Route, params: dict[str, str]) -> Request:
+    def _request(self, environ: dict[str, Any], route: Route, params: dict[str, str]) -> Request:
         """The request without its body: everything authorisation looks at."""
         qs = environ.get("QUERY_STRING", "")
         query = dict(parse_qsl(qs, keep_blank_values=True)) if qs else {}
@@ -290,7 +290,7 @@ class RestApp:
         return Request(environ["REQUEST_METHOD"], path, target, query, params, b"",
                        environ.get("REMOTE_ADDR", ""), headers, route, client_cert)
 
-    def _content_length(self, environ: dict, route: Route) -> int:
+    def _content_length(self, environ: dict[str, Any], route: Route) -> int:
         if environ.get("HTTP_TRANSFER_ENCODING"):
             raise HTTPError(411, "send the body with a Content-Length, not a transfer coding")
         try:
@@ -335,7 +335,7 @@ class RestApp:
         except AuthError as exc:
             raise HTTPError(401, f"authentication failed: {exc}") from None
 
-    def _read_body(self, environ: dict, size: int, grant: _Grant) -> bytes:
+    def _read_body(self, environ: dict[str, Any], size: int, grant: _Grant) -> bytes:
         if size > grant.limit:
             raise HTTPError(413, f"request body of {size} bytes exceeds the limit of {grant.limit} for "
                                  f"{'a signed' if grant.signed_hash else 'an unsigned'} request")
@@ -360,13 +360,13 @@ class RestApp:
         return any(addr in net for net in self.read_networks)
 
     # -- OpenAPI -----------------------------------------------------------
-    def openapi(self, title: str, version: str) -> dict:
+    def openapi(self, title: str, version: str) -> dict[str, Any]:
         from .openapi import document
 
         return document(self.routes, title, version)
 
 
-def _body_left_unread(environ: dict, request: Request | None) -> bool:
+def _body_left_unread(environ: dict[str, Any], request: Request | None) -> bool:
     if environ.get("HTTP_TRANSFER_ENCODING"):
         return True
     try:
@@ -380,7 +380,7 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
 
 
-def _error(status: int, message: str, details: dict | None = None) -> Response:
+def _error(status: int, message: str, details: dict[str, Any] | None = None) -> Response:
     payload = {"error": {"status": status, "message": message, **(details or {})}}
     return Response(_dumps(payload), status=status)
 
@@ -397,10 +397,10 @@ class _Gateway(wsgi.Gateway_10):
     next request.
     """
 
-    def start_response(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
+    def start_response(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
         if any(k.lower() == "connection" and v.lower() == "close" for k, v in headers):
             self.req.close_connection = True
-        return super().start_response(status, headers, exc_info)
+        return super().start_response(status, headers, exc_info)  # the WSGI write callable
 
 
 class RestServer:
@@ -411,7 +411,7 @@ class RestServer:
     ``tls.allowed_clients`` get past the handshake.
     """
 
-    def __init__(self, app: RestApp, host: str, port: int, threads: int = 16, tls: dict | None = None,
+    def __init__(self, app: RestApp, host: str, port: int, threads: int = 16, tls: dict[str, Any] | None = None,
                  gate: GateOptions | None = None):
         self.app, self.host = app, host
         self._server = _Server((host, port), app, numthreads=threads, request_queue_size=128,
@@ -427,7 +427,8 @@ class RestServer:
 
     @property
     def port(self) -> int:
-        return self._server.bind_addr[1]
+        port: int = self._server.bind_addr[1]
+        return port
 
     @property
     def dropped(self) -> int:
@@ -470,8 +471,8 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _admit(policy: CertificatePolicy) -> Callable[[dict | None, Any], bool]:
-    def admit(cert: dict | None, addr: Any) -> bool:
+def _admit(policy: CertificatePolicy) -> Callable[[dict[str, Any] | None, Any], bool]:
+    def admit(cert: dict[str, Any] | None, addr: Any) -> bool:
         if policy.allows(cert):
             return True
         log.warning("refused a client certificate from %s: %s is not in tls.allowed_clients",
@@ -481,7 +482,7 @@ def _admit(policy: CertificatePolicy) -> Callable[[dict | None, Any], bool]:
     return admit
 
 
-def _ssl_adapter(tls: dict) -> BuiltinSSLAdapter:
+def _ssl_adapter(tls: dict[str, Any]) -> BuiltinSSLAdapter:
     adapter = BuiltinSSLAdapter(tls["certificate"], tls["private_key"], tls.get("ca_file") or None)
     adapter.context.minimum_version = ssl.TLSVersion.TLSv1_2
     if tls.get("verify_clients"):

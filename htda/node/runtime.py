@@ -100,7 +100,7 @@ NODE_SCHEMA = Section({
 })
 
 
-def load_config(path: str | os.PathLike) -> dict[str, Any]:
+def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Load and validate a node config; every problem names the file and key."""
     source = str(path)
     raw = load_toml(path)
@@ -149,9 +149,10 @@ def check_host(config: dict[str, Any]) -> None:
 
 def _component_class(name: str, source: str) -> type[Component]:
     try:
-        return plugins.load(COMPONENT_GROUP, name)
+        cls: type[Component] = plugins.load(COMPONENT_GROUP, name)
     except plugins.PluginError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    return cls
 
 
 def _check_tls(tls: dict[str, Any], source: str) -> None:

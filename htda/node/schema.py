@@ -26,7 +26,7 @@ class SchemaError(ValueError):
     """The value does not fit the schema; the message names the offending path."""
 
 
-def check(value: Any, schema: dict, path: str = "body") -> None:
+def check(value: Any, schema: dict[str, Any], path: str = "body") -> None:
     """Raise :class:`SchemaError` when ``value`` does not fit ``schema``."""
     if value is None and schema.get("nullable"):
         return
@@ -54,14 +54,14 @@ def check(value: Any, schema: dict, path: str = "body") -> None:
         _check_object(value, schema, path)
 
 
-def _check_bounds(n: int, schema: dict, lo: str, hi: str, path: str, unit: str) -> None:
+def _check_bounds(n: int, schema: dict[str, Any], lo: str, hi: str, path: str, unit: str) -> None:
     if lo in schema and n < schema[lo]:
         raise SchemaError(f"{path}: needs at least {schema[lo]} {unit}")
     if hi in schema and n > schema[hi]:
         raise SchemaError(f"{path}: allows at most {schema[hi]} {unit}")
 
 
-def _check_object(value: dict, schema: dict, path: str) -> None:
+def _check_object(value: dict[str, Any], schema: dict[str, Any], path: str) -> None:
     props = schema.get("properties", {})
     for key in schema.get("required", ()):
         if key not in value:

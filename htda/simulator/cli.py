@@ -62,7 +62,7 @@ def _workload(args: argparse.Namespace) -> AnalysisWorkload:
                             analysts=args.analysts, zipf=args.zipf, turnover=args.turnover, chunk_size=args.chunk)
 
 
-def _source(args: argparse.Namespace) -> tuple[Any, int | None, int | None, str]:
+def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
     """The trace to replay, its length if known, and a description."""
     if args.synthetic:
         w = _workload(args)

@@ -234,7 +234,7 @@ class _SizesByRequest:
     def __init__(self, ids: np.ndarray, object_sizes: np.ndarray):
         self.ids, self.object_sizes = ids, object_sizes
 
-    def __getitem__(self, positions):
+    def __getitem__(self, positions: np.ndarray) -> np.ndarray:
         return self.object_sizes[self.ids[positions]]
 
 

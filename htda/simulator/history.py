@@ -39,8 +39,8 @@ class HistoryTrace:
         self.access_on = access_on  # the coordinator's option of that name
         self.chunk_size = chunk_size
         self.unknown_size = unknown_size
-        self.objects = Interner()
-        self.groups = Interner()
+        self.objects: Interner[tuple[int, int]] = Interner()  # (file id, size)
+        self.groups: Interner[int] = Interner()
         self.engine = create_engine(with_driver(url))  # the coordinator's choice of PostgreSQL driver
         if schema:  # the coordinator's ``schema`` option: its tables live in that PostgreSQL schema
             self.engine = self.engine.execution_options(schema_translate_map={None: schema})
@@ -54,7 +54,8 @@ class HistoryTrace:
             raise self._error(exc) from None
 
     def _error(self, exc: SQLAlchemyError) -> ValueError:
-        reason = str(exc.orig if getattr(exc, "orig", None) is not None else exc).splitlines()[0]
+        orig = getattr(exc, "orig", None)  # the driver's own error, on the DBAPIError subclasses
+        reason = str(orig if orig is not None else exc).splitlines()[0]
         return ValueError(f"cannot read the coordinator's history from {self.engine.url!r}: {reason}")
 
     def chunks(self) -> Iterator[Chunk]:

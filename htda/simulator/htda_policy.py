@@ -41,7 +41,7 @@ class HTDAPolicy(CachePolicy):
 
     name = "htda"
 
-    def __init__(self, capacity: int, rating: RatingPolicy, label: str | None = None, per_size: bool = False,
+    def __init__(self, capacity: int, rating: RatingPolicy[int], label: str | None = None, per_size: bool = False,
                  accesses: str = "job"):
         if accesses not in ACCESS_MODES:
             raise ValueError(f"accesses must be one of {', '.join(ACCESS_MODES)}")
@@ -65,11 +65,12 @@ class HTDAPolicy(CachePolicy):
     def replay(self, times, ids, sizes, groups):
         rating, group_of, more_groups, last_access = self.rating, self._group_of, self._more_groups, self._last_access
         entry_key, cached_sizes, heap, cap, used = self._entry_key, self._sizes, self._heap, self.capacity, self.used
-        access, file_key, key_of = rating.access, self.file_key, rating.keys().get
+        access, file_key, keys = rating.access, self.file_key, rating.keys()
         push, pop = heapq.heappush, heapq.heappop
         per_job = self.accesses == "job"
         # Fast path: a file of one group, not rated per size, has its group's key, read straight from the
-        # rating's key table (its public read-only view) instead of through two method calls.
+        # rating's key table (its public read-only view) instead of through two method calls.  Every group read
+        # there was accessed first, so it has a key.
         fast = not self.per_size
         hits = hit_bytes = staged = evicted = 0
         for t, oid, size, group in zip(times, ids, sizes, groups):
@@ -88,14 +89,14 @@ class HTDAPolicy(CachePolicy):
             if size > cap:
                 continue
             cached_sizes[oid] = size
-            key = entry_key[oid] = key_of(group) if fast and known == group and oid not in more_groups \
+            key = entry_key[oid] = keys[group] if fast and known == group and oid not in more_groups \
                 else file_key(oid)
             push(heap, (key, oid))
             used += size
             while used > cap:
                 key, victim = pop(heap)
                 if fast and victim not in more_groups:
-                    current = key_of(group_of[victim])
+                    current = keys[group_of[victim]]
                 else:
                     current = file_key(victim)
                 if current != key:  # the group was accessed since this entry was pushed

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -175,7 +176,13 @@ def _greedy(charges: np.ndarray, values: np.ndarray, budget: float) -> tuple[flo
     return value + fraction * float(values[full]), full, fraction
 
 
-def pfoo_lower_bound(ids: np.ndarray, sizes: np.ndarray, capacities: list[int], nexts: np.ndarray | None = None,
+class SizeLookup(Protocol):
+    """Sizes of requests by their positions in the trace: an array, or anything indexable like one."""
+
+    def __getitem__(self, positions: np.ndarray, /) -> Any: ...
+
+
+def pfoo_lower_bound(ids: np.ndarray, sizes: SizeLookup, capacities: list[int], nexts: np.ndarray | None = None,
                      window: int = 65536, eps: float = 1e-3, block: int = _BLOCK) -> list[Bound]:
     """PFOO-L (see the module docstring) for each capacity: upper bounds on hits and on hit bytes.
 

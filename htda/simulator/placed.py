@@ -37,7 +37,7 @@ class PlacedHTDAPolicy(CachePolicy):
 
     name = "htda-placed"
 
-    def __init__(self, capacity: int, rating: RatingPolicy, nodes: int = 1, cycle: float = 300.0,
+    def __init__(self, capacity: int, rating: RatingPolicy[int], nodes: int = 1, cycle: float = 300.0,
                  hysteresis: float = 2.0, label: str | None = None, accesses: str = "job"):
         super().__init__(capacity, label)
         if not cycle > 0:
@@ -82,12 +82,13 @@ class PlacedHTDAPolicy(CachePolicy):
         self.rating.take_touched()
         return hits, hit_bytes
 
-    def _candidates(self, now: float) -> list[GroupCandidate]:
+    def _candidates(self, now: float) -> list[GroupCandidate[int]]:
         """The best groups, until their files would fill the pool twice (room for the hysteresis to choose)."""
         keys, budget = self.rating.keys(), 2 * self.capacity
         want = 64
         while True:
-            chosen, total = [], 0
+            chosen: list[GroupCandidate[int]] = []
+            total = 0
             for group, key in heapq.nlargest(want, keys.items(), key=itemgetter(1)):
                 members = tuple(self._files.get(group, ()))
                 chosen.append(GroupCandidate(group, self.rating.score_of_key(key, now), members))
@@ -110,5 +111,8 @@ class PlacedHTDAPolicy(CachePolicy):
         self.used = sum(sizes[f] for f in new)
         self._where = new
         self.cycles += 1
-        while self._next_cycle <= now:
-            self._next_cycle += self.cycle
+        next_cycle = self._next_cycle
+        assert next_cycle is not None  # replay() sets it before it runs the first cycle
+        while next_cycle <= now:
+            next_cycle += self.cycle
+        self._next_cycle = next_cycle

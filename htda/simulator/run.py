@@ -109,18 +109,23 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
     """The online policies of ``spec``, one per (policy, cache size)."""
     makers: list[Callable[[int], CachePolicy]] = []
     for name in spec.baselines:
-        cls = _plugin(SIMULATOR_POLICIES, name)
-        makers.append(lambda cap, cls=cls: cls(cap))
+        makers.append(_plugin(SIMULATOR_POLICIES, name))  # a baseline policy class is built as cls(capacity)
     rating_cls = _plugin(RATING_POLICIES, spec.rating)
+
+    def htda(h: float, label: str) -> Callable[[int], CachePolicy]:
+        return lambda cap: HTDAPolicy(cap, rating_cls(half_life=h), label=label, per_size=spec.per_size,
+                                      accesses=spec.accesses)
+
+    def placed(h: float, label: str, cycle: float) -> Callable[[int], CachePolicy]:
+        return lambda cap: PlacedHTDAPolicy(cap, rating_cls(half_life=h), nodes=spec.nodes, cycle=cycle,
+                                            hysteresis=spec.hysteresis, label=label, accesses=spec.accesses)
+
     for half_life in spec.half_lives:
         label = htda_label(half_life) if spec.rating == "lrfu" else f"{htda_label(half_life)}-{spec.rating}"
         if spec.nodes == 1:
-            makers.append(lambda cap, h=half_life, label=label: HTDAPolicy(
-                cap, rating_cls(half_life=h), label=label, per_size=spec.per_size, accesses=spec.accesses))
+            makers.append(htda(half_life, label))
         if spec.cycle is not None:
-            makers.append(lambda cap, h=half_life, label=label + " placed": PlacedHTDAPolicy(
-                cap, rating_cls(half_life=h), nodes=spec.nodes, cycle=spec.cycle, hysteresis=spec.hysteresis,
-                label=label, accesses=spec.accesses))
+            makers.append(placed(half_life, label + " placed", spec.cycle))
     policies = []
     for capacity in spec.capacities:
         for make in makers:

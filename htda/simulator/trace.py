@@ -17,8 +17,9 @@ import csv
 import io
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -52,14 +53,17 @@ class Chunk:
                    np.asarray(sizes, dtype=np.int64), np.asarray(groups, dtype=np.int64))
 
 
-class Interner:
+Name = TypeVar("Name", bound=Hashable)
+
+
+class Interner(Generic[Name]):
     """Maps names to dense integer ids, in order of first appearance."""
 
     def __init__(self) -> None:
-        self.ids: dict[object, int] = {}
-        self.names: list[object] = []
+        self.ids: dict[Name, int] = {}
+        self.names: list[Name] = []
 
-    def __call__(self, name: object) -> int:
+    def __call__(self, name: Name) -> int:
         found = self.ids.get(name)
         if found is None:
             found = self.ids[name] = len(self.names)
@@ -80,8 +84,8 @@ class CsvTraceReader:
     def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK):
         self.path = os.fspath(path)
         self.chunk_size = chunk_size
-        self.objects = Interner()
-        self.groups = Interner()
+        self.objects: Interner[tuple[str, int]] = Interner()  # (object id, size): a size change is a new object
+        self.groups: Interner[str] = Interner()
         self.has_groups = False
         self.total_bytes = os.path.getsize(self.path)
 

@@ -165,3 +165,26 @@ def test_shipped_submit_node_config_validates():
     config = load_config(ROOT / "config" / "htcondor" / "submit-node.toml")
     assert config["node"]["components"] == ["submit"]
     assert config["submit"]["socket"] == load_settings(str(ROOT / "config" / "hooks.toml"))["socket"] == SUBMIT_SOCKET
+
+
+def test_a_co_located_locator_is_asked_without_an_http_hop(inprocess_node, coordinator, sockets, monkeypatch):
+    from htda.node.client import Client
+    from testkit.nodes import SECRET
+
+    from .kit import agent_sections
+
+    node = inprocess_node("both", ["locator", "submit"], sections=agent_sections([], [coordinator.url], sockets()))
+    client = Client(SECRET.encode(), retries=0)
+    try:
+        client.post(f"{node.url}/api/v1/locator/holdings",
+                    {"node": "c1", "files": [{"lfn": "/store/a", "size": 10}], "replace": True})
+    finally:
+        client.close()
+
+    def no_http(*args, **kwargs):
+        raise AssertionError("the agent went over HTTP to a locator it runs beside")
+
+    monkeypatch.setattr(node.client, "post", no_http)
+    answer = node.components["submit"].lookup(["/store/a", "/store/b"])
+    assert answer == {"nodes": node.components["locator"].index.lookup(["/store/a", "/store/b"]).nodes}
+    assert set(answer["nodes"]) == {"c1"}

@@ -91,9 +91,11 @@ class XRootDStorage(StorageBackend):
             raise StorageError("xrdcp cannot start at an offset", transient=False)
         proc = subprocess.Popen(["xrdcp", "--silent", "--nopbar", self.url(lfn), "-"], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=self.env, bufsize=0)
+        stdout, stderr = proc.stdout, proc.stderr
+        assert stdout is not None and stderr is not None  # both are pipes
         try:
-            total = self._pump(proc, sink, buffer_size)
-            err = proc.stderr.read().decode(errors="replace").strip()
+            total = self._pump(stdout.fileno(), sink, buffer_size)
+            err = stderr.read().decode(errors="replace").strip()
             if proc.wait(timeout=self.timeout) != 0:
                 if _NOT_FOUND.search(err):
                     raise FileNotFoundError(2, "no such file on the xrootd server", lfn)
@@ -103,13 +105,13 @@ class XRootDStorage(StorageBackend):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            proc.stdout.close()
-            proc.stderr.close()
+            stdout.close()
+            stderr.close()
 
-    def _pump(self, proc: subprocess.Popen, sink: Sink, buffer_size: int) -> int:
+    def _pump(self, fd: int, sink: Sink, buffer_size: int) -> int:
+        """Copy what the pipe ``fd`` delivers to ``sink`` until it ends; the bytes copied."""
         buf = bytearray(min(buffer_size, 1 << 20))
         view = memoryview(buf)
-        fd = proc.stdout.fileno()
         total = 0
         while True:
             ready, _, _ = select.select([fd], [], [], self.stall_timeout)
