@@ -112,11 +112,11 @@ def _job_record(job: dict[str, Any], index: int) -> JobRecord:
 
 
 # Answers of the example all-in-one node for the REST reference, after one job read a dataset of two files.
-_LFN = "/store/demo/dataset1/events_001.root"
+_EXAMPLE_LFN = "/store/demo/dataset1/events_001.root"
 _GROUP = {"id": 1, "name": "job:a3090caf4d4013d02acb65411cc8ac13630cb7a2", "kind": "job", "score": 0.99996}
-TOP_FILES_EXAMPLE = {"files": [{"lfn": _LFN, "score": 0.99996, "size": 22277, "node": "all-in-one"}]}
+TOP_FILES_EXAMPLE = {"files": [{"lfn": _EXAMPLE_LFN, "score": 0.99996, "size": 22277, "node": "all-in-one"}]}
 TOP_GROUPS_EXAMPLE = {"groups": [{**_GROUP, "files": 2}]}
-FILE_EXAMPLE = {"lfn": _LFN, "size": 22277, "score": 0.99996, "node": "all-in-one", "groups": [_GROUP],
+FILE_EXAMPLE = {"lfn": _EXAMPLE_LFN, "size": 22277, "score": 0.99996, "node": "all-in-one", "groups": [_GROUP],
                 "accesses": 1, "recent": [{"job_id": "demo#100.0", "owner": "alice", "task": None,
                                            "state": "submitted", "node": None, "time": 1795642839.303}]}
 _CYCLE = {"cycle": 7, "kind": "full", "groups_rekeyed": 0, "candidates": 2, "placed": 2, "moved": 1,
