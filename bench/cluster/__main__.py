@@ -12,7 +12,7 @@ from pathlib import Path
 from .condor import INSTALL_HINT, condor_home
 from .dataset import DatasetSpec, ensure_dataset
 from .report import correctness, daemon_table, hit_check, pass_table, placement, plot, ratios, spread, table
-from .runner import MODES, RunConfig, run_benchmark
+from .runner import MODES, VIEWS, RunConfig, run_benchmark
 from .services import unmount_all
 from .topology import TopologyError, check_can_run, cleanup
 from .workload import WorkloadSpec
@@ -56,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
                           "by default the HTDA run sets it true: a job steered to cache nodes waits for one of them")
     run.add_argument("--no-read-through", action="store_true",
                      help="HTDA run: workers read the storage directly, not through a proxy file cache of their own")
+    run.add_argument("--view", choices=VIEWS, default="mergerfs",
+                     help="HTDA run: the cache nodes' union view (HTDA's default mergerfs, FUSE; symlink: a tree of "
+                          "links, no FUSE on the read path; overlayfs cannot stack over the xrootdfs mounts)")
     run.add_argument("--modes", default=",".join(MODES), help="comma list of " + ", ".join(MODES))
     run.add_argument("--no-route-wait", action="store_true",
                      help="real HTCondor: HTDA's jobs do not require HTDA_Routed, so the negotiator may match them "
@@ -103,13 +106,15 @@ def main(argv: list[str] | None = None) -> int:
         if negotiator == "condor" and home is None:
             raise ValueError(f"--negotiator condor: {INSTALL_HINT}")
         log(f"placement: {'real HTCondor in ' + str(home) if negotiator == 'condor' else 'the stand-in negotiator'}")
+        if args.view != "mergerfs":
+            log(f"HTDA's union view: {args.view} (HTDA's default: mergerfs)")
         config = RunConfig(workdir=args.workdir, negotiator=negotiator, condor_home=home,
                            wait_routed=not args.no_route_wait,
                            dataset_dir=args.dataset_dir, prefix=args.prefix,
                            workers=args.workers, slots=args.slots, storage_rate=args.storage_rate,
                            host_rate=args.host_rate, cache_mb=args.cache_mb, think=args.think,
                            steer_requirements=not args.rank_only, read_through=not args.no_read_through,
-                           native_hooks=not args.python_hooks,
+                           native_hooks=not args.python_hooks, view=args.view,
                            modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()), dataset=_spec(args),
                            workload=WorkloadSpec(passes=args.passes, jobs_per_pass=args.jobs_per_pass,
                                                  files_per_job=args.files_per_job, skew=args.skew))

@@ -41,10 +41,11 @@ class HTDAPool:
                  cache_bytes: int,
                  unknown_size: int, coordinator_cycle: float = 5.0, cache_cycle: float = 2.0,
                  steer_requirements: bool = False, native_hooks: bool = True, first_read_wait: float = 0.0,
-                 first_read_home: bool = False):
+                 first_read_home: bool = False, view: str = "mergerfs"):
         self.topo, self.workdir = topo, workdir
         self.first_read_wait = first_read_wait  # the coordinator's; docs/cache.rst sets it with read-through
         self.first_read_home = first_read_home  # the submit agent's; the same
+        self.view = view  # the cache nodes' union driver
         self.storage_mounts = storage_mounts
         self.sources = sources  # worker -> the XRootD URL its cache node copies from
         self.cache_bytes, self.unknown_size = cache_bytes, unknown_size
@@ -87,7 +88,7 @@ class HTDAPool:
             "storage": "xrootd", "storage_location": self.sources[worker.name],
             "storage_timeout": 60.0,
             "devices": [{"path": str(base / "cache0"), "capacity": self.cache_bytes}],
-            "union": "mergerfs", "view": str(base / "view"), "view_storage": str(self.storage_mounts[worker.name]),
+            "union": self.view, "view": str(base / "view"), "view_storage": str(self.storage_mounts[worker.name]),
             "cycle": self.cache_cycle, "holdings_interval": 10.0, "max_staging": 2,
             # the site rule for copies of remote files: the storage's xrootd lets everyone read (r/o export),
             # so may every job's owner (the default, root only, refuses jobs run as their users)
@@ -122,10 +123,10 @@ class HTDAPool:
             self._wait_healthy(worker.name, worker, CACHE_PORT)
             view = self.workdir / worker.name / "view"
             deadline = time.monotonic() + 30
-            while not os.path.ismount(view):
+            while not (os.path.ismount(view) if self.view == "mergerfs" else os.path.isdir(view)):
                 self.daemons[worker.name].check()
                 if time.monotonic() > deadline:
-                    raise TopologyError(f"the union view {view} was not mounted")
+                    raise TopologyError(f"the union view {view} was not set up")
                 time.sleep(0.2)
 
     def _start(self, name: str, host: Host, config: Path) -> None:

@@ -44,6 +44,8 @@ from .workload import WorkloadSpec, make_jobs
 __all__ = ["RunConfig", "ModeResult", "run_benchmark", "MODES", "REPO"]
 
 MODES = ("nocache", "htda", "xcache", "ideal")
+#: union views the HTDA run can use (overlayfs needs plain lower directories, not the xrootdfs mounts)
+VIEWS = ("mergerfs", "symlink")
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -69,6 +71,7 @@ class RunConfig:
     steer_requirements: bool = True  # HTDA's submit.steer_requirements: jobs wait for a node holding inputs
     read_through: bool = True  # HTDA run: each worker reads the storage through its own proxy file cache
     native_hooks: bool = True  # the compiled job-router hooks (install-hooks --native), else the Python ones
+    view: str = "mergerfs"  # HTDA run: the cache nodes' union driver (VIEWS)
     modes: tuple[str, ...] = MODES
     negotiator: str = "standin"  # "condor": a real HTCondor pool places and runs the jobs; "standin": negotiator.py
     condor_home: Path | None = None  # HTCondor's release directory (negotiator = "condor")
@@ -172,7 +175,7 @@ class Cluster:
                                 steer_requirements=self.config.steer_requirements,
                                 native_hooks=self.config.native_hooks,
                                 first_read_wait=FIRST_READ_WAIT if self.config.read_through else 0.0,
-                                first_read_home=self.config.read_through)
+                                first_read_home=self.config.read_through, view=self.config.view)
                 pool.start()
                 pool.wait_members()
                 roots = {w.name: moddir / w.name / "view" for w in self.topo.worker_hosts}
