@@ -36,8 +36,12 @@ each heartbeating on its own schedule every ``--interval`` seconds through
 the real :class:`htda.node.client.Client` with signing.  After a warm-up
 interval it measures for ``--seconds``:
 
-- heartbeat round-trip latency p50/p99 (and how late the simulator sent:
-  a large lag means this process, not the seed, was the bottleneck);
+- heartbeat round-trip latency p50/p99 as a member sees it (answer parsed),
+  and the mean time the seed spent in its handler (from its ``/metrics``);
+- how late the members' heartbeats were sent (*lag*): a thread sends its
+  members' heartbeats one after the other, so slow answers or a busy
+  simulator delay the rest -- a large lag means the offered load was lower
+  than the schedule's;
 - the answer's size in bytes (it carries the whole member list);
 - the fewest members listed in any answer (below members + 1: a live
   member expired, i.e. the expiry is too tight for the seed's latency);
@@ -473,12 +477,33 @@ class Window:
     seed_cpu_pct: float
     sim_cpu_pct: float
     seed_rss_mb: float
+    handler_ms: float  # mean wall time in the seed's heartbeat handler
+
+
+HEARTBEAT_ROUTE = 'route="/api/v1/pool/heartbeat"'
+
+
+def handler_totals(seed: NodeProcess) -> tuple[float, float]:
+    """(heartbeats served, seconds spent serving them) from the seed's Prometheus ``/metrics``."""
+    status, raw = seed.client.raw("GET", f"{seed.url}/metrics")
+    served = seconds = 0.0
+    if status != 200:
+        return served, seconds
+    for line in raw.decode().splitlines():
+        if HEARTBEAT_ROUTE not in line:
+            continue
+        if line.startswith("htda_http_requests_total"):
+            served += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("htda_http_request_seconds_total"):
+            seconds += float(line.rsplit(" ", 1)[1])
+    return served, seconds
 
 
 def measure_window(seed: NodeProcess, sim: Simulation, seconds: float) -> Window:
-    """Record heartbeats for ``seconds`` and sample the seed's CPU and memory around them."""
+    """Record heartbeats for ``seconds`` and sample the seed's CPU, memory and handler time around them."""
     assert seed.proc is not None
     sim.stats.reset()
+    served0, spent0 = handler_totals(seed)
     before: ProcSample | None = proc_sample(seed.proc.pid)
     sim_cpu, started = time.process_time(), time.monotonic()
     sim.stats.recording = True
@@ -486,12 +511,14 @@ def measure_window(seed: NodeProcess, sim: Simulation, seconds: float) -> Window
     sim.stats.recording = False
     elapsed = time.monotonic() - started
     after = proc_sample(seed.proc.pid)
+    served1, spent1 = handler_totals(seed)
     assert before is not None and after is not None, "the seed died"
+    handler_ms = 1000 * (spent1 - spent0) / (served1 - served0) if served1 > served0 else float("nan")
     with sim.stats.lock:
         s = sim.stats
         return Window(elapsed, sorted(s.latencies), sorted(s.lags), list(s.sizes), s.min_listed, s.errors,
                       100 * (after.cpu - before.cpu) / (after.time - before.time),
-                      100 * (time.process_time() - sim_cpu) / elapsed, after.rss / MB)
+                      100 * (time.process_time() - sim_cpu) / elapsed, after.rss / MB, handler_ms)
 
 
 def poll_until(predicate: Callable[[], bool], timeout: float, step: float) -> float | None:
@@ -571,26 +598,33 @@ def print_pool(args: argparse.Namespace, expiry: float, churn: int, idle_mb: flo
           f"{len(w.latencies) / w.seconds:,.1f}/s (schedule: {expected:,.1f}/s), {w.errors} failed")
     print(f"heartbeat latency ms p50 / p99   : {ms(w.latencies, 0.5):.1f} / {p99:.1f}   "
           f"target p99 < {TARGET_P99_MS:g} ms: {verdict(p99, TARGET_P99_MS, True)}")
+    print(f"seed handler ms per heartbeat    : {w.handler_ms:.1f}   (mean wall time inside the seed, from /metrics)")
     print(f"sender lag ms p50 / p99          : {ms(w.lags, 0.5):.1f} / {ms(w.lags, 0.99):.1f}   "
-          "(late sending: the simulator is the bottleneck)")
+          "(heartbeats sent late: slow answers or a busy simulator held a thread's members back)")
     print(f"answer size bytes                : {answer:,.0f} ({answer / (args.members + 1):,.0f} per member listed)")
     print(f"fewest members in an answer      : {w.min_listed} of {args.members + 1}   (fewer: a live member expired)")
     print(f"seed CPU % of one core           : {w.seed_cpu_pct:.1f}   target < {TARGET_CPU_PCT:g} %: "
           f"{verdict(w.seed_cpu_pct, TARGET_CPU_PCT, True)}")
+    beats = len(w.latencies) / w.seconds
+    per_beat = w.seed_cpu_pct * 10 / beats if beats else float("nan")  # % of a core per beat/s -> ms per beat
+    print(f"seed CPU ms per heartbeat        : {per_beat:.2f}   (grows with the members listed in each answer)")
     print(f"seed RSS MB idle / loaded        : {idle_mb:.1f} / {w.seed_rss_mb:.1f}")
     print(f"simulator CPU % (this process)   : {w.sim_cpu_pct:.1f}")
-    print_convergence("vanish", churn, vanish, args.interval, f"floor: the expiry, {expiry:g} s")
+    beyond = f"{vanish - expiry:+.2f} s" if vanish is not None else "?"
+    print_convergence("vanish", churn, vanish, args.interval, f"its floor is the expiry, {expiry:g} s: {beyond}")
     print_convergence("join", churn, joined, args.interval, "")
     if args.members != TARGET_MEMBERS or args.interval != TARGET_INTERVAL:
-        # Each answer lists every member, so the work per heartbeat grows with the pool: CPU ~ members^2/interval.
-        scaled = w.seed_cpu_pct * (TARGET_MEMBERS / args.members) ** 2 * (args.interval / TARGET_INTERVAL)
-        print(f"seed CPU scaled to {TARGET_MEMBERS:,} members at {TARGET_INTERVAL:g} s: {scaled:.0f} % "
-              "(EXTRAPOLATED as members^2/interval, an upper bound; not measured)")
+        # Each answer lists every member, so a heartbeat costs between a constant (CPU ~ members/interval)
+        # and an amount proportional to the members (CPU ~ members^2/interval).
+        rate = (TARGET_MEMBERS / args.members) * (args.interval / TARGET_INTERVAL)
+        low, high = w.seed_cpu_pct * rate, w.seed_cpu_pct * rate * TARGET_MEMBERS / args.members
+        print(f"seed CPU at {TARGET_MEMBERS:,} members every {TARGET_INTERVAL:g} s: {min(low, high):.0f}-"
+              f"{max(low, high):.0f} % (EXTRAPOLATED, ~members/interval to ~members^2/interval; not measured)")
 
 
 def print_convergence(what: str, count: int, seconds: float | None, interval: float, note: str) -> None:
     limit = 2 * interval
-    label = f"converged after {count:,} {what} at once"
+    label = f"converged, {count:,} {what} at once"
     if seconds is None:
         print(f"{label:33}: not within the timeout   target <= {limit:g} s (2 intervals): misses")
         return
@@ -622,7 +656,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     pool.add_argument("--interval", type=float, help="heartbeat interval, seconds (10)")
     pool.add_argument("--seconds", type=float, help="length of the measuring window (60)")
     pool.add_argument("--expiry", type=float, help="the seed's expiry, seconds (default: two intervals)")
-    pool.add_argument("--threads", type=int, default=8, help="sender threads in this process (8)")
+    pool.add_argument("--threads", type=int, default=16, help="sender threads in this process (16, as the seed's "
+                      "REST threads)")
     pool.add_argument("--churn", type=float, default=0.1, help="fraction of members that vanish, then join (0.1)")
     args = parser.parse_args(argv)
     for name, (full, quick) in DEFAULTS.items():
