@@ -14,8 +14,9 @@ characters shaped like CMS NanoAOD paths).  After each step it prints:
 - *fill/s*: holdings added per CPU second through ``update`` (one delta per node);
 - *batch/s*: LFNs looked up per CPU second in batches of ``--batch``
   (``--miss`` of them held by nobody, which take the slower validating
-  path); every LFN is a fresh string, as parsed from a request;
-- *single/s*: lookups of one LFN per CPU second;
+  path); every LFN is a fresh string, as parsed from a request; the median
+  of ``--repeat`` runs of ``--lookups`` LFNs;
+- *single/s*: lookups of one LFN per CPU second (likewise);
 - *report*: CPU seconds to apply a node's full holdings report of 10,000
   files with ``replace`` -- the index alone, and the whole handler path
   (``json.loads``, the route's schema check, ``normalize_lfn``, ``replace``);
@@ -24,11 +25,15 @@ characters shaped like CMS NanoAOD paths).  After each step it prints:
 - *drop 10k*: CPU seconds to ``drop`` that node (10,000 holdings);
   *drop N/M*: to drop one of the ``--nodes`` nodes (N/M holdings).
 
-Then each figure is extrapolated linearly in the holdings (a least-squares
-line through the steps, never below the largest step's figure) to 10M
-holdings on 1,000 nodes (10,000 per node), and printed beside the targets:
-RSS <= 2 GB, >= 100,000 lookups/s, report <= 1 s, drop <= 1 s.  These are
-extrapolations, marked so, not measurements.
+Then each figure is extrapolated to 10M holdings on 1,000 nodes (10,000
+per node) and printed beside the targets: RSS <= 2 GB, >= 100,000
+lookups/s, report <= 1 s, drop <= 1 s.  These are extrapolations, marked
+so, not measurements, in two columns: *scaled* takes the largest step's
+figure (RSS in proportion to the holdings, a drop in proportion to the
+holdings per node, the rest as measured); *trend* follows a least-squares
+line through the steps (costs per operation, never better than the largest
+step) -- pessimistic, since the cost of cache misses levels off once the
+index is far larger than the CPU's caches, and noisy over short ranges.
 
 **pool** -- one real ``htda-node`` seed as a subprocess, and ``--members``
 simulated members in this process, many per sender thread (``--threads``),
@@ -252,8 +257,10 @@ def measure_step(index: HoldingsIndex, holdings: int, nodes: int, baseline: int,
     """Every figure at the index's current fill level (``holdings`` holdings on ``nodes`` nodes)."""
     rss = rss_bytes() - baseline
     rng = random.Random(holdings)
-    batched = batch_rate(index, lookup_sample(holdings, args.lookups, args.miss, rng), args.batch)
-    single = single_rate(index, lookup_sample(holdings, args.lookups, args.miss, rng))
+    batched = statistics.median(batch_rate(index, lookup_sample(holdings, args.lookups, args.miss, rng), args.batch)
+                                for _ in range(args.repeat))
+    single = statistics.median(single_rate(index, lookup_sample(holdings, args.lookups, args.miss, rng))
+                               for _ in range(args.repeat))
     report_index, report_full = apply_report(index, report_body(REPORT_BASE, REPORT_FILES))
     churn = REPORT_FILES // 10
     again_index, again_full = apply_report(index, report_body(REPORT_BASE + churn, REPORT_FILES))
@@ -287,32 +294,62 @@ def print_step(s: Step) -> None:
           f"{s.drop_node:>7.4f} ({s.drop_node_holdings:,})", flush=True)
 
 
-def print_locator_extrapolation(steps: list[Step]) -> None:
-    """Each target figure at 10M holdings on 1,000 nodes, from a line through the steps."""
+@dataclass
+class Projection:
+    """One target figure at 10M holdings: scaled from the largest step, and along the trend of the steps."""
+
+    name: str
+    scaled: float
+    trend: float
+    unit: str  # "GB", "/s" or "s"
+    limit: float
+    at_most: bool
+
+    def show(self, value: float) -> str:
+        text = f"{value:,.0f}" if self.unit == "/s" else f"{value:.3f}" if self.unit == "s" else f"{value:.2f}"
+        outcome = verdict(value, self.limit, self.at_most)
+        return f"{text + (' ' + self.unit if self.unit != '/s' else ''):>9} {outcome:6}"
+
+    def row(self) -> str:
+        target = f"{'<=' if self.at_most else '>='} {self.limit:,g}{'' if self.unit == '/s' else ' ' + self.unit}"
+        return f"  {self.name:36} {self.show(self.scaled)}  {self.show(self.trend)}   {target}"
+
+
+def projections(steps: list[Step]) -> list[Projection]:
+    """Each target figure at 10M holdings on 1,000 nodes (10,000 per node)."""
     xs = [float(s.holdings) for s in steps]
+    big = max(steps, key=lambda s: s.holdings)
     per_node = TARGET_HOLDINGS / TARGET_NODES
-    rss_gb = extrapolate(xs, [s.per_holding for s in steps], TARGET_HOLDINGS) * TARGET_HOLDINGS / GB
-    # Rates are extrapolated as their cost per operation (which grows with the index), then inverted.
-    lookups = 1 / extrapolate(xs, [1 / s.batch_rate for s in steps], TARGET_HOLDINGS)
-    report = extrapolate(xs, [s.report_full for s in steps], TARGET_HOLDINGS)
-    drop = extrapolate(xs, [s.drop_node / max(s.drop_node_holdings, 1) for s in steps], TARGET_HOLDINGS) * per_node
-    drop_10k = extrapolate(xs, [s.drop_report for s in steps], TARGET_HOLDINGS)
-    print(f"\nEXTRAPOLATED (linear in the holdings, from {len(steps)} step(s) up to {max(xs):,.0f}; not measured) "
-          f"to {TARGET_HOLDINGS:,} holdings on {TARGET_NODES:,} nodes ({per_node:,.0f} per node):")
-    rows = [
-        ("RSS of the index", f"{rss_gb:.2f} GB", f"<= {TARGET_RSS_GB:g} GB", verdict(rss_gb, TARGET_RSS_GB, True)),
-        ("file lookups/s (batches)", f"{lookups:,.0f}", f">= {TARGET_LOOKUPS:,}",
-         verdict(lookups, TARGET_LOOKUPS, False)),
-        ("report of 10,000 files (whole path)", f"{report:.3f} s", f"<= {TARGET_REPORT_S:g} s",
-         verdict(report, TARGET_REPORT_S, True)),
-        (f"drop of a node ({per_node:,.0f}, from N/M)", f"{drop:.3f} s", f"<= {TARGET_DROP_S:g} s",
-         verdict(drop, TARGET_DROP_S, True)),
-        ("drop of a node (10,000 measured)", f"{drop_10k:.3f} s", f"<= {TARGET_DROP_S:g} s",
-         verdict(drop_10k, TARGET_DROP_S, True)),
+    trend = lambda values: extrapolate(xs, values, TARGET_HOLDINGS)
+    drop_cost = [s.drop_node / max(s.drop_node_holdings, 1) for s in steps]
+    return [
+        Projection("RSS of the index", big.per_holding * TARGET_HOLDINGS / GB,
+                   trend([s.per_holding for s in steps]) * TARGET_HOLDINGS / GB, "GB", TARGET_RSS_GB, True),
+        # A rate follows the trend of its cost per operation (which grows with the index).
+        Projection("file lookups/s (batches)", big.batch_rate, 1 / trend([1 / s.batch_rate for s in steps]), "/s",
+                   TARGET_LOOKUPS, False),
+        Projection("report of 10,000 files (whole path)", big.report_full, trend([s.report_full for s in steps]),
+                   "s", TARGET_REPORT_S, True),
+        Projection(f"drop of a node of {per_node:,.0f} (from N/M)",
+                   big.drop_node / max(big.drop_node_holdings, 1) * per_node, trend(drop_cost) * per_node, "s",
+                   TARGET_DROP_S, True),
+        Projection("drop of a node of 10,000 (measured)", big.drop_report, trend([s.drop_report for s in steps]), "s",
+                   TARGET_DROP_S, True),
     ]
-    for name, value, target, outcome in rows:
-        print(f"  {name:38} {value:>12}   target {target:12} {outcome}")
-    print("  (CPU seconds; one core.  Lookups run without the lock, reports and drops hold it.)")
+
+
+def print_locator_extrapolation(steps: list[Step]) -> None:
+    """The projections beside the targets, marked as extrapolations."""
+    print(f"\nEXTRAPOLATED to {TARGET_HOLDINGS:,} holdings on {TARGET_NODES:,} nodes "
+          f"({TARGET_HOLDINGS // TARGET_NODES:,} per node) -- not measured.")
+    print(f"  scaled: the largest step ({max(s.holdings for s in steps):,}), RSS in proportion to the holdings, "
+          "drop to the holdings per node;")
+    print(f"  trend: a straight line through the {len(steps)} step(s), never better than the largest (pessimistic: "
+          "cache misses level off)")
+    print(f"  {'':36} {'scaled':>16}  {'trend':>16}   target")
+    for projection in projections(steps):
+        print(projection.row())
+    print("  (CPU seconds of one core.  Lookups run without the lock; reports and drops hold it.)")
 
 
 def run_locator(args: argparse.Namespace) -> None:
@@ -650,6 +687,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     loc.add_argument("--nodes", type=int, help="nodes the holdings are spread over (1000)")
     loc.add_argument("--lookups", type=int, help="LFNs looked up for each lookup figure (100000)")
     loc.add_argument("--batch", type=int, default=100, help="LFNs per batch lookup (100)")
+    loc.add_argument("--repeat", type=int, default=3, help="lookup figures are the median of this many runs (3)")
     loc.add_argument("--miss", type=float, default=0.1, help="fraction of looked-up LFNs nobody holds (0.1)")
     pool = parser.add_argument_group("pool")
     pool.add_argument("--members", type=int, help="simulated members (1000)")
