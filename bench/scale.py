@@ -648,7 +648,10 @@ def print_pool(args: argparse.Namespace, expiry: float, churn: int, idle_mb: flo
     print(f"seed RSS MB idle / loaded        : {idle_mb:.1f} / {w.seed_rss_mb:.1f}")
     print(f"simulator CPU % (this process)   : {w.sim_cpu_pct:.1f}")
     beyond = f"{vanish - expiry:+.2f} s" if vanish is not None else "?"
-    print_convergence("vanish", churn, vanish, args.interval, f"its floor is the expiry, {expiry:g} s: {beyond}")
+    note = f"its floor is the expiry, {expiry:g} s: {beyond}"
+    if expiry >= 2 * args.interval:
+        note += "; only an expiry under two intervals can meet this"
+    print_convergence("vanish", churn, vanish, args.interval, note)
     print_convergence("join", churn, joined, args.interval, "")
     if args.members != TARGET_MEMBERS or args.interval != TARGET_INTERVAL:
         # Each answer lists every member, so a heartbeat costs between a constant (CPU ~ members/interval)
