@@ -50,7 +50,11 @@ interval it measures for ``--seconds``:
 - the answer's size in bytes (it carries the whole member list);
 - the fewest members listed in any answer (below members + 1: a live
   member expired, i.e. the expiry is too tight for the seed's latency);
-- the seed's CPU (% of one core, from /proc/<pid>/stat) and RSS.
+- the seed's CPU (% of one core, from /proc/<pid>/stat utime+stime over
+  the window), the same per heartbeat (ms), and its RSS; when the pool is
+  not 1,000 members at 10 s, the CPU there is bracketed (EXTRAPOLATED)
+  between a cost per heartbeat that stays constant and one that grows with
+  the members listed in each answer.
 
 Then convergence: ``--churn`` (10 %) of the members stop at once, and the
 time until the seed's ``GET /api/v1/pool`` no longer lists any of them
@@ -128,7 +132,7 @@ DATASETS = ("DoubleMuon", "EGamma", "JetHT", "SingleMuon", "MuonEG", "Tau", "MET
 
 # -- shared ----------------------------------------------------------------------------------------------------------
 def lfn(i: int) -> str:
-    """A CMS-like NanoAOD path of 100 characters, distinct for every ``0 <= i < 10**10``."""
+    """A CMS-like NanoAOD path of about 100 characters, distinct for every ``0 <= i < 10**10``."""
     return (f"/store/data/Run2018{'ABCD'[i % 4]}/{DATASETS[i // 4 % 8]}/NANOAOD/UL2018_MiniAODv2_NanoAODv9-v1/"
             f"{i // 1000 % 100_000:05d}/{i * 2654435761 % 2**32:08X}-{i:010d}.root")
 
