@@ -30,6 +30,7 @@ QUICK: dict[str, tuple[list[str], bool]] = {
     "pool": ([str(BENCH / "pool_bench.py"), "--seconds", "5"], False),
     "halfopen": ([str(BENCH / "halfopen_bench.py"), "--seconds", "5", "--connections", "100"], False),
     "simulator": ([str(BENCH / "simulator_bench.py")], False),
+    "scale": ([str(BENCH / "scale.py"), "--quick"], False),
     "attacks": ([str(BENCH / "attacks.py")], True),
     "cluster": (["-m", "bench.cluster", "run", "--small"], True),
 }
