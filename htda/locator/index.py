@@ -4,9 +4,11 @@ Writers (holdings reports, members leaving) take a lock; readers (lookups) do
 not.  That works because the per-LFN entries are never mutated in place: a
 writer builds a new small entry and swaps it in with one assignment, so a
 reader sees either the old or the new one, never one that changes under it.
-An entry carries what a lookup needs precomputed (the holder list, a hashable
-key of the holder set, the file's size), so the lookup loop does two dict
-operations per LFN and sums bytes per holder *set*, expanded to nodes once.
+An entry is small, since there may be millions: the holder set (shared by
+every file held by the same nodes, with its JSON encoded once) and the
+reported sizes, an int for the usual single holder.  The lookup loop does two
+dict operations per LFN and sums bytes per holder *set*, expanded to nodes
+once.
 """
 
 from __future__ import annotations
@@ -30,22 +32,37 @@ class LookupResult(NamedTuple):
     held: int  # of those, held by some node
 
 
+class _Holders(NamedTuple):
+    """A set of holders, shared by every file held by exactly those nodes (most files: one node)."""
+
+    key: tuple[str, ...]  # the nodes, sorted: hashable, the lookup sums bytes per holder set
+    nodes_json: str  # the same as a JSON array, encoded once per set
+
+
 class _Entry(NamedTuple):
-    sizes: dict[str, int]  # node -> size it reported
-    nodes_json: str  # the holders as a JSON array
-    fragment: str  # '"<lfn>":[holders]', ready for the answer (encoded once, when the entry changes)
-    key: tuple[str, ...]  # the holder set, hashable
-    size: int  # the file's size: the largest reported, at least 1
+    holders: _Holders
+    sizes: int | tuple[int, ...]  # the size each holder reported (an int for one holder: most files)
 
+    @property
+    def size(self) -> int:
+        """The file's size: the largest reported, at least 1."""
+        return max(self.sizes if isinstance(self.sizes, int) else max(self.sizes), 1)
 
-def _entry(lfn: str, sizes: dict[str, int]) -> _Entry:
-    nodes = tuple(sorted(sizes))
-    nodes_json = _dumps(list(nodes))
-    return _Entry(sizes, nodes_json, f"{_dumps(lfn)}:{nodes_json}", nodes, max(max(sizes.values()), 1))
+    def by_node(self) -> dict[str, int]:
+        if isinstance(self.sizes, int):
+            return {self.holders.key[0]: self.sizes}
+        return dict(zip(self.holders.key, self.sizes))
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
+
+
+def _json_string(lfn: str) -> str:
+    """``lfn`` as a JSON string; canonical LFNs are plain ASCII, which needs no escaping."""
+    if lfn.isascii() and lfn.isprintable() and '"' not in lfn and "\\" not in lfn:
+        return f'"{lfn}"'
+    return _dumps(lfn)
 
 
 class HoldingsIndex:
@@ -57,6 +74,9 @@ class HoldingsIndex:
         self._nodes: dict[str, dict[str, int]] = {}  # node -> {lfn: size}
         self._bytes: dict[str, int] = {}  # node -> sum of its sizes
         self._updated: dict[str, float] = {}  # node -> wall time of its last report
+        # holder set -> its one shared description; sets no file uses any more stay (there are at most as
+        # many as distinct combinations of nodes ever seen together, and few combinations recur)
+        self._holder_sets: dict[tuple[str, ...], _Holders] = {}
 
     # -- writes ----------------------------------------------------------------
     def replace(self, node: str, files: dict[str, int]) -> int:
@@ -104,16 +124,24 @@ class HoldingsIndex:
 
     def _set(self, lfn: str, node: str, size: int) -> None:
         entry = self._files.get(lfn)
-        self._files[lfn] = _entry(lfn, {**entry.sizes, node: size} if entry else {node: size})
+        self._files[lfn] = self._entry({**entry.by_node(), node: size} if entry else {node: size})
 
     def _unset(self, lfn: str, node: str) -> None:
         entry = self._files.get(lfn)
-        if entry is None or node not in entry.sizes:
+        if entry is None or node not in entry.holders.key:
             return
-        if len(entry.sizes) == 1:
+        if len(entry.holders.key) == 1:
             del self._files[lfn]
         else:
-            self._files[lfn] = _entry(lfn, {n: s for n, s in entry.sizes.items() if n != node})
+            self._files[lfn] = self._entry({n: s for n, s in entry.by_node().items() if n != node})
+
+    def _entry(self, sizes: dict[str, int]) -> _Entry:
+        """An entry for a file held with ``sizes``; its holder set is shared with every file held alike."""
+        key = tuple(sorted(sizes))
+        holders = self._holder_sets.get(key)
+        if holders is None:
+            holders = self._holder_sets[key] = _Holders(key, _dumps(list(key)))
+        return _Entry(holders, sizes[key[0]] if len(key) == 1 else tuple(sizes[n] for n in key))
 
     # -- reads -----------------------------------------------------------------
     def lookup(self, lfns: Iterable[str]) -> LookupResult:
@@ -132,18 +160,17 @@ class HoldingsIndex:
         unheld = 0
         for lfn in dict.fromkeys(lfns):
             entry = get(lfn)
-            if entry is not None:
-                fragments.append(entry.fragment)
-            else:
+            if entry is None:
                 # Index keys are canonical, so only a miss needs the (slower) validation.
                 entry = get(normalize_lfn(lfn))
                 if entry is None:
-                    fragments.append(f"{_dumps(lfn)}:[]")
+                    fragments.append(f"{_json_string(lfn)}:[]")
                     unheld += 1
                     continue
-                fragments.append(f"{_dumps(lfn)}:{entry.nodes_json}")
-            key = entry.key
-            set_bytes[key] = set_bytes.get(key, 0) + entry.size
+            holders, sizes = entry
+            fragments.append(f"{_json_string(lfn)}:{holders.nodes_json}")
+            key = holders.key
+            set_bytes[key] = set_bytes.get(key, 0) + (max(sizes, 1) if isinstance(sizes, int) else entry.size)
             set_files[key] = set_files.get(key, 0) + 1
         held_bytes: dict[str, int] = {}
         held_files: dict[str, int] = {}
@@ -161,7 +188,7 @@ class HoldingsIndex:
     def holders(self, lfn: str) -> dict[str, int]:
         """{node: size} of one LFN (empty when nobody holds it)."""
         entry = self._files.get(lfn)
-        return dict(entry.sizes) if entry else {}
+        return entry.by_node() if entry else {}
 
     def nodes(self) -> dict[str, dict[str, Any]]:
         """Per node: files, bytes and the time of its last report."""
