@@ -13,6 +13,7 @@ different ``started``) is reported to components as a join.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -37,7 +38,7 @@ class Member:
     version: str
     started: float
     info: dict[str, Any] = field(default_factory=dict)
-    last_seen: float = 0.0  # time.monotonic() on this node
+    last_seen: float = 0.0  # on this node's pool clock (time.monotonic() unless a test injects one)
 
     def age(self, now: float) -> float:
         return max(0.0, now - self.last_seen)
@@ -57,13 +58,16 @@ class Pool:
     def __init__(self, me: Member, seeds: list[str], client: Client, interval: float, expiry: float,
                  info: Callable[[], dict[str, Any]] = dict,
                  on_join: Callable[[Member], None] | None = None,
-                 on_leave: Callable[[Member], None] | None = None):
+                 on_leave: Callable[[Member], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.me = me
+        self.clock = clock
         self.seeds = [s.rstrip("/") for s in seeds]
         self.client, self.interval, self.expiry = client, interval, expiry
         self._info = info
         self._on_join, self._on_leave = on_join, on_leave
         self._members: dict[str, Member] = {}
+        self._answer: tuple[float, bytes] | None = None  # (made at, encoded member list): see receive_json
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -82,28 +86,50 @@ class Pool:
         return next((m for m in self.members() if m.name == name), None)
 
     def snapshot(self) -> list[dict[str, Any]]:
-        now = time.monotonic()
+        now = self.clock()
         return sorted((m.to_json(now) for m in self.members()), key=lambda m: m["name"])
 
     def _refresh_me(self) -> Member:
-        self.me.last_seen = time.monotonic()
+        self.me.last_seen = self.clock()
         return self.me
 
     # -- the heartbeat protocol ---------------------------------------------
     def payload(self) -> dict[str, Any]:
         """What this node sends in a heartbeat."""
         self.me.info = self._info()
-        return {k: v for k, v in self._refresh_me().to_json(time.monotonic()).items() if k != "age"}
+        return {k: v for k, v in self._refresh_me().to_json(self.clock()).items() if k != "age"}
 
     def receive(self, beat: dict[str, Any]) -> dict[str, Any]:
         """Handle a heartbeat from another node; answer with the member list."""
+        answer: dict[str, Any] = json.loads(self.receive_json(beat))
+        return answer
+
+    def receive_json(self, beat: dict[str, Any]) -> bytes:
+        """:meth:`receive`'s answer, encoded.  A seed of many members answers every heartbeat with the same
+        list, so the encoded list is reused for up to :attr:`answer_ttl` seconds, and made anew at once when a
+        member joins, restarts or leaves: the ages in it are then at most that much older than the truth (a
+        member looks older, never younger, than it is)."""
         if beat["name"] != self.me.name:
-            self._upsert(beat, time.monotonic())
-        return {"members": self.snapshot(), "interval": self.interval, "expiry": self.expiry}
+            self._upsert(beat, self.clock())
+        now = self.clock()
+        with self._lock:
+            cached = self._answer
+            if cached is not None and now - cached[0] < self.answer_ttl:
+                return cached[1]
+        answer = json.dumps({"members": self.snapshot(), "interval": self.interval, "expiry": self.expiry},
+                            separators=(",", ":")).encode()
+        with self._lock:
+            self._answer = (now, answer)
+        return answer
+
+    @property
+    def answer_ttl(self) -> float:
+        """Seconds a seed reuses its encoded member list: a tenth of the interval, at most one second."""
+        return min(1.0, self.interval / 10)
 
     def merge(self, members: list[dict[str, Any]]) -> None:
         """Fold a seed's member list into this node's view."""
-        now = time.monotonic()
+        now = self.clock()
         for entry in members:
             if entry.get("name") == self.me.name:
                 continue
@@ -123,6 +149,7 @@ class Pool:
             self._members[member.name] = member
             if known is None or known.started != member.started:
                 joined, left = member, known
+                self._answer = None  # the member list changed: no seed answers the old one any more
         if left is not None:
             log.info("member %s restarted", member.name)
             self._emit(self._on_leave, left)
@@ -133,11 +160,13 @@ class Pool:
 
     def expire(self) -> list[Member]:
         """Drop members silent for longer than the expiry; return them."""
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             gone = [m for m in self._members.values() if now - m.last_seen > self.expiry]
             for member in gone:
                 del self._members[member.name]
+            if gone:
+                self._answer = None
         for member in gone:
             log.warning("member %s left the pool (silent for %.1fs)", member.name, now - member.last_seen)
             self._emit(self._on_leave, member)

@@ -371,11 +371,11 @@ class Node:
     def _metrics(self, request: Request) -> Response:
         return Response(self.metrics.render(), content_type="text/plain; version=0.0.4; charset=utf-8")
 
-    def _heartbeat(self, request: Request) -> dict[str, Any]:
+    def _heartbeat(self, request: Request) -> Response:
         beat = request.json
         if not beat["url"].startswith(("http://", "https://")):
             raise HTTPError(400, "body.url: must be an http:// or https:// URL")
-        return self.pool.receive(beat)
+        return Response(self.pool.receive_json(beat))
 
 
 # Answers of the example all-in-one node (config/all-in-one.toml) for the REST reference.
