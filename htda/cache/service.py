@@ -396,7 +396,8 @@ class CacheService:
 
     def evict_on_request(self, lfns: list[str], coordinator: str | None) -> list[str]:
         """An admin's eviction: drop the copies now, give the files back to the coordinator, and keep
-        them out of this node for ``release_interval`` (until the coordinator has placed them elsewhere)."""
+        them out of this node for ``release_interval`` (until the coordinator has placed them elsewhere).
+        Not while :meth:`apply` runs: the component calls it under its cycle lock."""
         until = time.time() + self.config["release_interval"]
         evicted = []
         for lfn in lfns:
