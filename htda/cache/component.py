@@ -166,7 +166,7 @@ class CacheComponent(Component):
     def __init__(self, node, config: dict[str, Any]):
         super().__init__(node, config)
         self._storages: dict[str | None, StorageBackend] = {}
-        self._storage_lock = threading.Lock()
+        self._storage_lock = threading.Lock()  # guards _storages: backends for per-file sources, made on first use
         self.remote_rule = RemoteRule(account_id(config["remote_owner"]), account_id(config["remote_group"], True),
                                       parse_mode(config["remote_file_mode"]), parse_mode(config["remote_dir_mode"]))
         self._check_listings(node)

@@ -85,7 +85,10 @@ class CacheService:
         # a copy starts once two assignments in a row name its file (the second without 'defer'): reports of
         # jobs reading it from storage elsewhere get a cycle to arrive before the link is spent on it
         self._last_assigned: set[str] = set()
-        self._lock = threading.RLock()  # jobs, failures, view
+        # jobs, failures and failed: the cycle and the staging threads change them under it (REST listings and
+        # gauges copy them without it); and calls into the view driver, one at a time.  The cycle's own state
+        # (held_back, released, _sizes, _last_assigned) is under the component's cycle lock instead.
+        self._lock = threading.RLock()
         self._pool = ThreadPoolExecutor(max_workers=config["max_staging"], thread_name_prefix="htda-stage")
         self._init_metrics(metrics)
 

@@ -64,6 +64,8 @@ class Pool:
         self._info = info
         self._on_join, self._on_leave = on_join, on_leave
         self._members: dict[str, Member] = {}
+        # guards _members: the htda-pool thread, REST workers answering heartbeats and any caller of members()
+        # (which expires silent members) all write it; on_join/on_leave run after it is released
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
