@@ -211,6 +211,11 @@ class PeerStandIn:
         self.holdings: list[dict] = []
         self.held: dict[str, int] = {}
         self.reads: list[dict] = []
+        #: set by every assignment request (clear it to wait for the next)
+        self.asked = threading.Event()
+        #: assignments are answered while set; clear it to hold them (a cache cycle waits in its pull) until set
+        self.answering = threading.Event()
+        self.answering.set()
         self.app = RestApp(Verifier(secret), ["127.0.0.0/8"])
         self.app.add([
             Route("GET", f"{API}/coordinator/assignments/{{node}}", self._assignments, "assignments"),
@@ -234,6 +239,8 @@ class PeerStandIn:
         self.draining = draining
 
     def _assignments(self, request) -> dict:
+        self.asked.set()
+        self.answering.wait(30)
         return {"node": request.params["node"], "cycle": 1, "files": self.files, "draining": self.draining}
 
     def _releases(self, request) -> dict:

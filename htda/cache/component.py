@@ -166,7 +166,7 @@ class CacheComponent(Component):
     def __init__(self, node, config: dict[str, Any]):
         super().__init__(node, config)
         self._storages: dict[str | None, StorageBackend] = {}
-        self._storage_lock = threading.Lock()
+        self._storage_lock = threading.Lock()  # guards _storages: backends for per-file sources, made on first use
         self.remote_rule = RemoteRule(account_id(config["remote_owner"]), account_id(config["remote_group"], True),
                                       parse_mode(config["remote_file_mode"]), parse_mode(config["remote_dir_mode"]))
         self._check_listings(node)
@@ -196,6 +196,9 @@ class CacheComponent(Component):
         self._reported_reads: list[str] = []
         self._reads_due = 0.0
         self.last_cycle: dict[str, Any] = {}
+        # One cycle at a time (the htda-cache-cycle thread, POST /cycle) and no admin eviction during one (see
+        # _evict); guards cycles, last_cycle and the service's planning state (held_back, released, _sizes,
+        # _last_assigned, the entries' scores).
         self._cycle_lock = threading.Lock()
         self._reads_started = False
         self._loop = Periodic("htda-cache-cycle", config["cycle"], self.run_cycle, self.log)
@@ -406,7 +409,11 @@ class CacheComponent(Component):
             except ValueError as exc:
                 raise HTTPError(400, f"body.lfns: {value[:200]!r}: {exc}") from None
         coordinators = [m.url for m in self.node.members("coordinator")] + list(self.config["coordinators"])
-        evicted = self.service.evict_on_request(lfns, coordinators[0] if coordinators else None)
+        # Under the cycle's lock: a cycle running meanwhile could stage a file again just after it was evicted
+        # (its assignment read before the file was held back), plan with a copy being removed, or evict the
+        # same copy a second time (twice in the evictions and metrics).  So the eviction waits for the cycle.
+        with self._cycle_lock:
+            evicted = self.service.evict_on_request(lfns, coordinators[0] if coordinators else None)
         return {"evicted": evicted, "not_held": [lfn for lfn in lfns if lfn not in evicted]}
 
     def _cycle_now(self, request: Request) -> dict[str, Any]:

@@ -56,6 +56,8 @@ class Index:
 
     def __init__(self) -> None:
         self._entries: dict[str, Entry] = {}
+        # guards _entries: staging threads add, the cycle and admin evictions remove, REST and metrics read;
+        # an entry's fields (score, checked_at) are written by the cycle only
         self._lock = threading.Lock()
 
     def add(self, entry: Entry) -> None:

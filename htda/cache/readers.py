@@ -194,6 +194,8 @@ class FanotifyWatch:
             err = ctypes.get_errno()
             raise FanotifyUnavailable(err, f"fanotify_init: {os.strerror(err)}")
         self._fd = fd
+        # guards _files, _prefixes, _roots and marked: this watch's thread and a query (open_lfns, from the
+        # htda-cache-reads thread) both refresh the marks and handle events; on_open is called under it
         self._lock = threading.Lock()
         self._drain_lock = threading.Lock()  # the thread and a query both drain: events must be handled in order
         self._files: dict[tuple[int, int], OpenFile] = {}
@@ -443,7 +445,7 @@ class FanotifyWatch:
 
 # -- one watch per driver ----------------------------------------------------------------------------------------
 _watches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # driver -> FanotifyWatch, or None for /proc
-_watches_lock = threading.Lock()
+_watches_lock = threading.Lock()  # guards _watches: started by the view, refreshed by remounts, stopped on stop
 
 
 def watch(driver: Driver) -> FanotifyWatch | None:

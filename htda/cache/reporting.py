@@ -33,6 +33,8 @@ class HoldingsReporter:
         self._removed: set[str] = set()
         self._full_due = True
         self._last_full = 0.0
+        # guards the pending delta (_added, _removed): staging threads add, evictions remove, the
+        # htda-cache-holdings thread takes it
         self._lock = threading.Lock()
         #: the sending thread (its health is the node's: see Component.loops)
         self.loop = Periodic("htda-cache-holdings", min(interval, 5.0), self.flush, log, first_delay=min(interval, 5.0))

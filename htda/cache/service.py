@@ -85,7 +85,10 @@ class CacheService:
         # a copy starts once two assignments in a row name its file (the second without 'defer'): reports of
         # jobs reading it from storage elsewhere get a cycle to arrive before the link is spent on it
         self._last_assigned: set[str] = set()
-        self._lock = threading.RLock()  # jobs, failures, view
+        # jobs, failures and failed: the cycle and the staging threads change them under it (REST listings and
+        # gauges copy them without it); and calls into the view driver, one at a time.  The cycle's own state
+        # (held_back, released, _sizes, _last_assigned) is under the component's cycle lock instead.
+        self._lock = threading.RLock()
         self._pool = ThreadPoolExecutor(max_workers=config["max_staging"], thread_name_prefix="htda-stage")
         self._init_metrics(metrics)
 
@@ -334,7 +337,8 @@ class CacheService:
             entry.visible_since = time.monotonic()  # renamed into place by the stager: mergerfs serves it now
             self.index.add(entry)
             self._view_call("added", job.lfn)
-            self.failures.pop(job.lfn, None)
+            with self._lock:  # a cycle may be rebuilding the failures at this moment
+                self.failures.pop(job.lfn, None)
             self.m_staged.inc()
             self.m_staged_bytes.inc(entry.size)
             self.reporter.added(entry.lfn, entry.size)
@@ -396,7 +400,8 @@ class CacheService:
 
     def evict_on_request(self, lfns: list[str], coordinator: str | None) -> list[str]:
         """An admin's eviction: drop the copies now, give the files back to the coordinator, and keep
-        them out of this node for ``release_interval`` (until the coordinator has placed them elsewhere)."""
+        them out of this node for ``release_interval`` (until the coordinator has placed them elsewhere).
+        Not while :meth:`apply` runs: the component calls it under its cycle lock."""
         until = time.time() + self.config["release_interval"]
         evicted = []
         for lfn in lfns:

@@ -118,6 +118,7 @@ class SubmitAgent(Component):
         self.homes = Homes(ttl=HOME_TTL, window=config["home_timeout"] or HOME_TTL)
         self.jobs = _Outbox(f"{API}/coordinator/jobs", "jobs", config["queue_limit"])
         self.events = _Outbox(f"{API}/coordinator/events", "events", config["queue_limit"])
+        # guards the outboxes (jobs, events): hook workers put, the htda-submit-send thread takes and gives back
         self._lock = threading.Lock()
         self._sizes = SizeProbe(str(node.path(config["storage_root"]))) if config["storage_root"] else None
         self._sender = Periodic("htda-submit-send", config["send_interval"], self.flush, self.log,

@@ -73,6 +73,9 @@ class Coordinator:
         self.placement: dict[int, str] = {}
         self.lists: dict[str, list[int]] = {}  # node -> file ids, best first
         self.draining: set[str] = set()
+        # One work cycle at a time: the htda-coordinator-cycle thread and POST /coordinator/cycle.  placement,
+        # lists, cycle and the _last_inputs/_since_full bookkeeping are written under it; placement and lists
+        # are replaced whole, never changed in place, so readers (assignments, admin queries) take no lock.
         self._cycle_lock = threading.Lock()
         self._last_inputs: tuple | None = None  # what the last placement was computed from
         self._last_candidates = 0

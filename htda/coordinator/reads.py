@@ -39,6 +39,8 @@ class StorageReads:
         self.max_defer = max_defer
         self._by_node: dict[str, tuple[float, frozenset[str], frozenset[str]]] = {}  # valid until, read, deferred
         self._since: dict[str, float] = {}  # lfn -> when its current run of reads was first reported
+        # guards _by_node and _since: reports and forgets come from REST workers and pool events, the cycle
+        # and the assignments read them
         self._lock = threading.Lock()
 
     def report(self, node: str, lfns: Iterable[str], ttl: float, now: float, deferred: Iterable[str] | None = None

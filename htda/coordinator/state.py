@@ -44,6 +44,9 @@ class RatingState:
         self._order: list[int] = []  # group ids by key, best first, as of the last candidates()
         self.pinned: set[int] = set()  # files placed first and never displaced, whatever their score
         self._first_access: dict[int, float] = {}  # groups accessed for the first time lately -> when
+        # Guards every field above and the policy's keys: ingest (REST workers) and the cycle write under it.
+        # Re-entrant: rebuild() and take_changed() call the other locked methods.  Single lookups (the
+        # assignments' lfns/sizes/file_keys) do not take it.
         self.lock = threading.RLock()
 
     # -- feeding ------------------------------------------------------------------

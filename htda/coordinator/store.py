@@ -141,7 +141,7 @@ class Store:
                 conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
             self.engine = self.engine.execution_options(schema_translate_map={None: schema})
         self.schema = schema
-        self._write = threading.Lock()
+        self._write = threading.Lock()  # one write transaction at a time (SQLite's single writer); reads skip it
         self.migrate()
 
     def close(self) -> None:

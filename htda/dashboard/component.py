@@ -53,7 +53,7 @@ class DashboardComponent(Component):
         self.builder = SummaryBuilder(node, config["peer_timeout"], config["top_files"])
         # Several open pages share one summary per half refresh period.
         self._cache: tuple[float, bytes] = (0.0, b"")
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _cache; held while a summary is built, so other polls wait for it
         self._built = node.metrics.counter("htda_dashboard_summaries_total", "pool summaries built")
 
     def stop(self) -> None:

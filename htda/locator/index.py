@@ -69,7 +69,7 @@ class HoldingsIndex:
     """LFN -> {node: size}, with a per-node view for replaces and drops."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # writers only: lookups read _files without it (see the module doc)
         self._files: dict[str, _Entry] = {}  # lfn -> its holders; entries replaced, never mutated
         self._nodes: dict[str, dict[str, int]] = {}  # node -> {lfn: size}
         self._bytes: dict[str, int] = {}  # node -> sum of its sizes

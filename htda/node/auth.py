@@ -154,7 +154,7 @@ class Verifier:
         self._window = window
         self._max_nonces = max_nonces
         self._seen: OrderedDict[str, float] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _seen (the nonce cache), shared by every REST worker
 
     @property
     def remembered_nonces(self) -> int:

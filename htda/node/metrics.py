@@ -37,7 +37,7 @@ class _Metric:
     def __init__(self, name: str, help: str, labels: Iterable[str] = ()):
         self.name, self.help, self.labels = name, help, tuple(labels)
         self._values: dict[LabelValues, float] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _values: any thread counts, a scrape copies them
 
     def _key(self, labels: dict[str, str]) -> LabelValues:
         if set(labels) != set(self.labels):
@@ -98,7 +98,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._metrics: dict[str, _Metric] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _metrics (registration); gauge callbacks run outside it
 
     def _add(self, metric: _Metric) -> _Metric:
         with self._lock:

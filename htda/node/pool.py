@@ -68,6 +68,8 @@ class Pool:
         self._on_join, self._on_leave = on_join, on_leave
         self._members: dict[str, Member] = {}
         self._answer: tuple[float, bytes] | None = None  # (made at, encoded member list): see receive_json
+        # guards _members and _answer: the htda-pool thread, REST workers answering heartbeats and any caller
+        # of members() (which expires silent members) all write them; on_join/on_leave run after it is released
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

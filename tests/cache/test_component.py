@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -304,6 +305,40 @@ def test_a_copy_starts_on_the_second_assignment_naming_the_file(quiet_node, peer
     third = apply(("/store/f0.dat", False), ("/store/f1.dat", False))  # no longer read: confirmed already
     assert third["stage"] == 1
     wait_until(lambda: {"/store/f0.dat", "/store/f1.dat"} <= set(held(node)), what="both copies")
+
+
+def test_an_admin_eviction_waits_for_a_running_cycle(quiet_node, peer):
+    """The evict route and a work cycle do not interleave: an eviction asked for while a cycle runs (held here in
+    its pull of the assignment) happens once that cycle is done, so the cycle never plans with a copy being
+    removed, stages again a file just evicted, or evicts the same copy a second time."""
+    node, lfn = quiet_node, "/store/f0.dat"
+    cache = node.components["cache"]
+    peer.assign([(lfn, 1.0)])
+    cache.run_cycle()
+    cache.run_cycle()  # the second assignment naming the file starts its copy
+    wait_until(lambda: lfn in held(node), what="the copy")
+    answers: dict[str, dict] = {}
+    cycle = threading.Thread(target=lambda: answers.update(cycle=cache.run_cycle()))
+    evict = threading.Thread(target=lambda: answers.update(
+        evict=Client(SECRET.encode()).post(f"{node.url}/api/v1/cache/evict", {"lfns": [lfn]})))
+    peer.answering.clear()
+    peer.asked.clear()
+    cycle.start()
+    try:
+        assert peer.asked.wait(10), "the cycle did not ask for its assignment"
+        evict.start()
+        evict.join(0.5)
+        assert evict.is_alive() and "evict" not in answers  # waiting for the cycle
+        assert lfn in cache.service.index
+    finally:
+        peer.answering.set()
+        cycle.join(10)
+        if evict.ident is not None:  # started
+            evict.join(10)
+    assert answers["cycle"]["wanted"] == 1 and answers["cycle"]["stage"] == 0  # planned with the copy there
+    assert answers["evict"] == {"evicted": [lfn], "not_held": []}
+    assert lfn not in held(node)
+    assert [e["reason"] for e in cache.service.evictions if e["lfn"] == lfn] == ["admin request"]
 
 
 def test_a_file_missing_from_storage_is_tried_once_and_released_as_failed(inprocess_node, peer, storage, tmp_path,
