@@ -109,8 +109,8 @@ class Pool:
     def receive_json(self, beat: dict[str, Any]) -> bytes:
         """:meth:`receive`'s answer, encoded.  A seed of many members answers every heartbeat with the same
         list, so the encoded list is reused for up to :attr:`answer_ttl` seconds, and made anew at once when a
-        member joins, restarts or leaves: the ages in it are then at most that much older than the truth (a
-        member looks older, never younger, than it is)."""
+        member joins, restarts or leaves.  The ages in a reused list are up to that much too small, so another
+        member may keep a silent member at most that much longer than its expiry."""
         if beat["name"] != self.me.name:
             self._upsert(beat, self.clock())
         now = self.clock()

@@ -30,17 +30,20 @@ def names(answer: bytes) -> list[str]:
     return [m["name"] for m in json.loads(answer)["members"]]
 
 
-def test_heartbeats_within_the_ttl_share_one_encoded_list_whose_ages_only_err_old():
+def test_heartbeats_within_the_ttl_share_one_encoded_list_whose_ages_err_by_at_most_the_ttl():
     pool, clock = seed(interval=10.0)
     first = pool.receive_json(beat("a"))
+    pool.receive_json(beat("b"))  # b joined: a new list
     clock.now += 0.5
     again = pool.receive_json(beat("a"))
-    assert again is first  # not built again: the same bytes
-    age = next(m["age"] for m in json.loads(again)["members"] if m["name"] == "a")
-    assert age == 0.0  # as made; a is really 0.0 s old now: the list says older or equal, never younger
+    assert again is pool.receive_json(beat("a"))  # within the ttl: not built again, the same bytes
+    assert again is not first
+    age_b = next(m["age"] for m in json.loads(again)["members"] if m["name"] == "b")
+    assert 0.5 - pool.answer_ttl <= age_b <= 0.5  # b was last heard 0.5 s ago: the list errs young by <= ttl
     clock.now += pool.answer_ttl
     fresh = pool.receive_json(beat("a"))
-    assert fresh is not first and names(fresh) == ["a", "seed"]
+    assert fresh is not again and names(fresh) == ["a", "b", "seed"]
+    assert next(m["age"] for m in json.loads(fresh)["members"] if m["name"] == "b") == round(0.5 + pool.answer_ttl, 3)
 
 
 def test_a_join_a_restart_and_a_departure_make_a_new_list_at_once():
