@@ -217,7 +217,7 @@ class SubmitAgent(Component):
 
     def lookup(self, lfns: list[str]) -> Any:
         """Ask locators in turn (starting at a rotating one) until one answers or time runs out."""
-        local = self.node.components.get("locator")
+        local = self.node.component("locator")
         if local is not None and self.config["local_locator"] and not self.config["locators"]:
             from ..locator.component import LocatorComponent  # loaded already: this node runs it
 

@@ -98,7 +98,7 @@ class CoordinatorComponent(Component):
         # The pool view fills within a heartbeat or two; a cycle before that would take every cache node
         # not heard from yet for departed and move its files.
         self._cycles_loop = Periodic("htda-coordinator-cycle", config["cycle"], self.run_cycle, self.log,
-                                     first_delay=2 * node.pool.interval)
+                                     first_delay=2 * node.heartbeat_interval)
         self.reports: deque[CycleReport] = deque(maxlen=20)  # the most recent cycles, for /nodes
         m = node.metrics
         self._received = m.counter("htda_coordinator_received_total", "job records and events received",

@@ -52,7 +52,7 @@ class SummaryBuilder:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def build(self) -> dict[str, Any]:
-        members = self.node.pool.snapshot()
+        members = self.node.pool_snapshot()
         caches = [m for m in members if "cache" in m["roles"]]
         coordinators = [m for m in members if "coordinator" in m["roles"]]
         locators = [m for m in members if "locator" in m["roles"]]
@@ -62,8 +62,8 @@ class SummaryBuilder:
         return {
             "node": self.node.node_info(),
             "time": time.time(),
-            "heartbeat_interval": self.node.pool.interval,
-            "expiry": self.node.pool.expiry,
+            "heartbeat_interval": self.node.heartbeat_interval,
+            "expiry": self.node.member_expiry,
             "members": [self._member(m) for m in members],
             "totals": _totals(caches),
             "staging": [_staging(name, future.result()) for name, future in sorted(staging.items())],
@@ -73,7 +73,7 @@ class SummaryBuilder:
 
     # -- parts -----------------------------------------------------------------------
     def _member(self, m: dict[str, Any]) -> dict[str, Any]:
-        late = m["age"] > 2 * self.node.pool.interval
+        late = m["age"] > 2 * self.node.heartbeat_interval
         return {"name": m["name"], "url": m["url"], "roles": m["roles"], "version": m["version"],
                 "age": m["age"], "started": m["started"], "health": "late" if late else "ok",
                 "cache": (m.get("info") or {}).get("cache")}

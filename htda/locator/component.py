@@ -102,7 +102,7 @@ class LocatorComponent(Component):
     def sweep(self) -> list[str]:
         """Drop nodes that have not been pool members for the grace period; return their names."""
         live = {m.name for m in self.node.members()}
-        grace = self.config["unknown_grace"] or self.node.pool.expiry
+        grace = self.config["unknown_grace"] or self.node.member_expiry
         now = time.monotonic()
         gone = []
         for name in self.index.node_names():

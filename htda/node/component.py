@@ -3,17 +3,56 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from .config import Section
 
 if TYPE_CHECKING:
+    from .client import Client
+    from .metrics import Registry
     from .periodic import Periodic
     from .pool import Member
     from .rest import Route
-    from .runtime import Node
 
-__all__ = ["Component"]
+__all__ = ["Component", "NodeAPI"]
+
+
+class NodeAPI(Protocol):
+    """What a component may use of the node that loaded it; mypy holds every component to it."""
+
+    name: str  # this node's pool name
+    source: str  # the config file, to name in messages
+    data_dir: Path  # where the node keeps its state
+    metrics: "Registry"  # to register the component's metrics
+    client: "Client"  # signed HTTP to other pool members
+
+    @property
+    def url(self) -> str:
+        """The URL other members reach this node at."""
+
+    @property
+    def heartbeat_interval(self) -> float:
+        """Seconds between this node's heartbeats."""
+
+    @property
+    def member_expiry(self) -> float:
+        """Seconds of silence after which a member leaves this node's view."""
+
+    def path(self, value: str) -> Path:
+        """A path from the config, relative to the config file's folder."""
+
+    def members(self, role: str | None = None) -> list["Member"]:
+        """Live pool members (this node included), optionally only those with ``role``."""
+
+    def pool_snapshot(self) -> list[dict[str, Any]]:
+        """The members as JSON, by name, with their ages."""
+
+    def component(self, name: str) -> "Component | None":
+        """Another component of this node, by name (None when it does not run here)."""
+
+    def node_info(self) -> dict[str, Any]:
+        """This node's identity, roles, version and uptime."""
 
 
 class Component:
@@ -33,7 +72,7 @@ class Component:
     #: schema of the component's config section
     config_schema: ClassVar[Section] = Section()
 
-    def __init__(self, node: "Node", config: dict[str, Any]):
+    def __init__(self, node: NodeAPI, config: dict[str, Any]):
         self.node = node
         self.config = config
         self.log = logging.getLogger(f"htda.{self.name}")

@@ -217,6 +217,21 @@ class Node:
     def url(self) -> str:
         return self.pool.me.url
 
+    # -- the interface components use (htda.node.component.NodeAPI) -------------------
+    @property
+    def heartbeat_interval(self) -> float:
+        return float(self.pool.interval)
+
+    @property
+    def member_expiry(self) -> float:
+        return float(self.pool.expiry)
+
+    def pool_snapshot(self) -> list[dict[str, Any]]:
+        return self.pool.snapshot()
+
+    def component(self, name: str) -> Component | None:
+        return self.components.get(name)
+
     def members(self, role: str | None = None) -> list[Member]:
         return self.pool.members(role)
 
