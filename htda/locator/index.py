@@ -167,10 +167,10 @@ class HoldingsIndex:
                     fragments.append(f"{_json_string(lfn)}:[]")
                     unheld += 1
                     continue
-            holders, sizes = entry
+            holders = entry.holders
             fragments.append(f"{_json_string(lfn)}:{holders.nodes_json}")
             key = holders.key
-            set_bytes[key] = set_bytes.get(key, 0) + (max(sizes, 1) if isinstance(sizes, int) else entry.size)
+            set_bytes[key] = set_bytes.get(key, 0) + entry.size
             set_files[key] = set_files.get(key, 0) + 1
         held_bytes: dict[str, int] = {}
         held_files: dict[str, int] = {}

@@ -101,19 +101,15 @@ class Pool:
         self.me.info = self._info()
         return {k: v for k, v in self._refresh_me().to_json(self.clock()).items() if k != "age"}
 
-    def receive(self, beat: dict[str, Any]) -> dict[str, Any]:
-        """Handle a heartbeat from another node; answer with the member list."""
-        answer: dict[str, Any] = json.loads(self.receive_json(beat))
-        return answer
-
     def receive_json(self, beat: dict[str, Any]) -> bytes:
-        """:meth:`receive`'s answer, encoded.  A seed of many members answers every heartbeat with the same
-        list, so the encoded list is reused for up to :attr:`answer_ttl` seconds, and made anew at once when a
-        member joins, restarts or leaves.  The ages in a reused list are up to that much too small, so another
-        member may keep a silent member at most that much longer than its expiry."""
-        if beat["name"] != self.me.name:
-            self._upsert(beat, self.clock())
+        """Handle a heartbeat from another node; answer with the member list, encoded.  A seed of many members
+        answers every heartbeat with the same list, so the encoded list is reused for up to :attr:`answer_ttl`
+        seconds, and made anew at once when a member joins, restarts or leaves.  The ages in a reused list are
+        up to that much too small, so another member may keep a silent member at most that much longer than its
+        expiry."""
         now = self.clock()
+        if beat["name"] != self.me.name:
+            self._upsert(beat, now)
         with self._lock:
             cached = self._answer
             if cached is not None and now - cached[0] < self.answer_ttl:

@@ -56,7 +56,11 @@ def script() -> ScriptDirectory:
 
 def head() -> str:
     """The newest revision this code knows."""
-    revision = script().get_current_head()
+    return _newest(script())
+
+
+def _newest(scripts: ScriptDirectory) -> str:
+    revision = scripts.get_current_head()
     assert revision is not None, "no revisions in htda/coordinator/migrations/versions"
     return revision
 
@@ -70,18 +74,18 @@ def current(conn: Connection, schema: str | None = None) -> str | None:
 
 def upgrade(conn: Connection, schema: str | None = None) -> str:
     """Bring the database on ``conn`` to :func:`head` (see the module docstring); return the revision."""
-    known = {s.revision for s in script().walk_revisions()}
+    scripts = script()  # read the revision files once
+    target = _newest(scripts)
     at = current(conn, schema)
     legacy = _legacy_revision(conn, schema) if at is None else None
-    if at is not None and at not in known:
+    if at is not None and at not in {s.revision for s in scripts.walk_revisions()}:
         raise SchemaVersionError(f"the database is at schema revision {at}, which this HTDA does not know "
-                                 f"(it knows up to {head()}): it was made by a newer HTDA; upgrade HTDA")
+                                 f"(it knows up to {target}): it was made by a newer HTDA; upgrade HTDA")
     cfg = config()
     cfg.attributes["connection"] = conn  # env.py runs the revisions on it, inside the caller's transaction
     cfg.attributes["schema"] = schema
     if legacy is not None:
         command.stamp(cfg, legacy)
-    target = head()
     if (at or legacy) != target:
         log.info("upgrading the coordinator database from schema revision %s to %s", at or legacy or "(empty)",
                  target)
