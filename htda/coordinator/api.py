@@ -124,7 +124,7 @@ _CYCLE = {"cycle": 7, "kind": "full", "groups_rekeyed": 0, "candidates": 2, "pla
 NODES_EXAMPLE = {"cycle": 7, "last_cycle": _CYCLE, "recent_cycles": [_CYCLE], "nodes": [{
     "name": "all-in-one", "url": "http://127.0.0.1:8740", "live": True, "draining": False,
     "capacity_bytes": 65458412857, "free_bytes": 65458368308, "last_seen": 1795642844.387, "assigned_files": 2,
-    "assigned_bytes": 44549}]}
+    "assigned_bytes": 44549, "replica_files": 0}]}
 PINS_EXAMPLE = {"files": [{"lfn": "/store/demo/dataset2/events_001.root", "node": None}]}
 
 

@@ -77,6 +77,10 @@ class CoordinatorComponent(Component):
                                              "until a job reads it, so that its copy goes to that job's node "
                                              "(for workers that read storage through a read-through cache; "
                                              "0: place at once)", check=_not_negative),
+        "max_copies": Field(int, 3, "most copies of a popular group: groups read by many jobs get copies in "
+                                    "proportion to their popularity in room no first copy wants, copied from "
+                                    "the nodes that hold them, never from storage (1: no replicas)",
+                            check=positive),
         "full_every": Field(int, 10, "after this many cycles that only re-placed the groups accessed since the "
                                      "last one, place every candidate again", check=positive),
     })
@@ -93,7 +97,8 @@ class CoordinatorComponent(Component):
                                 per_size=config["per_size"], hysteresis=config["hysteresis"], fill=config["fill"],
                                 candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],
                                 release_ttl=config["release_ttl"], full_every=config["full_every"],
-                                max_defer=config["max_defer"], first_read_wait=config["first_read_wait"])
+                                max_defer=config["max_defer"], first_read_wait=config["first_read_wait"],
+                                max_copies=config["max_copies"])
         self._incarnations: dict[str, float] = {}  # cache node -> its 'started', to tell restarts from first sight
         # The pool view fills within a heartbeat or two; a cycle before that would take every cache node
         # not heard from yet for departed and move its files.
@@ -113,6 +118,8 @@ class CoordinatorComponent(Component):
                 callback=lambda: self.core.sizes(time.time())["deferred"])
         m.gauge("htda_coordinator_placed_files", "files assigned to cache nodes",
                 callback=lambda: self.core.sizes(time.time())["placed"])
+        m.gauge("htda_coordinator_replica_files", "replicas assigned to cache nodes (copies beyond a file's first)",
+                callback=lambda: self.core.sizes(time.time())["replicas"])
 
     # -- life cycle --------------------------------------------------------------------
     def loops(self) -> list[Periodic]:

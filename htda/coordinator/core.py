@@ -11,15 +11,17 @@ out the same assignments after its first cycle.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .placement import moves, place
 from .rating import RatingPolicy
 from .reads import StorageReads
+from .replicas import replicate
 from .state import RatingState
 from .store import EventResult, IngestResult, JobRecord, Store
 
@@ -27,6 +29,10 @@ __all__ = ["CacheNode", "Coordinator", "CycleReport"]
 
 #: files of one report whose jobs' other inputs are looked up (each is one query)
 MAX_EXPANDED_READS = 256
+
+#: the hot groups whose scores replicas are shared out by: this many per cache node, at least HOT_GROUPS_MIN
+HOT_GROUPS_PER_NODE = 8
+HOT_GROUPS_MIN = 64
 
 log = logging.getLogger("htda.coordinator")
 
@@ -60,7 +66,7 @@ class Coordinator:
     def __init__(self, store: Store, policy: RatingPolicy[int], *, per_size: bool = False, hysteresis: float = 2.0,
                  fill: float = 0.95, candidate_factor: float = 1.5, unknown_size: int = 1 << 30,
                  release_ttl: float = 3600.0, full_every: int = 10, max_defer: float = 600.0,
-                 first_read_wait: float = 0.0):
+                 first_read_wait: float = 0.0, max_copies: int = 1):
         self.store = store
         self.reads = StorageReads(max_defer)
         self.first_read_wait = first_read_wait
@@ -72,10 +78,14 @@ class Coordinator:
         self.cycle = 0
         self.placement: dict[int, str] = {}
         self.lists: dict[str, list[int]] = {}  # node -> file ids, best first
+        self.max_copies = max_copies
+        self.replicas: dict[int, tuple[str, ...]] = {}  # file id -> nodes holding a replica (second copy first)
+        self.replica_lists: dict[str, list[tuple[int, int]]] = {}  # node -> (file id, which copy it is)
         self.draining: set[str] = set()
         # One work cycle at a time: the htda-coordinator-cycle thread and POST /coordinator/cycle.  placement,
-        # lists, cycle and the _last_inputs/_since_full bookkeeping are written under it; placement and lists
-        # are replaced whole, never changed in place, so readers (assignments, admin queries) take no lock.
+        # lists, replicas, replica_lists, cycle and the _last_inputs/_since_full bookkeeping are written under it;
+        # the four maps are replaced whole, never changed in place, so readers (assignments, admin queries) take
+        # no lock.
         self._cycle_lock = threading.Lock()
         self._last_inputs: tuple | None = None  # what the last placement was computed from
         self._last_candidates = 0
@@ -180,10 +190,11 @@ class Coordinator:
                 self._last_candidates = len(groups)
                 self._since_full = 0
             changes = moves(self.placement, new)
+            replicas = self.replicas if kind == "unchanged" else self._replicate(new, capacities, excluded)
             self.cycle += 1
             self.store.save_placement({fid: after for fid, (_, after) in changes.items()}, self.cycle)
-            if changes or rekeyed or inputs != self._last_inputs:
-                self.placement = new
+            if changes or rekeyed or inputs != self._last_inputs or replicas != self.replicas:
+                self.placement, self.replicas = new, replicas
                 self._build_lists()
             self._last_inputs = inputs
             report = CycleReport(self.cycle, kind, rekeyed, self._last_candidates, len(new), len(changes),
@@ -192,6 +203,15 @@ class Coordinator:
                  report.cycle, kind, report.groups_rekeyed, report.candidates, report.placed, report.moved,
                  report.seconds)
         return report
+
+    def _replicate(self, placement: Mapping[int, str], capacities: Mapping[str, int],
+                   excluded: Mapping[int, Collection[str]]) -> dict[int, tuple[str, ...]]:
+        """More copies of the hot groups in the room the placement left (:mod:`~htda.coordinator.replicas`)."""
+        if self.max_copies <= 1 or len(capacities) <= 1:
+            return {}
+        hot = self.state.hot_groups(max(HOT_GROUPS_MIN, HOT_GROUPS_PER_NODE * len(capacities)))
+        return replicate(hot, placement, self.state.size, capacities, max_copies=self.max_copies,
+                         current=self.replicas, excluded=excluded)
 
     def _readers(self, now: float) -> tuple[dict[int, str], set[int]]:
         """(file id -> the node whose job reads it from storage now, the ids of those whose copies are
@@ -225,7 +245,13 @@ class Coordinator:
         order, pinned = self.state.file_order_key, self.state.pinned
         for fids in lists.values():
             fids.sort(key=lambda fid: (fid in pinned, order(fid)), reverse=True)
-        self.lists = lists
+        replica_lists: dict[str, list[tuple[int, int]]] = {}
+        for fid, nodes in self.replicas.items():
+            for copy, node in enumerate(nodes, start=2):
+                replica_lists.setdefault(node, []).append((fid, copy))
+        for entries in replica_lists.values():
+            entries.sort(key=lambda entry: order(entry[0]) - math.log2(entry[1]), reverse=True)
+        self.lists, self.replica_lists = lists, replica_lists
 
     # -- answers ----------------------------------------------------------------------
     def report_reads(self, node: str, lfns: list[str], ttl: float, now: float) -> None:
@@ -259,7 +285,23 @@ class Coordinator:
         for fid, entry in zip(fids, files):
             if fid in state.pinned:
                 entry["score"] = max(entry["score"], best)
+        files += self._replica_entries(node, now)
         return {"node": node, "cycle": self.cycle, "files": files, "draining": node in self.draining}
+
+    def _replica_entries(self, node: str, now: float) -> list[dict[str, Any]]:
+        """The replicas ``node`` should hold: the k-th copy of a file scores 1/k of it (replicas go first when
+        room is short), and comes from the nodes holding the others, never from storage."""
+        state, placement, replicas = self.state, self.placement, self.replicas
+        out = []
+        for fid, copy in self.replica_lists.get(node, ()):
+            primary = placement.get(fid)
+            if primary is None:
+                continue
+            peers = [primary, *(n for n in replicas.get(fid, ()) if n != node)]
+            out.append({"lfn": state.lfns[fid], "score": state.score(state.file_order_key(fid), now) / copy,
+                        "size": state.sizes.get(fid), "source": None, "defer": False, "peers": peers,
+                        "peers_only": True})
+        return out
 
     # -- admin queries (the REST handlers' only way in) --------------------------------------
     def top_files(self, n: int, now: float) -> list[dict[str, Any]]:
@@ -307,7 +349,7 @@ class Coordinator:
     def sizes(self, now: float) -> dict[str, int]:
         """How much the coordinator tracks: rated groups, known, placed and deferred files (for metrics)."""
         return {"groups": len(self.state.policy), "files": len(self.state.lfns), "placed": len(self.placement),
-                "deferred": len(self.reads.deferred(now))}
+                "replicas": sum(map(len, self.replicas.values())), "deferred": len(self.reads.deferred(now))}
 
     def describe_database(self) -> str:
         """The database URL without its password, for logs."""
@@ -325,5 +367,6 @@ class Coordinator:
             out.append({"name": row["name"], "url": row["url"], "live": row["name"] in live_names,
                         "draining": row["name"] in self.draining, "capacity_bytes": row["capacity_bytes"],
                         "free_bytes": row["free_bytes"], "last_seen": row["last_seen"],
-                        "assigned_files": len(fids), "assigned_bytes": sum(self.state.size(f) for f in fids)})
+                        "assigned_files": len(fids), "assigned_bytes": sum(self.state.size(f) for f in fids),
+                        "replica_files": len(self.replica_lists.get(row["name"], ()))})
         return out

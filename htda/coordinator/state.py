@@ -209,6 +209,20 @@ class RatingState:
             files = self._file_tuples[gid] = tuple(sorted(self.members[gid]))
         return files
 
+    def hot_groups(self, n: int) -> list[GroupCandidate[int]]:
+        """The ``n`` best groups that have files, as candidates scored relative to the best of them (their
+        ratios are those of the real scores): what :func:`~htda.coordinator.replicas.replicate` shares out."""
+        with self.lock:
+            keys, members = self.policy.keys(), self.members
+            ranked: Iterable[tuple[int, float]] = keys.items()
+            if self.per_size:
+                ranked = ((gid, self.group_order_key(gid, key)) for gid, key in keys.items())
+            best = heapq.nlargest(n, ((gid, key) for gid, key in ranked if members.get(gid)), key=itemgetter(1))
+            if not best:
+                return []
+            top = best[0][1]
+            return [GroupCandidate(gid, _relative(key, top), self._files_of(gid)) for gid, key in best]
+
     def top_groups(self, n: int, now: float) -> list[tuple[int, float, int]]:
         """(group id, score, number of files) of the ``n`` best groups."""
         with self.lock:

@@ -299,3 +299,60 @@ def test_unpinning_a_file_nobody_reads_takes_back_its_placement(database):
     for _ in range(2):  # an incremental cycle and a full one
         core.run_cycle(nodes, now=NOW + 60, full=_ == 1)
         assert set(_holders(core)) == {"/store/x/read.root"}
+
+
+def _hot_and_cold(core: Coordinator, hot_jobs: int = 9) -> None:
+    """Group 'hot' (3 files of 100 bytes) read by ``hot_jobs`` jobs, groups c0..c2 by one job each."""
+    jobs, events = [], []
+    for name, count in [("hot", hot_jobs), ("c0", 1), ("c1", 1), ("c2", 1)]:
+        inputs = [f"/store/{name}/f{i}" for i in range(3)]
+        for j in range(count):
+            jobs.append(JobRecord(f"{name}-{j}", "alice", inputs, sizes=dict.fromkeys(inputs, 100)))
+            events.append({"job_id": f"{name}-{j}", "state": "started", "time": NOW - 1.0})
+    core.submit_jobs(jobs)
+    core.report_events(events)
+
+
+def test_a_popular_group_gets_replicas_copied_from_its_holder(database):
+    core = _coordinator(database, max_copies=3)
+    _hot_and_cold(core)
+    nodes = _nodes(("n1", 1000), ("n2", 1000), ("n3", 1000), ("n4", 1000))
+    core.run_cycle(nodes, now=NOW)
+    primary = {_holders(core)[f"/store/hot/f{i}"] for i in range(3)}
+    assert len(primary) == 1
+    (home,) = primary
+    # hot has 9 of 12 accesses: 3 nodes' worth of 4, capped at 3 copies
+    replica_nodes = {n.name for n in nodes
+                     if any(f.get("peers_only") for f in core.assignments(n.name, now=NOW)["files"])}
+    assert len(replica_nodes) == 2 and home not in replica_nodes
+    for name in replica_nodes:
+        entries = [f for f in core.assignments(name, now=NOW)["files"] if f.get("peers_only")]
+        assert sorted(f["lfn"] for f in entries) == [f"/store/hot/f{i}" for i in range(3)]
+        assert all(f["peers"][0] == home and name not in f["peers"] for f in entries)
+        first = next(f for f in core.assignments(home, now=NOW)["files"] if f["lfn"] == entries[0]["lfn"])
+        assert entries[0]["score"] < first["score"]  # a replica goes before any first copy when room is short
+    assert core.sizes(NOW)["replicas"] == 6
+    assert sum(n["replica_files"] for n in core.node_summary([])) == 6
+    # nothing changed: the same replicas, on the same nodes
+    before = {n.name: core.assignments(n.name, now=NOW)["files"] for n in nodes}
+    core.run_cycle(nodes, now=NOW + 10.0, full=True)
+    assert {n.name: [f["lfn"] for f in core.assignments(n.name, now=NOW + 10.0)["files"]] for n in nodes} == \
+        {name: [f["lfn"] for f in files] for name, files in before.items()}
+
+
+def test_replicas_make_way_for_first_copies(database):
+    core = _coordinator(database, max_copies=3)
+    _hot_and_cold(core)
+    roomy = _nodes(("n1", 1000), ("n2", 1000))
+    core.run_cycle(roomy, now=NOW)
+    assert core.sizes(NOW)["replicas"] == 3
+    # smaller devices: the four groups' first copies need all the room
+    core.run_cycle(_nodes(("n1", 650), ("n2", 650)), now=NOW + 1.0)
+    assert core.sizes(NOW)["replicas"] == 0 and len(core.placement) == 12
+
+
+def test_no_replicas_by_default_in_the_core(database):
+    core = _coordinator(database)
+    _hot_and_cold(core)
+    core.run_cycle(_nodes(("n1", 1000), ("n2", 1000)), now=NOW)
+    assert core.replicas == {} and not any("peers" in f for f in core.assignments("n1", now=NOW)["files"])

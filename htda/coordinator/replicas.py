@@ -1,0 +1,138 @@
+"""Replicas: more copies of the groups that many jobs read, in room no first copy wants.  Pure, no I/O.
+
+One copy of a group serves as many of its jobs at a time as its node has
+slots; when a group is read by many jobs at once they queue for that node
+(or, steered by Rank alone, run elsewhere and read storage).  As in Scarlett
+(Ananthanarayanan et al., "Scarlett: coping with skewed content popularity
+in MapReduce clusters", EuroSys 2011), popular groups get copies in
+proportion to their popularity, within a budget:
+
+- **How many.**  A group whose score is a share ``p`` of the hot groups'
+  scores draws about ``p`` of their jobs, that is ``p * N`` nodes' worth of
+  a pool of ``N`` cache nodes; it is given ``ceil(p * N)`` copies (the first
+  one included), at most ``max_copies`` and at most ``N``.  A pool of evenly
+  popular groups gets no replica at all.
+- **Where.**  Only in the room the placement left (capacity minus the first
+  copies): a replica never displaces a first copy, and it goes first when a
+  first copy needs its room (replicas are computed again every cycle, after
+  the placement).  A group's copy is whole, on a node that holds none of it
+  yet, preferring the node that held that copy in the previous cycle (so
+  replicas do not wander), then the node with most room left.
+- **Who first.**  When the room is short, copies go by the highest-averages
+  rule: the next copy goes to the group with the best ``score / copies``
+  (D'Hondt), so a group twice as popular ends with about twice the copies.
+- Only groups whose files all sit on one node are replicated (a group split
+  over several nodes is already served by several).
+
+Replicas are copied from the nodes that hold the file (the cache node's
+peer copies), never from storage: the storage link is what a site runs
+short of, and a replica is worth making only if it costs none of it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from typing import TypeVar
+
+from .placement import GroupCandidate
+
+__all__ = ["copies_wanted", "replicate"]
+
+F = TypeVar("F", bound=Hashable)
+
+
+def copies_wanted(score: float, total: float, nodes: int, max_copies: int) -> int:
+    """How many copies (the first one included) a group of ``score`` deserves when the hot groups' scores sum to
+    ``total`` on a pool of ``nodes`` cache nodes."""
+    if total <= 0 or score <= 0 or nodes <= 1:
+        return 1
+    share = min(score / total, 1.0)
+    return max(1, min(max_copies, nodes, math.ceil(share * nodes - 1e-9)))
+
+
+def replicate(
+    groups: Sequence[GroupCandidate[F]],
+    placement: Mapping[F, str],
+    size: Callable[[F], int],
+    capacities: Mapping[str, int],
+    *,
+    max_copies: int,
+    current: Mapping[F, tuple[str, ...]] | None = None,
+    excluded: Mapping[F, Collection[str]] | None = None,
+) -> dict[F, tuple[str, ...]]:
+    """The replicas ``{file: (node, ...)}`` (nodes other than the file's placed one, second copy first).
+
+    ``groups`` are the hot groups with their scores (their sum is the popularity the shares are taken of);
+    ``placement`` is the new placement of first copies, ``size(file)`` its bytes, ``capacities`` the bytes
+    each live cache node may hold; ``current`` the replicas of the previous cycle; ``excluded`` the nodes that
+    released a file.  See the module docstring for the rules.
+    """
+    if max_copies <= 1 or len(capacities) <= 1:
+        return {}
+    room = dict(capacities)
+    for lfn, node in placement.items():
+        if node in room:
+            room[node] -= size(lfn)
+    current, excluded = current or {}, excluded or {}
+    out: dict[F, list[str]] = {}
+    hot = [g for g in groups if g.score > 0 and math.isfinite(g.score)]
+    total = sum(g.score for g in hot)
+    queue: list[tuple[float, int, int]] = []  # (-(score / copies so far), group's rank, copies so far)
+    for rank, group in enumerate(hot):
+        if _holders(group.files, placement, out) and copies_wanted(group.score, total, len(room), max_copies) > 1:
+            queue.append((-group.score, rank, 1))
+    heapq.heapify(queue)
+    while queue:
+        _, rank, copies = heapq.heappop(queue)
+        group = hot[rank]
+        holders = _holders(group.files, placement, out)
+        if not holders or len(holders) >= copies_wanted(group.score, total, len(room), max_copies):
+            continue
+        target = _target(group.files, holders, room, size, placement, current, excluded, out)
+        if target is None:
+            continue
+        for lfn in group.files:
+            if placement.get(lfn) != target and target not in out.get(lfn, ()):
+                out.setdefault(lfn, []).append(target)
+                room[target] -= size(lfn)
+        heapq.heappush(queue, (-group.score / (len(holders) + 1), rank, len(holders) + 1))
+    return {lfn: tuple(nodes) for lfn, nodes in out.items()}
+
+
+def _holders(files: Sequence[F], placement: Mapping[F, str], replicas: Mapping[F, list[str]]) -> set[str]:
+    """The nodes that hold every file of a group (its first copies and the replicas so far); empty when the
+    group is not wholly placed on some node."""
+    holders: set[str] | None = None
+    for lfn in files:
+        node = placement.get(lfn)
+        if node is None:
+            return set()
+        here = {node, *replicas.get(lfn, ())}
+        holders = here if holders is None else holders & here
+        if not holders:
+            return set()
+    return holders or set()
+
+
+def _target(files: Sequence[F], holders: set[str], room: Mapping[str, int], size: Callable[[F], int],
+            placement: Mapping[F, str], current: Mapping[F, tuple[str, ...]], excluded: Mapping[F, Collection[str]],
+            replicas: Mapping[F, list[str]]) -> str | None:
+    """The node for one more copy of a group: it holds none of the group's copies, released none of its files
+    and has room for what it lacks; last cycle's replica nodes first, then the roomiest."""
+    before: dict[str, int] = {}
+    for lfn in files:
+        for node in current.get(lfn, ()):
+            before[node] = before.get(node, 0) + 1
+    best: tuple[int, int, str] | None = None
+    for node, free in room.items():
+        if node in holders or any(node in excluded.get(lfn, ()) for lfn in files):
+            continue
+        need = sum(size(lfn) for lfn in files if placement.get(lfn) != node and node not in replicas.get(lfn, ()))
+        if need > free:
+            continue
+        key = (before.get(node, 0), free - need, node)
+        if best is None or key > best:
+            best = key
+    return None if best is None else best[2]
