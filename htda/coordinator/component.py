@@ -7,16 +7,20 @@ logic lives in :class:`~htda.coordinator.core.Coordinator`, the endpoints in
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..node import plugins
 from ..node.component import Component
 from ..node.config import ConfigError, Field, Section, one_of, plugin_of, positive
 from ..node.periodic import Periodic
+from ..node.rest import HTTPError, Request
 from . import api
 from .core import CacheNode, Coordinator, CycleReport
+from .leader import leadership_for
 from .store import ACCESS_ON, Store
 
 if TYPE_CHECKING:
@@ -81,6 +85,10 @@ class CoordinatorComponent(Component):
                                     "proportion to their popularity in room no first copy wants, copied from "
                                     "the nodes that hold them, never from storage (1: no replicas)",
                             check=positive),
+        "takeover_poll": Field(float, 2.0, "seconds between a standby coordinator's tries of the leader lock "
+                                           "(coordinators sharing a database: one leads, the others wait to take "
+                                           "over), and between the leader's checks that it still holds it",
+                               check=positive),
         "full_every": Field(int, 10, "after this many cycles that only re-placed the groups accessed since the "
                                      "last one, place every candidate again", check=positive),
     })
@@ -99,6 +107,12 @@ class CoordinatorComponent(Component):
                                 release_ttl=config["release_ttl"], full_every=config["full_every"],
                                 max_defer=config["max_defer"], first_read_wait=config["first_read_wait"],
                                 max_copies=config["max_copies"])
+        # None: nothing else can share this database (in-memory SQLite), so this coordinator always leads
+        self.leadership = leadership_for(store.engine.url, config["db_schema"] or None)
+        # written by the htda-coordinator-leader thread (and start); read by REST workers and the pool
+        self.leading = False
+        self._leader_loop = Periodic("htda-coordinator-leader", config["takeover_poll"], self._contend, self.log,
+                                     first_delay=config["takeover_poll"])
         self._incarnations: dict[str, float] = {}  # cache node -> its 'started', to tell restarts from first sight
         # The pool view fills within a heartbeat or two; a cycle before that would take every cache node
         # not heard from yet for departed and move its files.
@@ -123,27 +137,66 @@ class CoordinatorComponent(Component):
 
     # -- life cycle --------------------------------------------------------------------
     def loops(self) -> list[Periodic]:
-        return [self._cycles_loop]
+        return [self._cycles_loop, *([self._leader_loop] if self.leadership is not None else [])]
 
     def start(self) -> None:
+        if self.leadership is None or self.leadership.try_acquire():
+            self._lead()
+        else:
+            self.log.info("standby: another coordinator holds the leader lock (%s); trying every %g s",
+                          self.leadership.describe(), self.config["takeover_poll"])
+        self._cycles_loop.start()
+        if self.leadership is not None:
+            self._leader_loop.start()
+
+    def _lead(self) -> None:
+        """Load the database and serve: this coordinator holds the lock now."""
         seconds = self.core.load()
         sizes = self.core.sizes(time.time())
-        self.log.info("rebuilt the rating of %d groups and %d files from %s in %.2f s (cycle %d)",
+        self.log.info("leading: rebuilt the rating of %d groups and %d files from %s in %.2f s (cycle %d)",
                       sizes["groups"], sizes["files"], self.core.describe_database(), seconds, self.core.cycle)
-        self._cycles_loop.start()
+        self.leading = True
+        self.wake()
+
+    def _contend(self) -> None:
+        """The leader checks that it still holds the lock; a standby tries to take it."""
+        assert self.leadership is not None
+        if self.leading:
+            if not self.leadership.held():
+                self.leading = False
+                self.log.error("lost the leader lock (%s): standing by", self.leadership.describe())
+        elif self.leadership.try_acquire():
+            self.log.warning("took over as the leading coordinator (%s)", self.leadership.describe())
+            self._lead()
 
     def stop(self) -> None:
+        self._leader_loop.stop(timeout=10)
         self._cycles_loop.stop(timeout=10)
+        self.leading = False
         self.core.close()
+        if self.leadership is not None:
+            self.leadership.release()
+
+    def serving(self) -> bool:
+        return self.leading
 
     def routes(self) -> list["Route"]:
-        return api.routes(self)
+        return [dataclasses.replace(route, handler=self._while_leading(route.handler)) for route in api.routes(self)]
+
+    def _while_leading(self, handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+        """``handler``, answering 503 while this coordinator stands by (callers go on to the leader)."""
+        def guarded(request: Request) -> Any:
+            if not self.leading:
+                raise HTTPError(503, "this coordinator is a standby: another one leads (see the pool's members "
+                                     "with the coordinator role)")
+            return handler(request)
+        return guarded
 
     def heartbeat_info(self) -> dict[str, Any]:
         return {"cycle": self.core.cycle, "placed_files": self.core.sizes(time.time())["placed"]}
 
     def on_member_joined(self, member: "Member") -> None:
-        if "cache" in member.roles:
+        if "cache" in member.roles and self.leading:
             seen = self._incarnations.get(member.name)
             self._incarnations[member.name] = member.started
             if seen is not None and seen != member.started:
@@ -151,7 +204,7 @@ class CoordinatorComponent(Component):
             self.wake()
 
     def on_member_left(self, member: "Member") -> None:
-        if "cache" in member.roles:
+        if "cache" in member.roles and self.leading:
             self.log.info("cache node %s left the pool: its files are placed again", member.name)
             self.core.forget_reader(member.name)
             self.wake()
@@ -170,6 +223,8 @@ class CoordinatorComponent(Component):
 
     def run_cycle(self, full: bool = False):
         """One work cycle now (the thread calls it; tests may too); None while no cache node is live."""
+        if not self.leading:
+            return None
         nodes = self.cache_nodes()
         if not nodes:
             self.log.debug("no live cache node: the placement is kept as it is")

@@ -23,6 +23,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.sql import Select
 
 from . import migrations
+from .leader import lock_key
 from .migrations import SchemaVersionError
 from .model import (
     Assignment,
@@ -138,6 +139,7 @@ class Store:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         if schema:
             with self.engine.begin() as conn:
+                self._one_migrator(conn, schema)
                 conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
             self.engine = self.engine.execution_options(schema_translate_map={None: schema})
         self.schema = schema
@@ -152,9 +154,16 @@ class Store:
         """Create the tables of a new database, or upgrade an older one (:mod:`.migrations`); return the
         schema revision."""
         with self._write, self.engine.begin() as conn:
+            self._one_migrator(conn, self.schema)
             revision = migrations.upgrade(conn, self.schema)
             conn.execute(self._insert_ignore(T_META), [{"key": "cycle", "value": "0"}])
         return revision
+
+    def _one_migrator(self, conn: Connection, schema: str | None) -> None:
+        """Two coordinators starting together on one PostgreSQL schema create and upgrade it one after the
+        other: a transaction-level advisory lock (SQLite's writer lock does the same there)."""
+        if self.dialect == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key(f"htda-migrate:{schema}")})
 
     def _set_meta(self, conn: Connection, key: str, value: str) -> None:
         conn.execute(update(T_META).where(T_META.c.key == key).values(value=value))

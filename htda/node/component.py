@@ -95,6 +95,11 @@ class Component:
         """Small JSON-able facts sent with every heartbeat (e.g. cache capacity)."""
         return {}
 
+    def serving(self) -> bool:
+        """Whether the node offers this component's role to the pool now (a standby coordinator does not:
+        the role appears in its heartbeats once it leads)."""
+        return True
+
     def on_member_joined(self, member: "Member") -> None:
         """A node joined the pool (or restarted: its ``started`` changed)."""
 

@@ -57,6 +57,7 @@ class Pool:
 
     def __init__(self, me: Member, seeds: list[str], client: Client, interval: float, expiry: float,
                  info: Callable[[], dict[str, Any]] = dict,
+                 roles: Callable[[], list[str]] | None = None,
                  on_join: Callable[[Member], None] | None = None,
                  on_leave: Callable[[Member], None] | None = None,
                  clock: Callable[[], float] = time.monotonic):
@@ -65,6 +66,7 @@ class Pool:
         self.seeds = [s.rstrip("/") for s in seeds]
         self.client, self.interval, self.expiry = client, interval, expiry
         self._info = info
+        self._roles = roles  # this node's roles now, when they can change (a standby taking over)
         self._on_join, self._on_leave = on_join, on_leave
         self._members: dict[str, Member] = {}
         self._answer: tuple[float, bytes] | None = None  # (made at, encoded member list): see receive_json
@@ -93,6 +95,8 @@ class Pool:
 
     def _refresh_me(self) -> Member:
         self.me.last_seen = self.clock()
+        if self._roles is not None:
+            self.me.roles = self._roles()
         return self.me
 
     # -- the heartbeat protocol ---------------------------------------------

@@ -198,11 +198,12 @@ class Node:
         self.scheme = "https" if tls["enabled"] else "http"
         me = Member(self.name, node["advertise_url"], list(node["components"]), self.version, self.started)
         self.pool = Pool(me, pool["seeds"], self.client, pool["heartbeat_interval"], pool["expiry"],
-                         info=self._heartbeat_info, on_join=self._joined, on_leave=self._left)
+                         info=self._heartbeat_info, roles=self.roles, on_join=self._joined, on_leave=self._left)
         self.components: dict[str, Component] = {}
         for name in node["components"]:
             cls = plugins.load(COMPONENT_GROUP, name)
             self.components[name] = cls(self, config[name])
+        me.roles = self.roles()
         self.app.add(self._routes())
         for component in self.components.values():
             self.app.add(component.routes())
@@ -340,8 +341,12 @@ class Node:
                 "past node.header_timeout, beyond node.max_pending, or a client certificate not allowed",
                 callback=lambda: self.server.dropped)
 
+    def roles(self) -> list[str]:
+        """The roles this node offers now: its components, less any not serving (a standby coordinator)."""
+        return [name for name, component in getattr(self, "components", {}).items() if component.serving()]
+
     def node_info(self) -> dict[str, Any]:
-        return {"name": self.name, "url": self.url, "roles": list(self.components), "version": self.version,
+        return {"name": self.name, "url": self.url, "roles": self.roles(), "version": self.version,
                 "started": self.started, "uptime": round(time.time() - self.started, 3)}
 
     def _routes(self) -> list[Route]:
@@ -399,7 +404,7 @@ NODE_EXAMPLE = {"name": "all-in-one", "url": "http://127.0.0.1:8740",
                 "started": 1795642839.234, "uptime": 5.156}
 HEALTH_EXAMPLE = {"status": "ok", "name": "all-in-one", "problems": [], "loops": {
     loop: {"state": "ok", "detail": "", "last_ok_ago": 0.1}
-    for loop in ("htda-coordinator-cycle", "htda-locator-sweep", "htda-cache-cycle", "htda-cache-holdings",
+    for loop in ("htda-coordinator-cycle", "htda-coordinator-leader", "htda-locator-sweep", "htda-cache-cycle", "htda-cache-holdings",
                  "htda-submit-send")}}
 POOL_EXAMPLE = {"self": "all-in-one", "members": [{
     **{k: NODE_EXAMPLE[k] for k in ("name", "url", "roles", "version", "started")}, "age": 0.4,
