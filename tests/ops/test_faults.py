@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from htda.node.client import ClientError
 from testkit.nodes import NodeProcess, free_port, wait_until, write_config
 
 from .helpers import load_bench, unhandled_errors
@@ -24,11 +25,11 @@ def _storage(root, run: str) -> None:
         path.write_bytes(bytes([i % 256]) * SIZE)
 
 
-def _worker(tmp_path, name: str, seed: str) -> NodeProcess:
+def _worker(tmp_path, name: str, *seeds: str) -> NodeProcess:
     port = free_port()
     cache = {"storage_location": str(tmp_path / "storage"), "cycle": 0.5, "holdings_interval": 2.0,
              "devices": [{"path": f"cache-{name}", "capacity": CAPACITY}], "retry_delay": 0.5}
-    config = write_config(tmp_path, name, ["cache"], port, [seed], sections={"cache": cache})
+    config = write_config(tmp_path, name, ["cache"], port, list(seeds), sections={"cache": cache})
     return NodeProcess(config).start()
 
 
@@ -161,3 +162,69 @@ def test_coordinator_and_locator_on_their_own_nodes_die_one_at_a_time(tmp_path):
     assert checked["lost_jobs"] == 0 and checked["duplicates"] == len(reporter.acked) > 400
     assert not checked["files_missing_accesses"]
     assert not bugs, "\n".join(bugs[:10])
+
+
+def _submit(coordinators: list[NodeProcess], i: int, run: str) -> bool:
+    """Job ``i`` (reading file ``i``) to the first coordinator that takes it, as the submit agent sends."""
+    lfn = f"/store/load/{run}/file{i:05d}.dat"
+    job = {"job_id": f"{run}#{i}.0", "owner": "alice", "inputs": [lfn], "sizes": {lfn: SIZE}}
+    for node in coordinators:
+        try:
+            node.post("/api/v1/coordinator/jobs", {"jobs": [job]})
+            return True
+        except ClientError:
+            continue
+    return False
+
+
+@pytest.mark.slow
+def test_two_of_each_service_role_lose_one_of_each(tmp_path):
+    """Two coordinators (one database; one leads) and two locators; kill -9 the leader and a locator at once:
+    the standby takes over with every acknowledged job and places the files of new ones, the other locator
+    answers with both workers' copies, and no survivor logs an unhandled error."""
+    run = "pairs"
+    _storage(tmp_path / "storage", run)
+    ports = [free_port(), free_port()]
+    seeds = [f"http://127.0.0.1:{port}" for port in ports]
+    shared = {"coordinator": {"database": f"sqlite:///{tmp_path / 'shared.db'}", "cycle": 0.5,
+                              "takeover_poll": 0.5}}
+    coordinators = [NodeProcess(write_config(tmp_path, name, ["coordinator"], port, seeds, sections=shared)).start()
+                    for name, port in zip(("c1", "c2"), ports)]
+    locators = [NodeProcess(write_config(tmp_path, name, ["locator"], free_port(), seeds)).start()
+                for name in ("l1", "l2")]
+    workers = [_worker(tmp_path, name, *seeds) for name in ("w1", "w2")]
+    nodes = [*coordinators, *locators, *workers]
+    lfns = [f"/store/load/{run}/file{i:05d}.dat" for i in range(FILES)]
+    first, later = range(FILES // 2), range(FILES // 2, FILES)
+    try:
+        assert [n.get("/api/v1/node")["roles"] for n in coordinators] == [["coordinator"], []]
+        acked = [i for i in first if _submit(coordinators, i, run)]
+        assert acked == list(first)
+        for locator in locators:
+            wait_until(lambda locator=locator: {"w1", "w2"} <= _holders(locator, lfns[:FILES // 2]), timeout=30,
+                       what=f"both workers' copies at {locator.name}")
+
+        coordinators[0].kill()
+        locators[0].kill()
+        wait_until(lambda: coordinators[1].get("/api/v1/node")["roles"] == ["coordinator"], timeout=10,
+                   what="the standby coordinator to take over")
+        assert {"w1", "w2"} <= _holders(locators[1], lfns[:FILES // 2])
+        acked += [i for i in later if _submit(coordinators, i, run)]
+        assert acked == list(range(FILES))
+        for i in acked:
+            assert coordinators[1].get(f"/api/v1/coordinator/files{lfns[i]}")["accesses"] == 1
+        wait_until(lambda: len(set(_held_files(locators[1], lfns[FILES // 2:]))) >= len(later) // 2, timeout=30,
+                   what="files of jobs sent after the takeover to be copied")
+        survivors = [coordinators[1], locators[1], *workers]
+        alive = [n.name for n in survivors if n.proc.poll() is None]
+        bugs = [line for n in survivors for line in unhandled_errors(n)]
+    finally:
+        for node in reversed(nodes):
+            node.stop()
+    assert alive == ["c2", "l2", "w1", "w2"]
+    assert not bugs, "\n".join(bugs[:10])
+
+
+def _held_files(locator: NodeProcess, lfns: list[str]) -> list[str]:
+    """The LFNs of ``lfns`` some node holds, by the locator's lookup of each."""
+    return [lfn for lfn in lfns if locator.post("/api/v1/locator/lookup", {"lfns": [lfn]})["nodes"]]
