@@ -62,9 +62,20 @@ time until the seed's ``GET /api/v1/pool`` no longer lists any of them
 many new members join at once, and the time until all are listed.  Targets:
 p99 < 100 ms, converged within two intervals, seed CPU < 25 % of a core.
 
-    python bench/scale.py --quick                           # both parts, small: under a minute
+**failover** -- two coordinators (``htda-node`` subprocesses) on one
+database (``--database``, default the local PostgreSQL in a fresh schema):
+one leads, the other stands by.  A sender posts batches of ``--batch-jobs``
+job records as fast as they are taken, to the first coordinator that takes
+them (as the submit agent does); after ``--before`` seconds the leader is
+killed with SIGKILL.  Printed: the jobs acknowledged before and after, the
+takeover time (the kill until the standby advertises the coordinator
+role), the sender's gap (the kill until its next acknowledged batch), and
+the acknowledged jobs missing from the database afterwards (must be 0).
+
+    python bench/scale.py --quick                           # locator and pool, small: under a minute
     python bench/scale.py --part locator --holdings 100000,300000,1000000 --nodes 1000
     python bench/scale.py --part pool --members 1000 --interval 10 --seconds 60
+    python bench/scale.py --part failover
 
 Figures taken on a busy machine are inflated (latency most); CPU-time
 figures (process_time, /proc) are less affected than wall times.
@@ -77,6 +88,7 @@ import gc
 import heapq
 import itertools
 import json
+import os
 import queue
 import random
 import statistics
@@ -91,6 +103,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: testkit/ is not installed
 
+from htda.coordinator.store import with_driver  # noqa: E402
 from htda.lfn import normalize_lfn  # noqa: E402
 from htda.locator.component import HOLDINGS_BODY  # noqa: E402
 from htda.locator.index import HoldingsIndex  # noqa: E402
@@ -677,6 +690,87 @@ def print_convergence(what: str, count: int, seconds: float | None, interval: fl
           f"{verdict(seconds, limit, True)}{extra}")
 
 
+# -- failover ------------------------------------------------------------------------------------------------------
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@dataclass
+class JobSender:
+    """Posts job batches to the first coordinator that takes them; records what was acknowledged and when."""
+
+    coordinators: list[NodeProcess]
+    batch: int
+    acked: list[tuple[float, int]] = field(default_factory=list)  # (time, jobs in the batch)
+    ids: list[str] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            lfns = [f"/store/failover/f{(n + i) % 5000}" for i in range(self.batch)]
+            jobs = [{"job_id": f"failover#{n + i}.0", "owner": "alice", "inputs": [lfn], "sizes": {lfn: 1 << 20}}
+                    for i, lfn in enumerate(lfns)]
+            for node in self.coordinators:
+                try:
+                    node.post("/api/v1/coordinator/jobs", {"jobs": jobs})
+                except ClientError:
+                    continue
+                self.acked.append((time.monotonic(), len(jobs)))
+                self.ids += [j["job_id"] for j in jobs]
+                n += self.batch
+                break
+            else:
+                time.sleep(0.01)
+
+
+def run_failover(args: argparse.Namespace) -> None:
+    """Two coordinators on one database; kill -9 the leader under load; what the standby took over."""
+    import sqlalchemy as sa
+
+    url = args.database or POSTGRES
+    postgres = url.startswith("postgresql")
+    schema = f"htda_failover_{os.getpid()}" if postgres else ""
+    print(f"== failover: two coordinators on {url.split('@')[-1]} (schema {schema}), batches of {args.batch_jobs} "
+          f"jobs, leader killed after {args.before:g} s")
+    with tempfile.TemporaryDirectory() as tmp:
+        ports = [free_port(), free_port()]
+        seeds = [f"http://127.0.0.1:{port}" for port in ports]
+        section = {"coordinator": {"database": url, "db_schema": schema, "takeover_poll": args.takeover_poll}}
+        nodes = [NodeProcess(write_config(Path(tmp), name, ["coordinator"], port, seeds, sections=section)).start()
+                 for name, port in zip(("leader", "standby"), ports)]
+        sender = JobSender(nodes, args.batch_jobs)
+        thread = threading.Thread(target=sender.run, name="failover-sender")
+        try:
+            thread.start()
+            time.sleep(args.before)
+            nodes[0].kill()
+            killed = time.monotonic()
+            before = sum(n for t, n in sender.acked if t <= killed)
+            took = poll_until(lambda: nodes[1].get("/api/v1/node")["roles"] == ["coordinator"], 60, 0.02)
+            time.sleep(args.after)
+            sender.stop.set()
+            thread.join(30)
+            after = [t for t, _ in sender.acked if t > killed]
+            gap = (after[0] - killed) if after else None
+            table = f'"{schema}".htda_jobs' if schema else "htda_jobs"
+            with sa.create_engine(with_driver(url)).connect() as conn:
+                stored = {row[0] for row in conn.execute(sa.text(f"SELECT job_id FROM {table}"))}
+        finally:
+            sender.stop.set()
+            for node in nodes:
+                node.stop()
+    if postgres:
+        with sa.create_engine(with_driver(url)).begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    lost = len(set(sender.ids) - stored)
+    print(f"jobs acknowledged before the kill : {before:,}")
+    print(f"jobs acknowledged after it       : {sum(n for t, n in sender.acked if t > killed):,} in {args.after:g} s")
+    print(f"takeover (kill -> standby leads)  : {'not within 60 s' if took is None else f'{took:.2f} s'}   "
+          f"(up to the standby's takeover_poll, {args.takeover_poll:g} s, plus loading the database)")
+    print(f"sender's gap (kill -> next ack)   : {'none acknowledged' if gap is None else f'{gap:.2f} s'}")
+    print(f"acknowledged jobs not in the db   : {lost}   target 0: {verdict(lost, 0, True)}")
+
+
 # -- command line ----------------------------------------------------------------------------------------------------
 def holdings_list(text: str) -> list[int]:
     """'100000,300000,1e6' -> [100000, 300000, 1000000]."""
@@ -686,8 +780,8 @@ def holdings_list(text: str) -> list[int]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", action="append", choices=["locator", "pool"],
-                        help="run only this part (repeatable; default: both)")
+    parser.add_argument("--part", action="append", choices=["locator", "pool", "failover"],
+                        help="run only this part (repeatable; default: locator and pool)")
     parser.add_argument("--quick", action="store_true", help="small sizes: both parts in under a minute")
     loc = parser.add_argument_group("locator")
     loc.add_argument("--holdings", type=holdings_list, help="fill levels, comma-separated (100000,300000,1000000)")
@@ -704,6 +798,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     pool.add_argument("--threads", type=int, default=16, help="sender threads in this process (16, as the seed's "
                       "REST threads)")
     pool.add_argument("--churn", type=float, default=0.1, help="fraction of members that vanish, then join (0.1)")
+    ha = parser.add_argument_group("failover")
+    ha.add_argument("--database", help="SQLAlchemy URL both coordinators use (default: the local PostgreSQL)")
+    ha.add_argument("--batch-jobs", type=int, default=100, help="job records per request (100)")
+    ha.add_argument("--before", type=float, default=5.0, help="seconds of load before the kill (5)")
+    ha.add_argument("--after", type=float, default=5.0, help="seconds of load after the takeover (5)")
+    ha.add_argument("--takeover-poll", type=float, default=2.0, help="the coordinators' takeover_poll (2, the "
+                    "default)")
     args = parser.parse_args(argv)
     for name, (full, quick) in DEFAULTS.items():
         if getattr(args, name) is None:
@@ -720,6 +821,8 @@ def main(argv: list[str] | None = None) -> None:
         if "locator" in parts:
             print()
         run_pool(args)
+    if "failover" in parts:
+        run_failover(args)
 
 
 if __name__ == "__main__":
