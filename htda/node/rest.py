@@ -282,7 +282,7 @@ class RestApp:
         """The request without its body: everything authorisation looks at."""
         qs = environ.get("QUERY_STRING", "")
         query = dict(parse_qsl(qs, keep_blank_values=True)) if qs else {}
-        headers = {"authorization": environ.get("HTTP_AUTHORIZATION", "")}
+        headers = {"authorization": environ.get("HTTP_AUTHORIZATION", ""), "range": environ.get("HTTP_RANGE", "")}
         client_cert = environ.get("SSL_CLIENT_VERIFY") == "SUCCESS"
         path = environ.get("PATH_INFO", "/")
         # The signature covers the request target exactly as the client sent it.
