@@ -370,11 +370,13 @@ class CacheComponent(Component):
                   access=listing),
             Route("GET", f"{base}/view", self._view, "the union view: driver, path, branches, state", tag="cache"),
             Route("GET", f"{base}/copies/{{lfn:path}}", self._copy_range,
-                  f"bytes of a copy held here, for a cache node copying it (pool members only): one "
-                  f"'Range: bytes=first-last' of at most {MAX_RANGE} bytes (206; 200 with the whole copy when "
-                  f"no Range is given and it is that small); X-HTDA-Size, X-HTDA-Mtime, X-HTDA-Checksum-Kind "
-                  f"and X-HTDA-Checksum name the copy; 404 while no complete copy is held, 416 for a bad range",
-                  tag="cache", access="auth", content_type="application/octet-stream"),
+                  f"bytes of a copy held here, for a cache node copying it (pool members only): one range of at "
+                  f"most {MAX_RANGE} bytes; X-HTDA-Size, X-HTDA-Mtime, X-HTDA-Checksum-Kind and X-HTDA-Checksum "
+                  f"name the copy", tag="cache", access="auth", content_type="application/octet-stream",
+                  headers={"Range": f"one 'bytes=first-last' (or 'first-', or '-count'), cut to {MAX_RANGE} bytes"},
+                  statuses={206: "the bytes of the range asked for (Content-Range says which)",
+                            416: "a range outside the copy, several ranges, or no Range for a copy too large to "
+                                 "send whole"}),
             Route("POST", f"{base}/cycle", self._cycle_now, "run an assignment cycle now", tag="cache",
                   body={"type": "object", "additionalProperties": False, "properties": {}}),
             Route("POST", f"{base}/evict", self._evict, "drop copies now and give the files back to the coordinator",

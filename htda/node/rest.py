@@ -111,6 +111,10 @@ class Route:
     content_type: str = "application/json"
     unsigned_body: int | None = None
     example: Any = None
+    #: request headers the handler reads, name -> description (documented as header parameters)
+    headers: dict[str, str] = field(default_factory=dict)
+    #: answers besides 200 and the errors every route may give, status -> description (documented)
+    statuses: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.method = self.method.upper()
