@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import quote
 
 from ..node.client import Client, ClientError
@@ -200,7 +199,3 @@ class PeerSource:
         self.checksum = PeerChecksum(kind, digest) if kind and digest else None
         return size
 
-
-def peer_checksums(peers: list[PeerSource]) -> dict[str, Any]:
-    """What the peers that delivered bytes recorded with their copies, by peer name (for error messages)."""
-    return {p.name: p.checksum for p in peers if p.delivered and p.checksum is not None}

@@ -407,7 +407,9 @@ class CacheService:
             self.failures[lfn] = _Failure(count, now + delay, error, permanent)
             self.failed.append({"lfn": lfn, "attempt": count, "error": error, "permanent": permanent, "time": now})
         self.m_failures.inc(kind="permanent" if exhausted else "transient")
-        if permanent:
+        if waiting:
+            log.info("copy of %s waits for a peer to copy it from: %s", lfn, error)
+        elif permanent:
             log.warning("staging %s failed, not retrying: %s", lfn, error)
         else:
             log.warning("staging %s failed (attempt %d of %d): %s", lfn, count, self.config["max_attempts"], error)

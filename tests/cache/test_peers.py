@@ -15,8 +15,9 @@ import pytest
 
 from htda.cache.backends.posix import PosixDevice, PosixStorage
 from htda.cache.peers import MAX_RANGE, PeerSource, copy_url
+from htda.cache.service import MAX_PEERS, _peers_of
 from htda.cache.staging import PeersUnavailable, Stager, StagingError, StagingJob
-from htda.node.client import Client
+from htda.node.client import BadResponse, Client
 from testkit.nodes import SECRET, wait_until
 from testkit.storage import PeerStandIn, make_tree
 
@@ -303,3 +304,17 @@ def test_node_copies_an_assigned_file_from_its_peer(holder, inprocess_node, stan
     failure = wait_until(lambda: cache.service.failures.get("/store/p/nowhere.dat"), what="the waiting file")
     assert not failure.permanent and failure.count == 0 and "no peer" in failure.error
     assert not any("/store/p/nowhere.dat" in r["lfns"] for r in coordinator.releases)
+
+
+def test_fetch_ends_an_answer_over_its_limit(holder, signed):
+    with pytest.raises(BadResponse, match="longer than 1000 bytes"):
+        signed.fetch(copy_url(holder.url, BIG), ["Range: bytes=0-4999"], max_bytes=1000)
+    status, _, body = signed.fetch(copy_url(holder.url, BIG), ["Range: bytes=0-999"], max_bytes=1000)
+    assert status == 206 and body == holder.files[BIG][:1000]  # the handle is good again
+
+
+def test_assignment_entries_without_or_with_bad_peer_keys():
+    assert _peers_of({"lfn": "/a"}) == ()
+    assert _peers_of({"peers": "node-a"}) == ()
+    assert _peers_of({"peers": ["a", 1, None, "", "x" * 300, "b", "a"]}) == ("a", "b")
+    assert len(_peers_of({"peers": [f"n{i}" for i in range(50)]})) == MAX_PEERS
