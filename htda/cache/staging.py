@@ -159,8 +159,17 @@ class Stager:
         if not after.same_as(before):
             raise StagingError(f"{job.lfn}: source changed during the copy ({before} -> {after})")
         digest = streamed.hexdigest()
+        try:
+            self._check_peer_checksums(job, digest)
+        except StagingError as exc:
+            if not job.storage_fallback:
+                raise
+            # the bytes a peer gave are not its copy's: take the whole file from storage instead (once)
+            log.warning("%s; copying it from storage instead", exc)
+            job.peers, job.state = [], "copying"
+            self._restart(job, tmp, before.size)
+            return self._copy_validate_commit(job, tmp, before)
         self._check_source_checksum(job, digest)
-        self._check_peer_checksums(job, digest)
         self._flush_and_read_back(job, tmp, digest, needed=self.readback and not from_copy)
         if self.verify_root and job.lfn.endswith(".root"):
             self._check_root(job, tmp.path)
@@ -308,7 +317,8 @@ class Stager:
 
     def _check_peer_checksums(self, job: StagingJob, digest: str) -> None:
         """The checksum each peer that gave bytes of this copy recorded with its own copy, where the kinds match,
-        must be the streamed one: a peer's copy that rotted, or bytes changed on the way, are refused here."""
+        must be the streamed one: a peer's copy that rotted, or bytes changed on the way, are refused here
+        (the caller then copies from storage, where the job allows it)."""
         if not digest:
             return
         for peer in job.peers:

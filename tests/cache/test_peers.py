@@ -257,12 +257,18 @@ def test_corrupt_copy_at_the_peer_is_refused(holder, tmp_path):
         fh.seek(CHUNK + 10)
         fh.write(b"\x00\xff" * 8)
     os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
-    for fallback in (False, True):
-        stager, device, store, job = copier(tmp_path, holder, fallback=fallback)
-        with pytest.raises(StagingError, match="peer a recorded"):
-            stager.stage(job(BIG))
-        assert store.reads == []
-        assert_nothing_left(device)
+    stager, device, store, job = copier(tmp_path, holder, fallback=False)
+    with pytest.raises(StagingError, match="peer a recorded") as err:
+        stager.stage(job(BIG))
+    assert not err.value.permanent and not isinstance(err.value, PeersUnavailable)  # a fault: it counts
+    assert store.reads == []
+    assert_nothing_left(device)
+    # where storage may be read, the peer's bytes are thrown away and the whole file comes from storage
+    stager, device, store, job = copier(tmp_path, holder, fallback=True)
+    j = job(BIG)
+    stager.stage(j)
+    assert (tmp_path / "dev-b/data" / BIG.lstrip("/")).read_bytes() == holder.files[BIG]
+    assert store.reads == [(0, len(holder.files[BIG]))] and j.source_bytes == {"storage": len(holder.files[BIG])}
 
 
 def test_copy_of_an_older_version_at_the_peer_is_refused(holder, tmp_path):
