@@ -33,6 +33,10 @@ class Wanted:
     size: int
     source: str | None = None
     defer: bool = False  # jobs read it from storage now: keep its room, copy it later
+    #: pool members holding (or assigned) the file, to copy from in order before storage
+    peers: tuple[str, ...] = ()
+    #: copy only from ``peers``, never from storage (fails transiently while none can serve it)
+    peers_only: bool = False
 
 
 @dataclass

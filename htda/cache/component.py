@@ -9,6 +9,7 @@ import ipaddress
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -18,12 +19,13 @@ from ..node.client import ClientError
 from ..node.component import Component
 from ..node.config import REQUIRED, ConfigError, Field, ListOf, Section, one_of, plugin_of, positive
 from ..node.periodic import Periodic
-from ..node.rest import API, HTTPError, Request, Route
+from ..node.rest import API, HTTPError, Request, Response, Route
 from .allocation import holdable
 from .backends.base import CacheDevice, StorageBackend
 from .backends.logical import LogicalDevice
 from .checksum import KINDS
 from .ownership import RemoteRule, account_id, parse_mode
+from .peers import MAX_RANGE, PeerSource, serve_range
 from .reporting import HoldingsReporter
 from .service import Assignment, CacheService, Marks
 from .staging import Stager
@@ -191,7 +193,9 @@ class CacheComponent(Component):
         self.reporter = HoldingsReporter(node.name, node.client, self._locators, self._holdings,
                                          config["holdings_interval"])
         self.service = CacheService(self.device, marks, self.storage_for, stager, self.reporter, self._make_view(),
-                                    config, node.metrics)
+                                    config, node.metrics, self.peer_sources)
+        self.m_peer_served = node.metrics.counter("htda_cache_peer_served_bytes_total", "bytes of this node's "
+                                                  "copies served to other cache nodes copying them")
         self.cycles = 0
         self._reported_reads: list[str] = []
         self._reads_due = 0.0
@@ -329,6 +333,14 @@ class CacheComponent(Component):
     def _locators(self) -> list[str]:
         return self._peers("locator")
 
+    def peer_sources(self, names: Sequence[str]) -> list[PeerSource]:
+        """The named pool members that run a cache, as sources to copy from, in the order named; this node
+        and names not in the pool (or not caches) are skipped."""
+        members = {m.name: m for m in self.node.members("cache")}
+        return [PeerSource(name, members[name].url, self.node.client, chunk=self.config["buffer_size"],
+                           timeout=self.config["storage_timeout"])
+                for name in dict.fromkeys(names) if name != self.node.name and name in members]
+
     def _holdings(self) -> list[dict[str, Any]]:
         return [{"lfn": e.lfn, "size": e.size} for e in self.service.index.entries()]
 
@@ -357,6 +369,14 @@ class CacheComponent(Component):
             Route("GET", f"{base}/evictions", self._evictions, "recently removed copies and why", tag="cache",
                   access=listing),
             Route("GET", f"{base}/view", self._view, "the union view: driver, path, branches, state", tag="cache"),
+            Route("GET", f"{base}/copies/{{lfn:path}}", self._copy_range,
+                  f"bytes of a copy held here, for a cache node copying it (pool members only): one range of at "
+                  f"most {MAX_RANGE} bytes; X-HTDA-Size, X-HTDA-Mtime, X-HTDA-Checksum-Kind and X-HTDA-Checksum "
+                  f"name the copy", tag="cache", access="auth", content_type="application/octet-stream",
+                  headers={"Range": f"one 'bytes=first-last' (or 'first-', or '-count'), cut to {MAX_RANGE} bytes"},
+                  statuses={206: "the bytes of the range asked for (Content-Range says which)",
+                            416: "a range outside the copy, several ranges, or no Range for a copy too large to "
+                                 "send whole"}),
             Route("POST", f"{base}/cycle", self._cycle_now, "run an assignment cycle now", tag="cache",
                   body={"type": "object", "additionalProperties": False, "properties": {}}),
             Route("POST", f"{base}/evict", self._evict, "drop copies now and give the files back to the coordinator",
@@ -400,6 +420,16 @@ class CacheComponent(Component):
         if view is None:
             return {"driver": None}
         return {**view.describe(), "error": self.service.view_error}
+
+    def _copy_range(self, request: Request) -> Response:
+        try:
+            lfn = normalize_lfn(request.params["lfn"])
+        except ValueError as exc:
+            raise HTTPError(400, f"path: {exc}") from None
+        answer = serve_range(self.service.index.get(lfn), lfn, request.headers.get("range", ""))
+        if request.method == "GET":
+            self.m_peer_served.inc(len(answer.body))
+        return answer
 
     def _evict(self, request: Request) -> dict[str, Any]:
         lfns = []

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -24,9 +24,10 @@ from .allocation import Room, Wanted, holdable, plan
 from .backends.base import CacheDevice, FileStat, StorageBackend, StorageError
 from .backends.logical import LogicalDevice
 from .index import Entry, Index, checksum_of, validate_found
+from .peers import PeerSource
 from .readers import open_lfns
 from .reporting import HoldingsReporter
-from .staging import Stager, StagingCancelled, StagingError, StagingJob
+from .staging import PeersUnavailable, Stager, StagingCancelled, StagingError, StagingJob
 from .union.base import UnionDriver, UnionError
 
 __all__ = ["CacheService", "Marks", "Assignment"]
@@ -37,6 +38,8 @@ log = logging.getLogger("htda.cache")
 VIEW_RETRY = 60.0
 #: files read from storage reported at most per scan (a report stays well below the coordinator's max_batch)
 MAX_REPORTED_READS = 10_000
+#: peers of an assigned file looked at, at most
+MAX_PEERS = 8
 
 
 @dataclass(frozen=True)
@@ -63,13 +66,32 @@ class _Failure:
     permanent: bool = False
 
 
+def _peers_of(f: dict[str, Any]) -> tuple[str, ...]:
+    """The ``peers`` of an assignment entry: member names, each once, at most :data:`MAX_PEERS`."""
+    peers = f.get("peers")
+    if not isinstance(peers, list):
+        return ()
+    names = (p for p in peers if isinstance(p, str) and 0 < len(p) <= 255)
+    return tuple(dict.fromkeys(names))[:MAX_PEERS]
+
+
+def _sources(job: StagingJob) -> str:
+    """Where a copy's bytes came from, for the log: "storage", "peer:a" or "peer:a (N bytes), storage (M bytes)"."""
+    parts = [(k, v) for k, v in job.source_bytes.items() if v]
+    if len(parts) <= 1:
+        return parts[0][0] if parts else "storage"
+    return ", ".join(f"{k} ({v} bytes)" for k, v in parts)
+
+
 class CacheService:
     """Everything the cache node does, without the REST layer."""
 
     def __init__(self, device: LogicalDevice, marks: dict[int, Marks], storages: Callable[[str | None], StorageBackend],
                  stager: Stager, reporter: HoldingsReporter, view: UnionDriver | None, config: dict[str, Any],
-                 metrics: Any):
+                 metrics: Any, peer_sources: Callable[[Sequence[str]], list[PeerSource]] | None = None):
         self.device, self.marks, self.storage_for, self.stager = device, marks, storages, stager
+        #: the pool members of an assignment's ``peers`` that can be copied from now, as sources
+        self.peer_sources = peer_sources or (lambda names: [])
         self.reporter, self.view, self.config = reporter, view, config
         self.index = Index()
         self.jobs: dict[str, StagingJob] = {}
@@ -94,6 +116,8 @@ class CacheService:
 
     def _init_metrics(self, m: Any) -> None:
         self.m_staged_bytes = m.counter("htda_cache_staged_bytes_total", "bytes of validated copies made")
+        self.m_peer_copied = m.counter("htda_cache_peer_copied_bytes_total", "bytes of validated copies made that "
+                                       "came from other cache nodes' copies instead of storage")
         self.m_staged = m.counter("htda_cache_staged_files_total", "validated copies made")
         self.m_failures = m.counter("htda_cache_staging_failures_total", "copies that failed", ("kind",))
         self.m_evicted = m.counter("htda_cache_evictions_total", "copies removed, by reason", ("reason",))
@@ -270,7 +294,8 @@ class CacheService:
             size = held.size if held else self._size_of(lfn, f)
             score, source = f.get("score"), f.get("source")
             if size is not None and isinstance(score, (int, float)) and isinstance(source, (str, type(None))):
-                out.append(Wanted(lfn, float(score), size, source, defer=f.get("defer") is True))
+                out.append(Wanted(lfn, float(score), size, source, defer=f.get("defer") is True,
+                                  peers=_peers_of(f), peers_only=f.get("peers_only") is True))
         assigned = {w.lfn for w in out}
         self._sizes = {k: v for k, v in self._sizes.items() if k in assigned}
         with self._lock:  # forget failures of files no longer assigned: nothing left to release
@@ -319,10 +344,17 @@ class CacheService:
         except ValueError as exc:
             self._fail(w.lfn, str(exc), permanent=True)
             return 0
+        peers = self.peer_sources(w.peers) if w.peers else []
+        if w.peers_only and not peers:
+            named = ", ".join(w.peers) or "none named"
+            self._fail(w.lfn, f"{w.lfn}: no peer to copy it from is in the pool ({named}); storage may not be read "
+                              f"for it", permanent=False, waiting=True)
+            return 0
         with self._lock:
             if w.lfn in self.jobs:
                 return 0
-            job = StagingJob(w.lfn, storage, dev, w.score, w.size, source_url=w.source)
+            job = StagingJob(w.lfn, storage, dev, w.score, w.size, source_url=w.source, peers=peers,
+                             storage_fallback=not w.peers_only)
             self.jobs[w.lfn] = job
         self._pool.submit(self._stage, job)
         return 1
@@ -341,11 +373,16 @@ class CacheService:
                 self.failures.pop(job.lfn, None)
             self.m_staged.inc()
             self.m_staged_bytes.inc(entry.size)
+            if job.peer_bytes:
+                self.m_peer_copied.inc(job.peer_bytes)
             self.reporter.added(entry.lfn, entry.size)
-            log.info("staged %s (%d bytes) on %s", job.lfn, entry.size, job.device.path)
+            log.info("staged %s (%d bytes) on %s from %s", job.lfn, entry.size, job.device.path, _sources(job))
         except StagingCancelled as exc:
             job.state = "cancelled"
             log.info("%s", exc)
+        except PeersUnavailable as exc:
+            job.state, job.error = "failed", str(exc)
+            self._fail(job.lfn, str(exc), permanent=False, waiting=True)
         except StagingError as exc:
             job.state, job.error = "failed", str(exc)
             self._fail(job.lfn, str(exc), exc.permanent)
@@ -357,18 +394,22 @@ class CacheService:
             with self._lock:
                 self.jobs.pop(job.lfn, None)
 
-    def _fail(self, lfn: str, error: str, permanent: bool) -> None:
+    def _fail(self, lfn: str, error: str, permanent: bool, waiting: bool = False) -> None:
+        """Record a failed copy.  ``waiting``: no peer could serve a copy storage may not give; it is tried
+        again after ``retry_delay`` and does not count towards ``max_attempts`` (the peer may not hold it yet)."""
         with self._lock:
             prev = self.failures.get(lfn)
-            count = (prev.count if prev else 0) + 1
+            count = (prev.count if prev else 0) + (0 if waiting else 1)
             exhausted = permanent or count >= self.config["max_attempts"]
             # a permanent failure waits as long as the longest back-off before anyone tries again
-            delay = self.config["retry_delay"] * (2 ** (6 if permanent else min(count - 1, 6)))
+            delay = self.config["retry_delay"] * (2 ** (6 if permanent else min(max(count - 1, 0), 6)))
             now = time.time()
             self.failures[lfn] = _Failure(count, now + delay, error, permanent)
             self.failed.append({"lfn": lfn, "attempt": count, "error": error, "permanent": permanent, "time": now})
         self.m_failures.inc(kind="permanent" if exhausted else "transient")
-        if permanent:
+        if waiting:
+            log.info("copy of %s waits for a peer to copy it from: %s", lfn, error)
+        elif permanent:
             log.warning("staging %s failed, not retrying: %s", lfn, error)
         else:
             log.warning("staging %s failed (attempt %d of %d): %s", lfn, count, self.config["max_attempts"], error)

@@ -6,11 +6,16 @@ only then renamed into place:
 1. the source is stat'ed (size, mtime) before the copy;
 2. bytes stream through one large buffer into the temporary file while a
    checksum runs over them (an interrupted transfer resumes at its offset
-   when the backend supports ranges);
+   when the backend supports ranges); when the job names peers (cache nodes
+   holding a copy, :mod:`htda.cache.peers`) the bytes come from the first
+   that serves them, the next one resuming where it stopped, then from
+   storage if the job allows it;
 3. the copy must have exactly the source's size, and the source must stat
    the same after the copy (else it changed or vanished underneath);
 4. the source's own checksum, when the backend offers one, must match the
-   streamed one; the copy is read back from the device and must match too;
+   streamed one, and so must the checksum a peer recorded with its copy
+   when bytes came from it; the copy is read back from the device and must
+   match too;
 5. ROOT files can be opened with uproot and their keys listed;
 6. fsync, mtime set to the source's, meta recorded with the file, the
    source's owner, group and mode given to the file and its directories
@@ -28,12 +33,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .backends.base import CacheDevice, FileStat, StorageBackend, StorageError, TemporaryCopy
 from .checksum import Checksum, checksum_fd
 
-__all__ = ["StagingError", "StagingCancelled", "StagingJob", "Stager"]
+if TYPE_CHECKING:
+    from .peers import PeerSource
+
+__all__ = ["StagingError", "StagingCancelled", "PeersUnavailable", "StagingJob", "Stager"]
 
 log = logging.getLogger("htda.cache.staging")
 
@@ -52,6 +60,10 @@ class StagingCancelled(StagingError):
     """The copy was cancelled (shutdown, or the file is no longer wanted)."""
 
 
+class PeersUnavailable(StagingError):
+    """No peer could give the copy and storage may not be read for it: try again later (not a fault)."""
+
+
 @dataclass
 class StagingJob:
     """One copy in the queue or in flight; what ``/api/v1/cache/staging`` shows."""
@@ -68,11 +80,23 @@ class StagingJob:
     started_at: float | None = None
     error: str = ""
     cancel: threading.Event = field(default_factory=threading.Event)
+    #: cache nodes to copy from, in order, before storage (their bytes are checked against storage's stat)
+    peers: list["PeerSource"] = field(default_factory=list)
+    #: whether storage may give the bytes when no peer can (False: the copy fails, transiently)
+    storage_fallback: bool = True
+    #: bytes of the copy in flight by where they came from: a peer's describe() or "storage"
+    source_bytes: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"lfn": self.lfn, "state": self.state, "size": self.size, "done_bytes": self.done_bytes,
                 "score": self.score, "device": self.device.path, "source": self.storage.describe(),
+                "peers": [p.name for p in self.peers], "storage_fallback": self.storage_fallback,
                 "queued_at": self.queued_at, "started_at": self.started_at, "error": self.error}
+
+    @property
+    def peer_bytes(self) -> int:
+        """Bytes of the copy that came from peers."""
+        return sum(n for source, n in self.source_bytes.items() if source != "storage")
 
 
 def _load_sync_file_range() -> Callable[[int, int, int], None]:
@@ -135,6 +159,16 @@ class Stager:
         if not after.same_as(before):
             raise StagingError(f"{job.lfn}: source changed during the copy ({before} -> {after})")
         digest = streamed.hexdigest()
+        try:
+            self._check_peer_checksums(job, digest)
+        except StagingError as exc:
+            if not job.storage_fallback:
+                raise
+            # the bytes a peer gave are not its copy's: take the whole file from storage instead (once)
+            log.warning("%s; copying it from storage instead", exc)
+            job.peers, job.state = [], "copying"
+            self._restart(job, tmp, before.size)
+            return self._copy_validate_commit(job, tmp, before)
         self._check_source_checksum(job, digest)
         self._flush_and_read_back(job, tmp, digest, needed=self.readback and not from_copy)
         if self.verify_root and job.lfn.endswith(".root"):
@@ -142,6 +176,8 @@ class Stager:
         meta = {"lfn": job.lfn, "size": before.size, "mtime": before.mtime, "checksum": digest,
                 "checksum_kind": self.checksum_kind, "source": job.storage.describe(), "source_url": job.source_url,
                 "staged_at": time.time()}
+        if job.peer_bytes:
+            meta["copied_from"] = {k: v for k, v in job.source_bytes.items() if v}
         # the perms as they are now, after the copy: a chmod during it is not missed
         tmp.commit(job.lfn, before.mtime, meta, self._source(job, job.storage.ownership, during=True))
         job.state = "done"
@@ -177,6 +213,7 @@ class Stager:
         """Copy the bytes; return the running checksum and whether it was taken from the copy itself."""
         ck = Checksum(self.checksum_kind)
         buf = bytearray(self.buffer_size)
+        source = "storage"  # where the bytes written now come from (the sinks read it, and ck, at each call)
 
         def account(length: int) -> None:
             if job.cancel.is_set():
@@ -187,6 +224,7 @@ class Stager:
         def advanced(length: int) -> None:
             start_writeback(tmp.fd, job.done_bytes, length)
             job.done_bytes += length
+            job.source_bytes[source] = job.source_bytes.get(source, 0) + length
             if self.on_chunk is not None:
                 self.on_chunk(job)
 
@@ -204,6 +242,23 @@ class Stager:
             ck.update(view[:got])
             advanced(length)
 
+        for peer in job.peers:
+            source = peer.describe()
+            if self._read_peer(job, peer, sink, before):
+                return ck, False
+        if job.peers:
+            if not job.storage_fallback:
+                raise PeersUnavailable(f"{job.lfn}: no peer could give the copy ({job.error}); storage may not "
+                                       f"be read for it")
+            if job.done_bytes and not job.storage.supports_ranges:
+                # storage cannot start where the peers stopped: start again, cleanly
+                log.info("copying %s again from storage: %s cannot resume at byte %d", job.lfn,
+                         job.storage.describe(), job.done_bytes)
+                ck = Checksum(self.checksum_kind)
+                self._restart(job, tmp, before.size)
+            os.lseek(tmp.fd, job.done_bytes, os.SEEK_SET)
+            job.error = ""
+            source = "storage"
         attempts = 0
         while True:
             try:
@@ -216,15 +271,63 @@ class Stager:
             except FileNotFoundError:
                 raise StagingError(f"{job.lfn}: source vanished during the copy") from None
             except OSError as exc:
-                if exc.errno == 28:  # ENOSPC
-                    raise StagingError(f"{job.lfn}: {job.device.path} is full", permanent=True) from None
-                raise StagingError(f"{job.lfn}: {exc}") from None
+                raise self._write_error(job, exc) from None
             except StorageError as exc:
                 attempts += 1
                 can_resume = job.storage.supports_ranges and job.done_bytes > 0
                 if not exc.transient or not can_resume or attempts > self.resume_attempts:
                     raise StagingError(f"{job.lfn}: {exc}", permanent=not exc.transient) from None
                 log.info("resuming %s at byte %d after: %s", job.lfn, job.done_bytes, exc)
+
+    def _read_peer(self, job: StagingJob, peer: "PeerSource", sink: Callable[[memoryview], None],
+                   before: FileStat) -> bool:
+        """Copy from ``peer`` from ``job.done_bytes`` on; True once the copy has all its bytes.  A peer that
+        fails leaves what it gave (whole ranges only) for the next source; its error goes to ``job.error``."""
+        start = job.done_bytes
+        try:
+            peer.read(job.lfn, sink, offset=start, buffer_size=self.buffer_size, expect=before)
+        except StorageError as exc:
+            job.error = str(exc)
+            log.info("copy of %s from %s stopped at byte %d of %d: %s", job.lfn, peer.describe(), job.done_bytes,
+                     before.size, exc)
+            return False
+        except OSError as exc:
+            raise self._write_error(job, exc) from None
+        if job.done_bytes != before.size:
+            job.error = f"peer {peer.name} gave bytes {start}-{job.done_bytes} of {before.size}"
+            return False
+        return True
+
+    def _write_error(self, job: StagingJob, exc: OSError) -> StagingError:
+        if exc.errno == 28:  # ENOSPC
+            return StagingError(f"{job.lfn}: {job.device.path} is full", permanent=True)
+        return StagingError(f"{job.lfn}: {exc}")
+
+    def _restart(self, job: StagingJob, tmp: TemporaryCopy, size: int) -> None:
+        """Empty the temporary file for a copy from the start (its space reserved again where possible)."""
+        os.ftruncate(tmp.fd, 0)
+        os.lseek(tmp.fd, 0, os.SEEK_SET)
+        if size:
+            try:
+                os.posix_fallocate(tmp.fd, 0, size)
+            except OSError:
+                pass  # a full device shows at the first write
+        job.done_bytes = 0
+        job.source_bytes.clear()
+
+    def _check_peer_checksums(self, job: StagingJob, digest: str) -> None:
+        """The checksum each peer that gave bytes of this copy recorded with its own copy, where the kinds match,
+        must be the streamed one: a peer's copy that rotted, or bytes changed on the way, are refused here
+        (the caller then copies from storage, where the job allows it)."""
+        if not digest:
+            return
+        for peer in job.peers:
+            theirs = peer.checksum
+            if not job.source_bytes.get(peer.describe()) or theirs is None or theirs.kind != self.checksum_kind:
+                continue
+            if theirs.digest.lstrip("0") != digest.lstrip("0"):
+                raise StagingError(f"{job.lfn}: checksum {digest} of the bytes copied differs from the {theirs.digest} "
+                                   f"peer {peer.name} recorded with its copy")
 
     def _check_source_checksum(self, job: StagingJob, digest: str) -> None:
         if not digest:

@@ -13,6 +13,7 @@ import json
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pycurl
@@ -126,6 +127,27 @@ class Client:
                 delay *= 2
         raise error
 
+    def fetch(self, url: str, headers: list[str] | None = None, timeout: float | None = None,
+              max_bytes: int = 64 << 20) -> tuple[int, dict[str, str], bytes]:
+        """A signed GET answered in raw bytes (a byte range of a copy, say): return (status, headers, body).
+
+        ``headers`` are added as they are (``Range: bytes=0-99``); answer header names are lower case.  An
+        answer longer than ``max_bytes`` ends the transfer (:class:`BadResponse`).  Not retried: the
+        caller knows which ranges it still needs.
+        """
+        answer: dict[str, str] = {}
+
+        def header(line: bytes) -> None:
+            name, sep, value = line.decode("latin-1").partition(":")
+            if sep:
+                answer[name.strip().lower()] = value.strip()
+            elif name.startswith("HTTP/"):
+                answer.clear()  # a new answer (after a 100 Continue, say): only the last one counts
+
+        status, raw = self._perform("GET", url, b"", self.timeout if timeout is None else timeout, headers,
+                                    answer_headers=header, max_bytes=max_bytes)
+        return status, answer, raw
+
     def raw(self, method: str, url: str, body: bytes = b"", headers: list[str] | None = None,
             timeout: float | None = None) -> tuple[int, bytes]:
         """Send bytes as they are (tests of hostile input); return (status, body)."""
@@ -133,9 +155,20 @@ class Client:
 
     # -- internals ---------------------------------------------------------
     def _perform(self, method: str, url: str, body: bytes, timeout: float,
-                 extra_headers: list[str] | None = None, sign: bool = True) -> tuple[int, bytes]:
+                 extra_headers: list[str] | None = None, sign: bool = True,
+                 answer_headers: Callable[[bytes], None] | None = None,
+                 max_bytes: int | None = None) -> tuple[int, bytes]:
         curl = self._handle()
         buf = io.BytesIO()
+        overflow = False
+
+        def write(data: bytes) -> int | None:
+            nonlocal overflow
+            if max_bytes is not None and buf.tell() + len(data) > max_bytes:
+                overflow = True
+                return 0  # curl ends the transfer (a write error)
+            buf.write(data)
+            return None
         headers = ["Accept: application/json", "Expect:"]
         if body:
             headers.append("Content-Type: application/json")
@@ -152,7 +185,8 @@ class Client:
         if method == "GET" and not body:
             curl.setopt(pycurl.HTTPGET, 1)
             curl.setopt(pycurl.CUSTOMREQUEST, "GET")
-        curl.setopt(pycurl.WRITEDATA, buf)
+        curl.setopt(pycurl.WRITEFUNCTION, write)
+        curl.setopt(pycurl.HEADERFUNCTION, answer_headers or (lambda line: None))
         curl.setopt(pycurl.CONNECTTIMEOUT_MS, max(1, int(min(self.connect_timeout, timeout) * 1000)))
         curl.setopt(pycurl.TIMEOUT_MS, max(1, int(timeout * 1000)))
         try:
@@ -160,6 +194,8 @@ class Client:
         except pycurl.error as exc:
             code, message = exc.args[0], exc.args[1] if len(exc.args) > 1 else str(exc)
             self.close()  # a handle in an unknown state is not reused
+            if overflow:
+                raise BadResponse(f"answer longer than {max_bytes} bytes", url) from None
             if code in _TIMEOUT_CODES:
                 raise Timeout(f"timed out after {timeout:g}s: {message}", url) from None
             if code in _CONNECT_CODES:

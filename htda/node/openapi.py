@@ -60,6 +60,11 @@ def _operation(route: Route) -> dict[str, Any]:
                   for name in route.params]
     parameters += [{"name": name, "in": "query", "required": False, "description": text,
                     "schema": {"type": "string"}} for name, text in route.query.items()]
+    parameters += [{"name": name, "in": "header", "required": False, "description": text,
+                    "schema": {"type": "string"}} for name, text in route.headers.items()]
+    for status, text in route.statuses.items():
+        op["responses"][str(status)] = ({"description": text, "content": {route.content_type: {"schema": {}}}}
+                                        if status < 300 else _error_response(text))
     if parameters:
         op["parameters"] = parameters
     if route.body is not None:

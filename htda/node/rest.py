@@ -111,6 +111,10 @@ class Route:
     content_type: str = "application/json"
     unsigned_body: int | None = None
     example: Any = None
+    #: request headers the handler reads, name -> description (documented as header parameters)
+    headers: dict[str, str] = field(default_factory=dict)
+    #: answers besides 200 and the errors every route may give, status -> description (documented)
+    statuses: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.method = self.method.upper()
@@ -282,7 +286,7 @@ class RestApp:
         """The request without its body: everything authorisation looks at."""
         qs = environ.get("QUERY_STRING", "")
         query = dict(parse_qsl(qs, keep_blank_values=True)) if qs else {}
-        headers = {"authorization": environ.get("HTTP_AUTHORIZATION", "")}
+        headers = {"authorization": environ.get("HTTP_AUTHORIZATION", ""), "range": environ.get("HTTP_RANGE", "")}
         client_cert = environ.get("SSL_CLIENT_VERIFY") == "SUCCESS"
         path = environ.get("PATH_INFO", "/")
         # The signature covers the request target exactly as the client sent it.
