@@ -780,7 +780,7 @@ def holdings_list(text: str) -> list[int]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", action="append", choices=["locator", "pool", "failover"],
+    parser.add_argument("--part", action="append", choices=["locator", "pool", "failover", "coordinator"],
                         help="run only this part (repeatable; default: locator and pool)")
     parser.add_argument("--quick", action="store_true", help="small sizes: both parts in under a minute")
     loc = parser.add_argument_group("locator")
@@ -805,6 +805,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ha.add_argument("--after", type=float, default=5.0, help="seconds of load after the takeover (5)")
     ha.add_argument("--takeover-poll", type=float, default=2.0, help="the coordinators' takeover_poll (2, the "
                     "default)")
+    coord = parser.add_argument_group("coordinator (bench/scale_coordinator.py)")
+    coord.add_argument("--files", type=holdings_list, default=[1_000_000, 3_000_000],
+                       help="sizes in files, comma-separated (1000000,3000000; the issue's size is 1e7)")
+    coord.add_argument("--files-per-group", type=int, default=5, help="files per job group (5: 10M files, 2M groups)")
+    coord.add_argument("--cached", type=float, default=0.1, help="share of the bytes the cache nodes can hold (0.1)")
+    coord.add_argument("--incremental", type=int, default=1000, help="new jobs before the incremental cycle (1000)")
+    coord.add_argument("--ingest", type=int, default=100_000, help="jobs posted through REST for the ingest rate")
+    coord.add_argument("--ingest-batch", type=int, default=1000, help="jobs per request in the ingest (1000)")
     args = parser.parse_args(argv)
     for name, (full, quick) in DEFAULTS.items():
         if getattr(args, name) is None:
@@ -823,6 +831,10 @@ def main(argv: list[str] | None = None) -> None:
         run_pool(args)
     if "failover" in parts:
         run_failover(args)
+    if "coordinator" in parts:
+        from scale_coordinator import run_coordinator  # beside this file: numpy and PostgreSQL only for this part
+
+        run_coordinator(args, verdict)
 
 
 if __name__ == "__main__":

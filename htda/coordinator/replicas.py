@@ -8,9 +8,8 @@ in MapReduce clusters", EuroSys 2011), popular groups get copies in
 proportion to their popularity, within a budget:
 
 - **How many.**  A group whose score is a share ``p`` of the hot groups'
-  scores (those wholly on one node: a group split over several nodes is
-  served by several already, and the unions that contain other groups, a
-  task's inputs, would count each job twice) draws about ``p`` of their
+  scores (``groups`` are jobs' input groups, one per job: a task's union of
+  its jobs' inputs would count each job twice) draws about ``p`` of their
   jobs, that is ``p * N`` nodes' worth of a pool of ``N`` cache nodes; it is given ``ceil(p * N)`` copies (the first
   one included), at most ``max_copies`` and at most ``N``.  A pool of evenly
   popular groups gets no replica at all.
@@ -24,7 +23,8 @@ proportion to their popularity, within a budget:
   rule: the next copy goes to the group with the best ``score / copies``
   (D'Hondt), so a group twice as popular ends with about twice the copies.
 - Only groups whose files all sit on one node are replicated (a group split
-  over several nodes is already served by several).
+  over several nodes is already served by several); their scores still
+  count in the shares.
 
 Replicas are copied from the nodes that hold the file (the cache node's
 peer copies), never from storage: the storage link is what a site runs
@@ -79,13 +79,11 @@ def replicate(
             room[node] -= size(lfn)
     current, excluded = current or {}, excluded or {}
     out: dict[F, list[str]] = {}
-    # Only groups wholly on one node: a group split over nodes is served by several already, and the large
-    # ones that contain others (a task's union of its jobs' inputs) would count each job's access twice.
-    hot = [g for g in groups if g.score > 0 and math.isfinite(g.score) and _holders(g.files, placement, out)]
+    hot = [g for g in groups if g.score > 0 and math.isfinite(g.score)]
     total = sum(g.score for g in hot)
     queue: list[tuple[float, int, int]] = []  # (-(score / copies so far), group's rank, copies so far)
-    for rank, group in enumerate(hot):
-        if copies_wanted(group.score, total, len(room), max_copies) > 1:
+    for rank, group in enumerate(hot):  # a group split over nodes is served by several already
+        if _holders(group.files, placement, out) and copies_wanted(group.score, total, len(room), max_copies) > 1:
             queue.append((-group.score, rank, 1))
     heapq.heapify(queue)
     while queue:

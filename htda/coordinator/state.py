@@ -44,6 +44,7 @@ class RatingState:
         self._order: list[int] = []  # group ids by key, best first, as of the last candidates()
         self.pinned: set[int] = set()  # files placed first and never displaced, whatever their score
         self._first_access: dict[int, float] = {}  # groups accessed for the first time lately -> when
+        self.task_groups: set[int] = set()  # groups seen as a task's (the union of its jobs' inputs), not as inputs
         # Guards every field above and the policy's keys: ingest (REST workers) and the cycle write under it.
         # Re-entrant: rebuild() and take_changed() call the other locked methods.  Single lookups (the
         # assignments' lfns/sizes/file_keys) do not take it.
@@ -71,8 +72,10 @@ class RatingState:
     def add_accesses(self, accesses: Iterable[tuple[int, int | None, float]]) -> None:
         """Accesses as (input group, task group or None, time): one job start touches both groups."""
         with self.lock:
-            access, key, first = self.policy.access, self.policy.key, self._first_access
+            access, key, first, tasks = self.policy.access, self.policy.key, self._first_access, self.task_groups
             for input_group, task_group, t in accesses:
+                if task_group is not None and task_group != input_group:
+                    tasks.add(task_group)
                 for gid in (input_group, task_group):
                     if gid is None:
                         continue
@@ -210,14 +213,16 @@ class RatingState:
         return files
 
     def hot_groups(self, n: int) -> list[GroupCandidate[int]]:
-        """The ``n`` best groups that have files, as candidates scored relative to the best of them (their
-        ratios are those of the real scores): what :func:`~htda.coordinator.replicas.replicate` shares out."""
+        """The ``n`` best input groups (a job's inputs; not tasks', which would count each job twice), as
+        candidates scored relative to the best of them (their ratios are those of the real scores): what
+        :func:`~htda.coordinator.replicas.replicate` shares out."""
         with self.lock:
-            keys, members = self.policy.keys(), self.members
+            keys, members, tasks = self.policy.keys(), self.members, self.task_groups
             ranked: Iterable[tuple[int, float]] = keys.items()
             if self.per_size:
                 ranked = ((gid, self.group_order_key(gid, key)) for gid, key in keys.items())
-            best = heapq.nlargest(n, ((gid, key) for gid, key in ranked if members.get(gid)), key=itemgetter(1))
+            best = heapq.nlargest(n, ((gid, key) for gid, key in ranked if gid not in tasks and members.get(gid)),
+                                  key=itemgetter(1))
             if not best:
                 return []
             top = best[0][1]

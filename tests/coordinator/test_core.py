@@ -301,21 +301,24 @@ def test_unpinning_a_file_nobody_reads_takes_back_its_placement(database):
         assert set(_holders(core)) == {"/store/x/read.root"}
 
 
-def _hot_and_cold(core: Coordinator, hot_jobs: int = 9) -> None:
-    """Group 'hot' (3 files of 100 bytes) read by ``hot_jobs`` jobs, groups c0..c2 by one job each."""
+def _hot_and_cold(core: Coordinator, hot_jobs: int = 9, tasks: bool = False) -> None:
+    """Group 'hot' (3 files of 100 bytes) read by ``hot_jobs`` jobs, groups c0..c2 by one job each (``tasks``:
+    each job a task of its own, as HTCondor clusters of one job)."""
     jobs, events = [], []
     for name, count in [("hot", hot_jobs), ("c0", 1), ("c1", 1), ("c2", 1)]:
         inputs = [f"/store/{name}/f{i}" for i in range(3)]
         for j in range(count):
-            jobs.append(JobRecord(f"{name}-{j}", "alice", inputs, sizes=dict.fromkeys(inputs, 100)))
+            jobs.append(JobRecord(f"{name}-{j}", "alice", inputs, sizes=dict.fromkeys(inputs, 100),
+                                  task=f"{name}-{j}" if tasks else None))
             events.append({"job_id": f"{name}-{j}", "state": "started", "time": NOW - 1.0})
     core.submit_jobs(jobs)
     core.report_events(events)
 
 
-def test_a_popular_group_gets_replicas_copied_from_its_holder(database):
+@pytest.mark.parametrize("tasks", [False, True], ids=["no-tasks", "a-task-per-job"])
+def test_a_popular_group_gets_replicas_copied_from_its_holder(database, tasks):
     core = _coordinator(database, max_copies=3)
-    _hot_and_cold(core)
+    _hot_and_cold(core, tasks=tasks)
     nodes = _nodes(("n1", 1000), ("n2", 1000), ("n3", 1000), ("n4", 1000))
     core.run_cycle(nodes, now=NOW)
     primary = {_holders(core)[f"/store/hot/f{i}"] for i in range(3)}

@@ -118,15 +118,3 @@ def test_max_copies_one_or_a_single_node_means_no_replicas():
     placement = dict.fromkeys(hot.files, "a")
     assert replicate([hot], placement, _size, {"a": 1000, "b": 1000}, max_copies=1) == {}
     assert replicate([hot], placement, _size, {"a": 1000}, max_copies=3) == {}
-
-
-def test_a_task_spanning_nodes_does_not_dilute_the_shares():
-    hot, warm = _group("hot", 8.0), _group("warm", 1.0)
-    others = [_group(f"o{i}", 1.0) for i in range(2)]
-    task = GroupCandidate("task", 11.0, tuple(lfn for g in (hot, warm, *others) for lfn in g.files))
-    capacities = {f"n{i}": 1000 for i in range(4)}
-    placement = {**dict.fromkeys(hot.files, "n0"), **dict.fromkeys(warm.files, "n1"),
-                 **dict.fromkeys(others[0].files, "n2"), **dict.fromkeys(others[1].files, "n3")}
-    replicas = replicate([task, hot, warm, *others], placement, _size, capacities, max_copies=3)
-    # hot: 8 of the 11 jobs (the task counts each job once more): 2.9 nodes' worth -> 3 copies
-    assert len(_copies(replicas, hot)) == 2
