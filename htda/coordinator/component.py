@@ -16,6 +16,7 @@ from ..node.component import Component
 from ..node.config import ConfigError, Field, Section, one_of, plugin_of, positive
 from ..node.periodic import Periodic
 from . import api
+from .admission import ADMISSIONS
 from .core import CacheNode, Coordinator, CycleReport
 from .store import ACCESS_ON, Store
 
@@ -55,6 +56,10 @@ class CoordinatorComponent(Component):
                         check=plugin_of("htda.policies")),
         "half_life": Field(float, 86400.0, "seconds after which an access weighs half", check=positive),
         "epoch": Field(float, 0.0, "reference time T0 of the rating keys (any fixed unix time)"),
+        "admission": Field(str, "tinylfu", "admission filter before a group displaces placed ones: 'tinylfu' "
+                                           "(only if a frequency sketch of recent accesses finds it more frequent "
+                                           "than their groups; docs/coordinator.rst) or 'none' (the rating alone)",
+                           check=one_of(*ADMISSIONS)),
         "per_size": Field(bool, False, "rate value per GiB: divide group and file scores by their size"),
         "cycle": Field(float, 30.0, "seconds between work cycles", check=positive),
         "hysteresis": Field(float, 2.0, "how many times better a file must score to displace a placed one",
@@ -93,7 +98,8 @@ class CoordinatorComponent(Component):
                                 per_size=config["per_size"], hysteresis=config["hysteresis"], fill=config["fill"],
                                 candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],
                                 release_ttl=config["release_ttl"], full_every=config["full_every"],
-                                max_defer=config["max_defer"], first_read_wait=config["first_read_wait"])
+                                max_defer=config["max_defer"], first_read_wait=config["first_read_wait"],
+                                admission=config["admission"])
         self._incarnations: dict[str, float] = {}  # cache node -> its 'started', to tell restarts from first sight
         # The pool view fills within a heartbeat or two; a cycle before that would take every cache node
         # not heard from yet for departed and move its files.
