@@ -49,13 +49,15 @@ _MIX1 = 0x9E3779B97F4A7C15  # 64-bit odd constants (golden ratio, splitmix64) sp
 _MIX2 = 0xBF58476D1CE4E5B9
 _M64 = (1 << 64) - 1
 _MAX_COUNT = 15
+_DOOR_BITS = 8  # doorkeeper bits per counter of a row: ~2 % false positives with a width's worth of groups in it
 
 
 class FrequencySketch:
     """A count-min sketch of 4-bit-ish counters with a doorkeeper and periodic halving (see the module docstring).
 
     ``width`` is rounded up to a power of two (at least 64); it should be of the order of the number of
-    groups the cache holds (:meth:`ensure_width` grows it).  Memory: ``depth + 1`` bytes per unit of width.
+    groups the cache holds (:meth:`ensure_width` grows it).  Memory: 12 bytes per unit of width (four rows
+    of counters and a doorkeeper of eight bits per unit, each a byte).
     """
 
     depth = 4
@@ -72,7 +74,8 @@ class FrequencySketch:
         self.width = width
         self._mask = width - 1
         self._counters = bytearray(self.depth * width)
-        self._door = bytearray(width)  # one byte per bit: simpler and faster than packing in Python
+        self._door = bytearray(_DOOR_BITS * width)  # one byte per bit: simpler and faster than packing in Python
+        self._door_mask = _DOOR_BITS * width - 1
         self.sample_size = self.sample_factor * width
         self.samples = 0  # accesses since the last halving
 
@@ -81,25 +84,32 @@ class FrequencySketch:
         if groups > self.width:
             self._resize(groups)
 
-    def _slots(self, key: Hashable) -> tuple[int, int, int, int]:
-        """The key's column in each row (two 64-bit mixes of its hash, each cut in halves)."""
+    def increment(self, key: Hashable) -> None:
+        """Count one access of ``key``.  Its column in each row comes from two 64-bit mixes of its hash, each
+        cut in halves; the doorkeeper's two bits from other bits of the same mixes."""
         h = (hash(key) * _MIX1) & _M64
         h ^= h >> 31
         g = (h * _MIX2) & _M64
-        mask = self._mask
-        return h & mask, (h >> 32) & mask, g & mask, (g >> 32) & mask
-
-    def increment(self, key: Hashable) -> None:
-        """Count one access of ``key``."""
-        a, b, c, d = self._slots(key)
-        door = self._door
-        if not (door[a] and door[d]):
-            door[a] = door[d] = 1  # the first access, as far as the doorkeeper knows: the counters stay
+        mask, door, dmask = self._mask, self._door, self._door_mask
+        x = (h >> 16) & dmask
+        y = (g >> 8) & dmask
+        if not (door[x] and door[y]):
+            door[x] = door[y] = 1  # the first access, as far as the doorkeeper knows: the counters stay
         else:
             counters, w = self._counters, self.width
-            for slot in (a, w + b, 2 * w + c, 3 * w + d):
-                if counters[slot] < _MAX_COUNT:
-                    counters[slot] += 1
+            a = h & mask
+            d = (g >> 32) & mask
+            if counters[a] < _MAX_COUNT:
+                counters[a] += 1
+            b = w + ((h >> 32) & mask)
+            if counters[b] < _MAX_COUNT:
+                counters[b] += 1
+            c = 2 * w + (g & mask)
+            if counters[c] < _MAX_COUNT:
+                counters[c] += 1
+            d += 3 * w
+            if counters[d] < _MAX_COUNT:
+                counters[d] += 1
         self.samples += 1
         if self.samples >= self.sample_size:
             self.halve()
@@ -107,10 +117,13 @@ class FrequencySketch:
     def estimate(self, key: Hashable) -> int:
         """The estimated number of accesses of ``key`` in the recent sample: the doorkeeper's one plus the
         least of its counters (collisions only raise it; the cap and the halvings lower it)."""
-        a, b, c, d = self._slots(key)
-        counters, w, door = self._counters, self.width, self._door
-        count = min(counters[a], counters[w + b], counters[2 * w + c], counters[3 * w + d])
-        return count + 1 if door[a] and door[d] else count
+        h = (hash(key) * _MIX1) & _M64
+        h ^= h >> 31
+        g = (h * _MIX2) & _M64
+        mask, counters, w, door, dmask = self._mask, self._counters, self.width, self._door, self._door_mask
+        count = min(counters[h & mask], counters[w + ((h >> 32) & mask)], counters[2 * w + (g & mask)],
+                    counters[3 * w + ((g >> 32) & mask)])
+        return count + 1 if door[(h >> 16) & dmask] and door[(g >> 8) & dmask] else count
 
     def halve(self) -> None:
         """Age the sketch: every counter halves and the doorkeeper forgets."""

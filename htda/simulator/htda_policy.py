@@ -188,11 +188,13 @@ class HTDAPolicy(CachePolicy):
                 pop(window)
                 candidate_size = cached_sizes[candidate]
                 window_used -= candidate_size
-                mine = frequency(group_of[candidate])
                 admitted = True
+                mine = -1  # the candidate's frequency, estimated once it is needed
                 while used > cap and main:
                     victim = lowest(main)
                     victim_group = group_of[victim]
+                    if mine < 0:
+                        mine = frequency(group_of[candidate])
                     if victim_group != group_of[candidate] and mine <= frequency(victim_group):
                         admitted = False
                         break
