@@ -30,6 +30,14 @@ estimated more frequent than the group of every victim it would displace
 (ties keep the victim, as in Caffeine).  Victims of the candidate's own group
 are not asked about.
 
+New data must be able to enter before it can prove itself, so a *window*
+share of the cache takes new groups unasked (W-TinyLFU's window, as in
+Caffeine); :class:`WindowClimber` tunes that share online by hill climbing
+on the hit ratio of successive samples of requests.  The coordinator applies
+the rule in its placement (:func:`~htda.coordinator.placement.place`'s
+``admit`` and ``window``); the simulator's HTDA policy replays the same
+objects in a demand-fetched cache (:mod:`htda.simulator.htda_policy`).
+
 Admission policies are chosen by name (the coordinator's ``admission``
 option, the simulator's ``--admission``): :data:`ADMISSIONS`.
 """
