@@ -132,3 +132,15 @@ def _hot_then_once(core: Coordinator) -> set[str]:
                                               ("tinylfu", "/store/hot")])
 def test_coordinator_keeps_the_frequent_group_against_a_one_off(database, admission, kept):
     assert _hot_then_once(_coordinator(database, admission)) == {kept}
+
+
+def test_coordinator_climbs_the_window_on_the_hits_of_its_accesses(database):
+    core = _coordinator(database, "tinylfu")
+    core.admission.window = core.admission.climber.share = 0.5
+    sample = core.admission.sample_size  # accesses of one file each: one sample
+    core.submit_jobs([JobRecord(f"j{i}", "alice", [f"/store/f{i % 7}"], submit_time=float(i),
+                                sizes={f"/store/f{i % 7}": 10}) for i in range(sample - 1)])
+    assert core.admission.window == 0.5  # not a full sample yet
+    core.submit_jobs([JobRecord("last", "alice", ["/store/f0"], submit_time=float(sample), sizes={"/store/f0": 10})])
+    assert core.admission.window != 0.5  # a sample was taken (nothing was placed: hit ratio 0) and the window moved
+    assert core.admission.climber.previous == 0.0
