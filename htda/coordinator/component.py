@@ -19,6 +19,7 @@ from ..node.config import ConfigError, Field, Section, one_of, plugin_of, positi
 from ..node.periodic import Periodic
 from ..node.rest import HTTPError, Request
 from . import api
+from .admission import ADMISSIONS
 from .core import CacheNode, Coordinator, CycleReport
 from .leader import leadership_for
 from .store import ACCESS_ON, Store
@@ -59,6 +60,10 @@ class CoordinatorComponent(Component):
                         check=plugin_of("htda.policies")),
         "half_life": Field(float, 86400.0, "seconds after which an access weighs half", check=positive),
         "epoch": Field(float, 0.0, "reference time T0 of the rating keys (any fixed unix time)"),
+        "admission": Field(str, "tinylfu", "admission filter before a group displaces placed ones: 'tinylfu' "
+                                           "(only if a frequency sketch of recent accesses finds it more frequent "
+                                           "than their groups; docs/coordinator.rst) or 'none' (the rating alone)",
+                           check=one_of(*ADMISSIONS)),
         "per_size": Field(bool, False, "rate value per GiB: divide group and file scores by their size"),
         "cycle": Field(float, 30.0, "seconds between work cycles", check=positive),
         "hysteresis": Field(float, 2.0, "how many times better a file must score to displace a placed one",
@@ -106,7 +111,7 @@ class CoordinatorComponent(Component):
                                 candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],
                                 release_ttl=config["release_ttl"], full_every=config["full_every"],
                                 max_defer=config["max_defer"], first_read_wait=config["first_read_wait"],
-                                max_copies=config["max_copies"])
+                                max_copies=config["max_copies"], admission=config["admission"])
         # None: nothing else can share this database (in-memory SQLite), so this coordinator always leads
         self.leadership = leadership_for(store.engine.url, config["db_schema"] or None)
         # written by the htda-coordinator-leader thread (and start); read by REST workers and the pool

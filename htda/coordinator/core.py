@@ -14,10 +14,11 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .admission import make_admission
 from .placement import moves, place
 from .rating import RatingPolicy
 from .reads import StorageReads
@@ -66,11 +67,13 @@ class Coordinator:
     def __init__(self, store: Store, policy: RatingPolicy[int], *, per_size: bool = False, hysteresis: float = 2.0,
                  fill: float = 0.95, candidate_factor: float = 1.5, unknown_size: int = 1 << 30,
                  release_ttl: float = 3600.0, full_every: int = 10, max_defer: float = 600.0,
-                 first_read_wait: float = 0.0, max_copies: int = 1):
+                 first_read_wait: float = 0.0, max_copies: int = 1, admission: str = "tinylfu"):
         self.store = store
         self.reads = StorageReads(max_defer)
         self.first_read_wait = first_read_wait
-        self.state = RatingState(policy, per_size=per_size, unknown_size=unknown_size)
+        self.admission = make_admission(admission)
+        self.state = RatingState(policy, per_size=per_size, unknown_size=unknown_size, admission=self.admission)
+        self._sample = [0, 0, 0]  # accesses, their bytes and the bytes placed when they came: the window's climbing
         self.hysteresis = hysteresis
         self.fill = fill
         self.candidate_factor = candidate_factor
@@ -96,8 +99,10 @@ class Coordinator:
     def load(self) -> float:
         """Rebuild the memory from the database (the full rating cycle); return the seconds it took."""
         started = time.perf_counter()
-        self.state.rebuild(self.store)
         self.placement = self.store.placement()
+        if self.admission is not None:
+            self.admission.ensure_width(len(self.placement))  # before the history fills its sketch
+        self.state.rebuild(self.store)
         self.cycle = self.store.cycle()
         self.draining = {row["name"] for row in self.store.nodes() if row["draining"]}
         self.state.pinned = self.store.pins()
@@ -113,13 +118,42 @@ class Coordinator:
             self.state.add_members(result.members)
         if result.accesses:
             self.state.add_accesses(result.accesses)
+            self._sample_hits(result.accesses)
         return result
 
     def report_events(self, events: Sequence[dict[str, Any]]) -> EventResult:
         result = self.store.record_events(events)
         if result.accesses:
             self.state.add_accesses(result.accesses)
+            self._sample_hits(result.accesses)
         return result
+
+    def _sample_hits(self, accesses: Sequence[tuple[int, int | None, float]]) -> None:
+        """Count how many of the accessed input groups' bytes were placed (the hits of the admission window's
+        hill climbing); a full sample adapts the window (:class:`~htda.coordinator.admission.WindowClimber`)."""
+        admission = self.admission
+        if admission is None:
+            return
+        state, placement, sample = self.state, self.placement, self._sample
+        with state.lock:
+            for gid, _, _ in accesses:
+                for fid in state.members.get(gid, ()):
+                    size = state.size(fid)
+                    sample[0] += 1
+                    sample[1] += size
+                    if fid in placement:
+                        sample[2] += size
+            if sample[0] >= admission.sample_size:
+                admission.sampled(sample[2] / sample[1] if sample[1] else 0.0)
+                sample[:] = [0, 0, 0]
+
+    def _admit(self, group: Hashable, victims: list[int]) -> bool:
+        """The admission filter's verdict on ``group`` displacing ``victims`` (placed files: their best groups
+        are asked); pins are always admitted."""
+        if self.admission is None or not isinstance(group, int):
+            return True
+        best = self.state.best_group
+        return self.admission.admit(group, [g for g in map(best.get, victims) if g is not None])
 
     def release(self, node: str, lfns: Sequence[str], reason: str | None, now: float) -> int:
         """A node gave files back: they are placed elsewhere, and not on that node for ``release_ttl``."""
@@ -178,7 +212,7 @@ class Coordinator:
                 self._last_candidates = len(groups)
                 new = place(groups, self.state.sizes, capacities, self.placement, current_scores=scores,
                             hysteresis=self.hysteresis, excluded=excluded, unknown_size=self.state.unknown_size,
-                            readers=readers, movable=movable)
+                            readers=readers, movable=movable, **self._admission_options())
                 self._since_full += 1
             else:
                 kind = "full"
@@ -186,7 +220,7 @@ class Coordinator:
                 groups = self.state.candidates(budget, self.placement) if capacities else []
                 new = place(groups, self.state.sizes, capacities, self.placement,
                             hysteresis=self.hysteresis, excluded=excluded, unknown_size=self.state.unknown_size,
-                            readers=readers, movable=movable)
+                            readers=readers, movable=movable, **self._admission_options())
                 self._last_candidates = len(groups)
                 self._since_full = 0
             changes = moves(self.placement, new)
@@ -212,6 +246,14 @@ class Coordinator:
         hot = self.state.hot_groups(max(HOT_GROUPS_MIN, HOT_GROUPS_PER_NODE * len(capacities)))
         return replicate(hot, placement, self.state.size, capacities, max_copies=self.max_copies,
                          current=self.replicas, excluded=excluded)
+
+    def _admission_options(self) -> dict[str, Any]:
+        """``place``'s admission arguments; the sketch is first sized to the placed files (at least as many as their
+        groups; growing it starts its counts afresh, so it is sized at start-up too)."""
+        if self.admission is None:
+            return {}
+        self.admission.ensure_width(len(self.placement))
+        return {"admit": self._admit, "window": self.admission.window}
 
     def _readers(self, now: float) -> tuple[dict[int, str], set[int]]:
         """(file id -> the node whose job reads it from storage now, the ids of those whose copies are

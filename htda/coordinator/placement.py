@@ -45,7 +45,7 @@ while no new access arrives, so a quiet history moves nothing.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, TypeVar
 
@@ -81,7 +81,10 @@ class _Planner(Generic[F]):
 
     def __init__(self, capacities: Mapping[str, int], sizes: Mapping[F, int | None], scores: Mapping[F, float],
                  excluded: Mapping[F, Collection[str]], hysteresis: float, unknown_size: int,
-                 current: Mapping[F, str], readers: Mapping[F, str]):
+                 current: Mapping[F, str], readers: Mapping[F, str],
+                 admit: Callable[[Hashable, list[F]], bool] | None = None):
+        self.admit = admit
+        self.asking = False  # the groups placed now face the admission filter (they are past the window)
         self.nodes: dict[str, _Node[F]] = {name: _Node(name, int(cap), int(cap))
                                            for name, cap in sorted(capacities.items())}
         get = sizes.get
@@ -116,9 +119,9 @@ class _Planner(Generic[F]):
         del node.files[lfn]
         node.free += self.size(lfn)
 
-    def make_room(self, node: _Node[F], need: int, group_score: float) -> bool:
+    def make_room(self, node: _Node[F], need: int, group_score: float, group: Hashable = None) -> bool:
         """Evict the worst evictable files of ``node`` until ``need`` bytes are free; False (and no change) if
-        the evictable files are not enough."""
+        the evictable files are not enough, or if the admission filter refuses ``group`` against them."""
         if node.free >= need:
             return True
         if need > node.room_bound:
@@ -139,8 +142,11 @@ class _Planner(Generic[F]):
             popped.append((score, lfn))
             seen.add(lfn)
             room += self.size(lfn)
-        if room < need:
-            node.room_bound = room
+        refused = room >= need and self.asking and self.admit is not None and \
+            not self.admit(group, [lfn for _, lfn in popped])
+        if room < need or refused:
+            if not refused:
+                node.room_bound = room
             for entry in popped:
                 heapq.heappush(node.by_score, entry)
             return False
@@ -175,21 +181,21 @@ class _Planner(Generic[F]):
         whole = [n for n in nodes if all(self.allowed(lfn, n.name) for lfn in pending)]
         target = next((n for n in whole if n.free >= need), None)
         if target is None:
-            target = next((n for n in whole if self.make_room(n, need, group.score)), None)
+            target = next((n for n in whole if self.make_room(n, need, group.score, group.group)), None)
         if target is not None:
             for lfn in pending:
                 self.put(lfn, target)
             return
         for lfn in sorted(pending, key=self.size, reverse=True):
-            self.place_file(lfn, self.preferred_nodes(group.files), group.score)
+            self.place_file(lfn, self.preferred_nodes(group.files), group.score, group.group)
 
-    def place_file(self, lfn: F, nodes: list[_Node[F]], group_score: float | None) -> bool:
+    def place_file(self, lfn: F, nodes: list[_Node[F]], group_score: float | None, group: Hashable = None) -> bool:
         """Put one file on the first node of ``nodes`` with room (evicting only if ``group_score`` is given)."""
         size = self.size(lfn)
         candidates = [n for n in nodes if self.allowed(lfn, n.name)]
         target = next((n for n in candidates if n.free >= size), None)
         if target is None and group_score is not None:
-            target = next((n for n in candidates if self.make_room(n, size, group_score)), None)
+            target = next((n for n in candidates if self.make_room(n, size, group_score, group)), None)
         if target is None:
             return False
         self.put(lfn, target)
@@ -218,6 +224,8 @@ def place(
     current_scores: Mapping[F, float] | None = None,
     readers: Mapping[F, str] | None = None,
     movable: Collection[F] = frozenset(),
+    admit: Callable[[Hashable, list[F]], bool] | None = None,
+    window: float = 1.0,
 ) -> dict[F, str]:
     """The new placement ``{lfn: node}``; see the module docstring for the rules.
 
@@ -241,6 +249,10 @@ def place(
     hold the group, and pass 1 moves a placed file there when it is in
     ``movable`` (not copied yet: its copy is deferred, so the move costs
     nothing; see :mod:`~htda.coordinator.reads`).
+
+    ``admit`` is an admission filter (:mod:`~htda.coordinator.admission`): ``admit(group, victims)`` is asked
+    before a group evicts placed files in pass 2, and the group goes without them if it says no.  The best
+    groups whose bytes fill ``window`` of the capacity (W-TinyLFU's window) are not asked.
     """
     if hysteresis < 1.0:
         raise ValueError("hysteresis must be >= 1")
@@ -249,10 +261,10 @@ def place(
     if current_scores is not None:
         scores = {**current_scores, **{lfn: s for lfn, s in scores.items() if s > current_scores.get(lfn, -1.0)}}
     readers = readers or {}
-    planner = _Planner(capacities, sizes, scores, excluded or {}, hysteresis, unknown_size, current, readers)
+    planner = _Planner(capacities, sizes, scores, excluded or {}, hysteresis, unknown_size, current, readers, admit)
     follow = {lfn: node for lfn, node in readers.items() if lfn in movable}
     _keep(planner, _follow_readers(planner, current, follow), scores, drop_unscored=current_scores is None)
-    _place_groups(planner, ordered)
+    _place_groups(planner, ordered, window * sum(int(c) for c in capacities.values()))
     if current_scores is None:
         _fill(planner, scores, scores)
     else:
@@ -260,10 +272,14 @@ def place(
     return planner.where
 
 
-def _place_groups(planner: _Planner[F], ordered: list[GroupCandidate[F]]) -> None:
-    """Pass 2: the groups, best first, each on as few nodes as possible (see the module docstring)."""
-    where = planner.where
+def _place_groups(planner: _Planner[F], ordered: list[GroupCandidate[F]], window: float) -> None:
+    """Pass 2: the groups, best first, each on as few nodes as possible (see the module docstring); the groups
+    past the first ``window`` bytes face the admission filter."""
+    where, size, seen = planner.where, planner.size, 0
     for group in ordered:
+        if not planner.asking:
+            seen += sum(map(size, group.files))
+            planner.asking = seen > window
         pending = [lfn for lfn in group.files if lfn not in where]
         if pending:
             planner.place_group(group, list(dict.fromkeys(pending)))

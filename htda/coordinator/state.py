@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterable
 from operator import itemgetter
 
+from .admission import TinyLFUAdmission
 from .placement import GroupCandidate
 from .rating import GIB, NEVER, RatingPolicy, normalised_key, score_of
 from .store import Store
@@ -27,8 +28,10 @@ SCORE_MAX = 1e300  # JSON has no infinity: scores are clamped below it
 class RatingState:
     """Group keys, membership, file keys and sizes; thread-safe through :attr:`lock`."""
 
-    def __init__(self, policy: RatingPolicy[int], per_size: bool = False, unknown_size: int = GIB):
+    def __init__(self, policy: RatingPolicy[int], per_size: bool = False, unknown_size: int = GIB,
+                 admission: TinyLFUAdmission | None = None):
         self.policy = policy
+        self.admission = admission  # counts every group access too, when the coordinator filters admissions
         self.per_size = per_size
         self.unknown_size = unknown_size
         self.members: dict[int, set[int]] = {}
@@ -73,6 +76,7 @@ class RatingState:
         """Accesses as (input group, task group or None, time): one job start touches both groups."""
         with self.lock:
             access, key, first, tasks = self.policy.access, self.policy.key, self._first_access, self.task_groups
+            record = self.admission.record if self.admission is not None else None
             for input_group, task_group, t in accesses:
                 if task_group is not None and task_group != input_group:
                     tasks.add(task_group)
@@ -82,6 +86,8 @@ class RatingState:
                     if key(gid) == NEVER:
                         first[gid] = t
                     access(gid, t)
+                    if record is not None:
+                        record(gid)
 
     def new_groups(self, since: float) -> set[int]:
         """Groups first accessed at ``since`` or later (older ones are forgotten here)."""

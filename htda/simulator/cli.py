@@ -21,6 +21,7 @@ __all__ = ["add_parser", "parse_duration"]
 
 SIMULATE_HALF_LIVES = "5m,1h,1d"
 SUITE_HALF_LIVES = "1d,5m,1h"  # the coordinator's default first: the suite's verdict is on it
+DEFAULT_ADMISSION = "tinylfu,none"  # the coordinator's default first
 
 _DURATIONS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -103,7 +104,8 @@ def cmd_suite(args: argparse.Namespace) -> Any:
 
     traces = suite_traces(args.suite, _workload(args) if args.synthetic else None)
     half_lives = [parse_duration(h) for h in _split(args.half_lives or SUITE_HALF_LIVES)]
-    text, verdicts = run_suite(traces, _split(args.policies), half_lives, rating=args.rating)
+    text, verdicts = run_suite(traces, _split(args.policies), half_lives, rating=args.rating,
+                               admissions=_split(args.admission))
     if args.json:
         return [{"trace": v.name, "wins_everywhere": v.wins_everywhere, "gap_closed": v.gap_closed,
                  "sizes": [{"fraction": f, "htda": h, "best_baseline": b, "best_ratio": r, "bound": bound}
@@ -136,7 +138,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                    half_lives=[parse_duration(h) for h in _split(args.half_lives)],
                    baselines=_split(args.policies), rating=args.rating, per_size=args.per_size,
                    accesses=args.accesses, nodes=args.nodes, belady=not args.no_belady, bound=not args.no_bound,
-                   cycle=parse_duration(args.cycle, "cycle") if args.cycle else None, hysteresis=args.hysteresis)
+                   cycle=parse_duration(args.cycle, "cycle") if args.cycle else None, hysteresis=args.hysteresis,
+                   admissions=_split(args.admission))
     progress = Progress(total or 0, enabled=True if args.progress else None)
     window = args.window or (max(1000, total // 100) if total else args.chunk)
     result = simulate(source.chunks(), spec, progress=progress if total else None, window=window)
@@ -217,6 +220,9 @@ def add_parser(subparsers) -> None:
                                                   "each footprint against every baseline; print reST tables")
     p.add_argument("--policies", default="lru,lfu,arc,s3fifo,wtinylfu", help="baseline policies (default %(default)s)")
     p.add_argument("--rating", default="lrfu", help="coordinator rating policy (htda.policies entry point)")
+    p.add_argument("--admission", default=DEFAULT_ADMISSION,
+                   help="HTDA's admission filters to compare, each at every half-life (tinylfu, none; the "
+                        "coordinator's admission option; default %(default)s: the first is the one judged)")
     p.add_argument("--accesses", choices=("job", "request"), default="job",
                    help="a group's access: one per job (requests of a group at one timestamp) or per request")
     p.add_argument("--per-size", action="store_true", help="rate files per byte (the coordinator's size option)")

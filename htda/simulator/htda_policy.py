@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 
+from ..coordinator.admission import TinyLFUAdmission
 from ..coordinator.rating import RatingPolicy, best_key, normalised_key
 from .policies import CachePolicy
 from .trace import NO_GROUP
@@ -42,13 +43,17 @@ class HTDAPolicy(CachePolicy):
     name = "htda"
 
     def __init__(self, capacity: int, rating: RatingPolicy[int], label: str | None = None, per_size: bool = False,
-                 accesses: str = "job"):
+                 accesses: str = "job", admission: TinyLFUAdmission | None = None):
         if accesses not in ACCESS_MODES:
             raise ValueError(f"accesses must be one of {', '.join(ACCESS_MODES)}")
         super().__init__(capacity, label)
         self.rating = rating
         self.per_size = per_size
         self.accesses = accesses
+        self.admission = admission
+        self._where: dict[int, bool] = {}  # with admission: cached file -> True in the window, False in main
+        self._window_heap: list[tuple[float, int]] = []
+        self.window_used = 0
         self._group_of: dict[int, int] = {}  # file -> the group it was first requested in
         self._more_groups: dict[int, set[int]] = {}  # file -> all its groups, for files in several groups
         self._last_access: dict[int, float] = {}  # group -> time of its last recorded access
@@ -63,6 +68,8 @@ class HTDAPolicy(CachePolicy):
         return normalised_key(key, self._sizes.get(oid)) if self.per_size else key
 
     def replay(self, times, ids, sizes, groups):
+        if self.admission is not None:
+            return self._replay_admitted(times, ids, sizes, groups, self.admission)
         rating, group_of, more_groups, last_access = self.rating, self._group_of, self._more_groups, self._last_access
         entry_key, cached_sizes, heap, cap, used = self._entry_key, self._sizes, self._heap, self.capacity, self.used
         access, file_key, keys = rating.access, self.file_key, rating.keys()
@@ -113,6 +120,111 @@ class HTDAPolicy(CachePolicy):
             staged += size
         rating.take_touched()  # the coordinator's incremental bookkeeping; the simulator does not need it
         self.used = used
+        self.staged += staged
+        self.evicted += evicted
+        return hits, hit_bytes
+
+    def _replay_admitted(self, times, ids, sizes, groups, admission: TinyLFUAdmission):
+        """The cache as W-TinyLFU lays it out, with the rating's order inside each part: new files enter a
+        *window* (``admission.window`` of the bytes); the window's lowest-keyed file is then the candidate for
+        the *main* part, which it enters only if the admission filter finds it more frequent than each main
+        victim it needs (lowest key first); otherwise it leaves."""
+        rating, group_of, more_groups, last_access = self.rating, self._group_of, self._more_groups, self._last_access
+        entry_key, cached_sizes, where, cap = self._entry_key, self._sizes, self._where, self.capacity
+        main, window = self._heap, self._window_heap
+        access, file_key, keys = rating.access, self.file_key, rating.keys()
+        record, frequency = admission.record, admission.frequency
+        push, pop = heapq.heappush, heapq.heappop
+        per_job = self.accesses == "job"
+        fast = not self.per_size
+        used, window_used = self.used, self.window_used
+        window_cap = admission.window * cap
+        sample = admission.sample_size
+        sampled = sample_hit_bytes = sample_bytes = 0
+        hits = hit_bytes = staged = evicted = 0
+
+        def lowest(heap: list[tuple[float, int]]) -> int:
+            """The file of ``heap``'s lowest current key (stale entries re-pushed on the way)."""
+            while True:
+                key, victim = heap[0]
+                current = keys[group_of[victim]] if fast and victim not in more_groups else file_key(victim)
+                if current == key:
+                    return victim
+                entry_key[victim] = current
+                heapq.heapreplace(heap, (current, victim))
+
+        for t, oid, size, group in zip(times, ids, sizes, groups):
+            if group == NO_GROUP:
+                group = -2 - oid
+            known = group_of.setdefault(oid, group)
+            if known != group:
+                more_groups.setdefault(oid, {known}).add(group)
+            if not per_job or last_access.get(group) != t:
+                last_access[group] = t
+                access(group, t)
+                record(group)
+            sampled += 1
+            sample_bytes += size
+            if sampled >= sample:  # a sample of requests: adapt the window to its byte hit ratio
+                window_cap = admission.sampled(sample_hit_bytes / sample_bytes if sample_bytes else 0.0) * cap
+                sample = admission.sample_size
+                sampled = sample_hit_bytes = sample_bytes = 0
+            if oid in entry_key:
+                hits += 1
+                hit_bytes += size
+                sample_hit_bytes += size
+                continue
+            if size > cap:
+                continue
+            cached_sizes[oid] = size
+            entry_key[oid] = keys[group] if fast and known == group and oid not in more_groups else file_key(oid)
+            push(window, (entry_key[oid], oid))
+            where[oid] = True
+            window_used += size
+            used += size
+            staged += size
+            while window_used > window_cap and window:  # the window's lowest files are candidates for main
+                candidate = lowest(window)
+                pop(window)
+                candidate_size = cached_sizes[candidate]
+                window_used -= candidate_size
+                admitted = True
+                mine = -1  # the candidate's frequency, estimated once it is needed
+                while used > cap and main:
+                    victim = lowest(main)
+                    victim_group = group_of[victim]
+                    if mine < 0:
+                        mine = frequency(group_of[candidate])
+                    if victim_group != group_of[candidate] and mine <= frequency(victim_group):
+                        admitted = False
+                        break
+                    pop(main)
+                    del entry_key[victim], where[victim]
+                    victim_size = cached_sizes.pop(victim)
+                    used -= victim_size
+                    evicted += victim_size
+                if admitted and used <= cap:
+                    push(main, (entry_key[candidate], candidate))
+                    where[candidate] = False
+                else:
+                    del entry_key[candidate], where[candidate]
+                    del cached_sizes[candidate]
+                    used -= candidate_size
+                    evicted += candidate_size
+            while used > cap:  # the window grew into main's bytes: main's lowest go, unasked
+                victim = lowest(main) if main else lowest(window)
+                pop(main if main else window)
+                if where.pop(victim):
+                    window_used -= cached_sizes[victim]
+                del entry_key[victim]
+                victim_size = cached_sizes.pop(victim)
+                used -= victim_size
+                evicted += victim_size
+            if len(entry_key) > admission.sketch.width:  # the sketch counts about as many groups as are held
+                admission.ensure_width(len(entry_key))
+                sample = admission.sample_size
+        rating.take_touched()
+        self.used, self.window_used = used, window_used
         self.staged += staged
         self.evicted += evicted
         return hits, hit_bytes

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ..coordinator.admission import ADMISSIONS, make_admission
 from ..node.plugins import PluginError, load
 from .engine import ReplayResult, replay
 from .htda_policy import HTDAPolicy
@@ -48,6 +49,8 @@ class RunSpec:
     #: seconds between placement cycles; None: 300 with several nodes, no placement on one node
     cycle: float | None = None
     hysteresis: float = 2.0
+    #: HTDA's admission filters to compare (:data:`~htda.coordinator.admission.ADMISSIONS`), each at every half-life
+    admissions: list[str] = field(default_factory=lambda: ["none"])
 
     def __post_init__(self) -> None:
         if self.cycle is None and self.nodes > 1:
@@ -60,14 +63,17 @@ class RunSpec:
             raise ValueError("half-lives must be > 0 seconds")
         if self.nodes < 1:
             raise ValueError("nodes must be >= 1")
+        if not self.admissions or any(a not in ADMISSIONS for a in self.admissions):
+            raise ValueError(f"admission must be one of {', '.join(ADMISSIONS)}")
 
 
-def htda_label(half_life: float) -> str:
-    """``htda(6h)``-style label of HTDA's policy at one half-life."""
+def htda_label(half_life: float, admission: str = "none") -> str:
+    """``htda(6h)``-style label of HTDA's policy at one half-life; ``htda(6h)+tinylfu`` with an admission filter."""
+    suffix = "" if admission == "none" else f"+{admission}"
     for unit, seconds in (("d", 86400), ("h", 3600), ("m", 60)):
         if half_life >= seconds and half_life % seconds == 0:
-            return f"htda({int(half_life // seconds)}{unit})"
-    return f"htda({half_life:g}s)"
+            return f"htda({int(half_life // seconds)}{unit}){suffix}"
+    return f"htda({half_life:g}s){suffix}"
 
 
 class PartitionedPolicy(CachePolicy):
@@ -112,20 +118,23 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
         makers.append(_plugin(SIMULATOR_POLICIES, name))  # a baseline policy class is built as cls(capacity)
     rating_cls = _plugin(RATING_POLICIES, spec.rating)
 
-    def htda(h: float, label: str) -> Callable[[int], CachePolicy]:
+    def htda(h: float, label: str, admission: str) -> Callable[[int], CachePolicy]:
         return lambda cap: HTDAPolicy(cap, rating_cls(half_life=h), label=label, per_size=spec.per_size,
-                                      accesses=spec.accesses)
+                                      accesses=spec.accesses, admission=make_admission(admission))
 
     def placed(h: float, label: str, cycle: float) -> Callable[[int], CachePolicy]:
         return lambda cap: PlacedHTDAPolicy(cap, rating_cls(half_life=h), nodes=spec.nodes, cycle=cycle,
                                             hysteresis=spec.hysteresis, label=label, accesses=spec.accesses)
 
-    for half_life in spec.half_lives:
-        label = htda_label(half_life) if spec.rating == "lrfu" else f"{htda_label(half_life)}-{spec.rating}"
-        if spec.nodes == 1:
-            makers.append(htda(half_life, label))
-        if spec.cycle is not None:
-            makers.append(placed(half_life, label + " placed", spec.cycle))
+    for admission in spec.admissions:
+        for half_life in spec.half_lives:
+            label = htda_label(half_life, admission)
+            if spec.rating != "lrfu":
+                label += f"-{spec.rating}"
+            if spec.nodes == 1:
+                makers.append(htda(half_life, label, admission))
+            if spec.cycle is not None and admission == spec.admissions[0]:
+                makers.append(placed(half_life, label + " placed", spec.cycle))
     policies = []
     for capacity in spec.capacities:
         for make in makers:

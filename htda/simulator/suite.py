@@ -76,7 +76,8 @@ def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None) 
 
 
 def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[float], rating: str = "lrfu",
-              fractions: tuple[float, ...] = SUITE_SIZES) -> tuple[str, list[TraceVerdict]]:
+              fractions: tuple[float, ...] = SUITE_SIZES,
+              admissions: list[str] | None = None) -> tuple[str, list[TraceVerdict]]:
     """Replay every trace; return the report (reStructuredText) and the verdicts."""
     sections, verdicts = [], []
     for trace in traces:
@@ -84,11 +85,12 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
         if not footprint:
             raise ValueError(f"{trace.source}: no requests")
         capacities = [max(1, int(f * footprint)) for f in fractions]
-        spec = RunSpec(capacities=capacities, half_lives=half_lives, baselines=baselines, rating=rating, belady=False)
+        spec = RunSpec(capacities=capacities, half_lives=half_lives, baselines=baselines, rating=rating, belady=False,
+                       admissions=admissions or ["none"])
         started = time.process_time()
         result = simulate(trace.chunks(), spec)
         cpu = time.process_time() - started
-        verdict = verdict_of(trace.name, result, capacities, fractions, baselines, half_lives)
+        verdict = verdict_of(trace.name, result, capacities, fractions, baselines, half_lives, spec.admissions[0])
         verdicts.append(verdict)
         sections.append(_section(trace, result, capacities, fractions, verdict, cpu))
     summary = ["Summary", "-------", ""]
@@ -101,12 +103,13 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
 
 
 def verdict_of(name: str, result: ReplayResult, capacities: list[int], fractions: tuple[float, ...],
-               baselines: list[str], half_lives: list[float]) -> TraceVerdict:
-    """HTDA as configured (the first half-life: no tuning per trace) against the best baseline at each size."""
+               baselines: list[str], half_lives: list[float], admission: str = "none") -> TraceVerdict:
+    """HTDA as configured (the first half-life and admission: no tuning per trace) against the best baseline at
+    each size."""
     ratio = {(r.label, r.capacity): result.byte_hit_ratio(r) for r in result.results}
     rows = []
     for fraction, capacity in zip(fractions, capacities):
-        htda = ratio[htda_label(half_lives[0]), capacity]
+        htda = ratio[htda_label(half_lives[0], admission), capacity]
         best = max(baselines, key=lambda b: ratio[b, capacity])
         rows.append((fraction, htda, best, ratio[best, capacity], ratio["pfoo-l", capacity]))
     return TraceVerdict(name, rows)

@@ -52,6 +52,8 @@ def test_typo_in_key_fails_start_with_one_line_naming_key_and_file(tmp_path):
     ('[node]\ncomponents = ["locator"]\nthreads = 1.5\n', "'node.threads' must be an integer"),
     ('[node]\ncomponents = ["coordinator"]\n[coordinator]\npolicy = "lrfuu"\n',
      "'coordinator.policy' names no htda.policies plugin (available: "),
+    ('[node]\ncomponents = ["coordinator"]\n[coordinator]\nadmission = "lfu"\n',
+     "'coordinator.admission' must be one of tinylfu, none"),
     ('[node]\ncomponents = ["cache"]\n[cache]\ndevices = [{path = "d", high_watermark = 0.5, low_watermark = 0.9}]\n',
      "'cache.devices[0]': low_watermark 0.9 is above high_watermark 0.5"),
 ])

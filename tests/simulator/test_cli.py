@@ -34,7 +34,8 @@ def test_generate_then_simulate_writes_table_and_plots(tmp_path):
     data = json.loads((out / "result.json").read_text())
     assert data["requests"] == 4000
     assert {r["policy"] for r in data["results"]} == {"lru", "lfu", "arc", "s3fifo", "wtinylfu", "htda(5m)",
-                                                      "htda(2h)", "belady", "pfoo-l"}
+                                                      "htda(2h)", "htda(5m)+tinylfu", "htda(2h)+tinylfu", "belady",
+                                                      "pfoo-l"}
     assert len({r["capacity_bytes"] for r in data["results"]}) == 2
 
 
@@ -48,7 +49,7 @@ def test_generate_json_gives_exact_numbers(tmp_path):
 def test_json_output_of_a_synthetic_run():
     data = run_cli("--json", "simulate", "--synthetic", "--requests", "3000", "--sizes", "20G", "--half-lives", "600",
                    "--policies", "lru", "--no-belady")
-    assert [r["policy"] for r in data["results"]] == ["lru", "htda(10m)", "pfoo-l"]
+    assert [r["policy"] for r in data["results"]] == ["lru", "htda(10m)+tinylfu", "htda(10m)", "pfoo-l"]
     assert data["results"][0]["capacity_bytes"] == 20 * 10**9
 
 
