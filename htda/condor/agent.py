@@ -26,7 +26,9 @@ from ..node.client import ClientError
 from ..node.component import Component
 from ..node.config import Field, ListOf, Section, positive
 from ..node.periodic import Periodic
-from ..node.rest import API
+from ..protocol import coordinator
+from ..protocol.base import Endpoint, to_wire
+from ..protocol.clients import LocatorClient
 from . import classads
 from .channel import Answer, Call, HookServer, Refused
 from .homes import Homes
@@ -45,8 +47,8 @@ HOME_TTL = 3600.0
 class _Outbox:
     """A bounded queue of JSON items sent in batches to the first coordinator that answers."""
 
-    def __init__(self, path: str, key: str, limit: int):
-        self.path, self.key, self.limit = path, key, limit
+    def __init__(self, endpoint: Endpoint[Any], key: str, limit: int):
+        self.endpoint, self.key, self.limit = endpoint, key, limit
         self.items: collections.deque = collections.deque()
         self.dropped = 0
 
@@ -116,8 +118,8 @@ class SubmitAgent(Component):
         self.steering = Steering(config["rank_scale"], config["max_preferred"], config["min_fraction"],
                                  config["steer_requirements"], config["steer_timeout"], config["home_timeout"])
         self.homes = Homes(ttl=HOME_TTL, window=config["home_timeout"] or HOME_TTL)
-        self.jobs = _Outbox(f"{API}/coordinator/jobs", "jobs", config["queue_limit"])
-        self.events = _Outbox(f"{API}/coordinator/events", "events", config["queue_limit"])
+        self.jobs = _Outbox(coordinator.JOBS, "jobs", config["queue_limit"])
+        self.events = _Outbox(coordinator.EVENTS, "events", config["queue_limit"])
         # guards the outboxes (jobs, events): hook workers put, the htda-submit-send thread takes and gives back
         self._lock = threading.Lock()
         self._sizes = SizeProbe(str(node.path(config["storage_root"]))) if config["storage_root"] else None
@@ -234,8 +236,8 @@ class SubmitAgent(Component):
             if left <= 0.005:
                 break
             try:
-                return self.node.client.post(f"{url}{API}/locator/lookup", {"lfns": lfns}, timeout=left,
-                                             idempotent=True, retries=0)
+                answer = LocatorClient(self.node.client, url).lookup(lfns, timeout=left, idempotent=True, retries=0)
+                return to_wire(answer)
             except ClientError as exc:
                 error = exc
         raise error
@@ -264,7 +266,8 @@ class SubmitAgent(Component):
             self._sizes.annotate(batch)  # here, off the hooks' path: the sender thread can wait on storage
         for url in self._urls(self.config["coordinators"], "coordinator"):
             try:
-                self.node.client.post(url + outbox.path, {outbox.key: batch}, idempotent=True, retries=0)
+                # the items stay the plain JSON the hooks made (the coordinator checks them with the same types)
+                self.node.client.post(outbox.endpoint.url(url), {outbox.key: batch}, idempotent=True, retries=0)
             except ClientError as exc:
                 self.log.debug("coordinator %s did not take %d %s: %s", url, len(batch), outbox.key, exc)
                 continue

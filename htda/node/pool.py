@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..protocol import paths
 from .client import Client, ClientError
 
 __all__ = ["Member", "Pool"]
@@ -189,7 +190,8 @@ class Pool:
             if seed == self.me.url.rstrip("/"):
                 continue
             try:
-                answer = self.client.post(f"{seed}/api/v1/pool/heartbeat", payload,
+                # the answer stays plain JSON: merge() reads a few fields of each member of a large pool
+                answer = self.client.post(seed + paths.HEARTBEAT, payload,
                                           timeout=timeout, idempotent=True, retries=0)
                 self.heartbeats_sent += 1
                 self.merge(answer.get("members", []) if isinstance(answer, dict) else [])
