@@ -35,12 +35,28 @@ class _RoleClient:
              timeout: float | None = None, idempotent: bool = False, retries: int | None = None,
              **params: str) -> T:
         """Call ``endpoint``; the answer checked against (and converted to) its answer type."""
+        url, answer = self._send(endpoint, body, query, timeout, idempotent, retries, params)
+        return self._checked(endpoint, answer, url)
+
+    def fetch(self, endpoint: Endpoint[Any], body: Any = None, query: dict[str, Any] | None = None,
+              timeout: float | None = None, idempotent: bool = False, retries: int | None = None,
+              **params: str) -> Any:
+        """Call ``endpoint``; the answer checked against its answer type but returned as plain JSON, every field
+        the server sent kept (what ``htda --json`` prints)."""
+        url, answer = self._send(endpoint, body, query, timeout, idempotent, retries, params)
+        self._checked(endpoint, answer, url)
+        return answer
+
+    def _send(self, endpoint: Endpoint[Any], body: Any, query: dict[str, Any] | None, timeout: float | None,
+              idempotent: bool, retries: int | None, params: dict[str, str]) -> tuple[str, Any]:
         url = endpoint.url(self.base_url, query, **params)
         if endpoint.method == "GET":
-            answer = self.client.get(url, timeout=timeout, retries=retries)
-        else:
-            answer = self.client.post(url, to_wire(body) if body is not None else {}, timeout=timeout,
-                                      idempotent=idempotent, retries=retries)
+            return url, self.client.get(url, timeout=timeout, retries=retries)
+        return url, self.client.post(url, to_wire(body) if body is not None else {}, timeout=timeout,
+                                     idempotent=idempotent, retries=retries)
+
+    @staticmethod
+    def _checked(endpoint: Endpoint[T], answer: Any, url: str) -> T:
         if endpoint.response is None:
             return cast(T, answer)
         try:

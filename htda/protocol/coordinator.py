@@ -88,8 +88,12 @@ class ReadsAnswer(Answer):
 
 
 class StorageReads(Answer):
+    """Files read from storage now, by node; the files whose copies wait for those reads (at most ``max_defer``
+    seconds)."""
+
     nodes: dict[str, list[str]]
     deferred: list[str]
+    max_defer: float = 0.0
 
 
 class AssignedFile(Answer):
