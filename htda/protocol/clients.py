@@ -13,7 +13,7 @@ from ..node.client import BadResponse
 from . import cache, coordinator, locator, node
 from .base import UNSET, Endpoint, ProtocolError, check_answer, to_wire
 
-__all__ = ["CacheClient", "CoordinatorClient", "LocatorClient", "NodeClient", "Transport"]
+__all__ = ["CacheClient", "CoordinatorClient", "LocatorClient", "NodeClient", "RoleClient", "Transport"]
 
 T = TypeVar("T")
 
@@ -27,7 +27,9 @@ class Transport(Protocol):
              retries: int | None = None) -> Any: ...
 
 
-class _RoleClient:
+class RoleClient:
+    """What every role's client shares: :meth:`call` (a typed answer) and :meth:`fetch` (plain JSON)."""
+
     def __init__(self, client: Transport, base_url: str):
         self.client, self.base_url = client, base_url.rstrip("/")
 
@@ -69,7 +71,7 @@ def _given(value: T | None) -> Any:
     return UNSET if value is None else value
 
 
-class NodeClient(_RoleClient):
+class NodeClient(RoleClient):
     """Any node: identity, health, pool, heartbeats."""
 
     def info(self, **kw: Any) -> node.NodeInfo:
@@ -85,7 +87,7 @@ class NodeClient(_RoleClient):
         return self.call(node.HEARTBEAT, beat, idempotent=True, **kw)
 
 
-class CoordinatorClient(_RoleClient):
+class CoordinatorClient(RoleClient):
     """The coordinator, as submit agents, cache nodes, the CLI and the dashboard call it."""
 
     def jobs(self, jobs: list[coordinator.Job], **kw: Any) -> coordinator.JobsAnswer:
@@ -135,7 +137,7 @@ class CoordinatorClient(_RoleClient):
         return self.call(coordinator.DRAIN, coordinator.DrainRequest(draining=draining), node=node_name, **kw)
 
 
-class LocatorClient(_RoleClient):
+class LocatorClient(RoleClient):
     """A locator, as cache nodes report to it and submit agents, the CLI and the dashboard ask it."""
 
     def holdings(self, report: locator.HoldingsRequest, **kw: Any) -> locator.HoldingsAnswer:
@@ -151,7 +153,7 @@ class LocatorClient(_RoleClient):
         return self.call(locator.NODES, **kw)
 
 
-class CacheClient(_RoleClient):
+class CacheClient(RoleClient):
     """A cache node's admin endpoints."""
 
     def files(self, limit: int = 1000, offset: int = 0, **kw: Any) -> cache.CacheFiles:

@@ -2,7 +2,8 @@
 
 The role modules (:mod:`.node`, :mod:`.coordinator`, :mod:`.locator`, :mod:`.cache`) pair each path with its
 method and body types; the short-lived hooks and the startd cron import only this (they must start fast), and
-the C hook (``hooks/native/htda_hook.c``) spells the two submit paths as this module does (a test compares).
+the C hook (``hooks/native/htda_hook.c``) is built with the two submit paths from here (``hooks/install-hooks``
+passes :mod:`htda.condor.hooks`' constants, which are these, as ``-D`` definitions).
 ``{name}`` is a path parameter, ``{name:path}`` one that may contain slashes.
 """
 
