@@ -94,6 +94,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: te
 from htda.lfn import normalize_lfn  # noqa: E402
 from htda.locator.index import HoldingsIndex  # noqa: E402
 from htda.node.client import Client, ClientError  # noqa: E402
+from htda.protocol import paths  # noqa: E402
 from htda.protocol.base import decode  # noqa: E402
 from htda.protocol.locator import HoldingsRequest  # noqa: E402
 from testkit.nodes import SECRET, NodeProcess, free_port, wait_until, write_config  # noqa: E402
@@ -470,7 +471,7 @@ class Sender(threading.Thread):
         lag = time.monotonic() - due
         started = time.perf_counter()
         try:
-            answer = self.client.post(f"{self.url}/api/v1/pool/heartbeat", member.payload, idempotent=True)
+            answer = self.client.post(self.url + paths.HEARTBEAT, member.payload, idempotent=True)
         except ClientError:
             self.stats.error()
             return
@@ -520,7 +521,7 @@ class Window:
     handler_ms: float  # mean wall time in the seed's heartbeat handler
 
 
-HEARTBEAT_ROUTE = 'route="/api/v1/pool/heartbeat"'
+HEARTBEAT_ROUTE = 'route=paths.HEARTBEAT'
 
 
 def handler_totals(seed: NodeProcess) -> tuple[float, float]:
