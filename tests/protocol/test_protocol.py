@@ -126,3 +126,25 @@ def test_a_client_refuses_an_answer_that_breaks_the_contract(standin):
             CoordinatorClient(Client(SECRET.encode()), peer.url).assignments("w1")
     finally:
         peer.stop()
+
+
+def _endpoints() -> set[tuple[str, str]]:
+    from htda.protocol import dashboard
+    from htda.protocol.base import Endpoint
+
+    modules = (node, coordinator, locator, cache, dashboard)
+    return {(e.method, e.path) for m in modules for e in vars(m).values() if isinstance(e, Endpoint)}
+
+
+def test_every_route_serves_an_endpoint_of_the_protocol(inprocess_node, tmp_path):
+    """No path is spelled anywhere else: an all-in-one node's routes are exactly endpoints of htda.protocol, every
+    body has a type, every JSON answer has one."""
+    from htda.node.runtime import load_config
+    from tests.conftest import ALL_IN_ONE
+
+    aio = inprocess_node("aio", load_config(ALL_IN_ONE)["node"]["components"],
+                         sections={"submit": {"socket": str(tmp_path / "submit.sock")}})
+    routes = aio.app.routes
+    assert {(r.method, r.path) for r in routes} <= _endpoints()
+    assert all(r.body is not None for r in routes if r.method == "POST")
+    assert not [r.path for r in routes if r.content_type == "application/json" and r.response is None]
