@@ -27,7 +27,7 @@ from ..node.component import Component
 from ..node.config import Field, ListOf, Section, positive
 from ..node.periodic import Periodic
 from ..protocol import coordinator
-from ..protocol.base import Endpoint, to_wire
+from ..protocol.base import Endpoint, ProtocolError, check_answer, to_wire
 from ..protocol.clients import LocatorClient
 from . import classads
 from .channel import Answer, Call, HookServer, Refused
@@ -130,6 +130,8 @@ class SubmitAgent(Component):
         self._translated = m.counter("htda_submit_translate_total", "translate requests, by outcome", ("outcome",))
         self._hook_events = m.counter("htda_submit_events_total", "lifecycle hook calls, by hook and state",
                                       ("hook", "state"))
+        self._invalid = m.counter("htda_submit_invalid_total", "jobs and events the coordinator would refuse "
+                                  "(a field out of its limits): logged, not sent", ("kind",))
         self._sent = m.counter("htda_submit_sent_total", "jobs and events delivered to a coordinator", ("kind",))
         self._homed = m.counter("htda_submit_first_read_homes_total", "jobs whose inputs no node held, steered "
                                 "to their first-read home, by node", ("node",))
@@ -202,17 +204,32 @@ class SubmitAgent(Component):
                      "owner": job_owner(ad)}  # the coordinator counts it only for a job of this owner
             if node:
                 event["node"] = node
-            with self._lock:
-                self.events.put(event)
+            if self._fits(event, coordinator.Event, "events"):
+                with self._lock:
+                    self.events.put(event)
         self._hook_events.inc(hook=hook, state=state or "none")
         return Answer(json.dumps({"state": state}).encode())
 
     # -- the pool side -----------------------------------------------------------
     def _queue_job(self, job: JobInfo) -> None:
+        item = job.to_json()
+        if not self._fits(item, coordinator.Job, "jobs"):
+            return
         with self._lock:
-            self.jobs.put(job.to_json())
+            self.jobs.put(item)
         if len(self.jobs.items) >= self.config["batch_size"]:
             self._sender.wake()
+
+    def _fits(self, item: dict[str, Any], kind: type, what: str) -> bool:
+        """Whether the coordinator will take ``item`` (checked with its own type): one it would refuse must not
+        enter a batch, which the coordinator would refuse whole, again and again."""
+        try:
+            check_answer(item, kind, what[:-1])
+        except ProtocolError as exc:
+            self._invalid.inc(kind=what)
+            self.log.warning("not sent to the coordinator: %s", exc)
+            return False
+        return True
 
     def _urls(self, configured: list[str], role: str) -> list[str]:
         return [u.rstrip("/") for u in configured] or [m.url for m in self.node.members(role) if m.url]
