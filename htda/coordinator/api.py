@@ -78,6 +78,10 @@ NODES_EXAMPLE = {"cycle": 7, "last_cycle": _CYCLE, "recent_cycles": [_CYCLE], "n
     "capacity_bytes": 65458412857, "free_bytes": 65458368308, "last_seen": 1795642844.387, "assigned_files": 2,
     "assigned_bytes": 44549}]}
 PINS_EXAMPLE = {"files": [{"lfn": "/store/demo/dataset2/events_001.root", "node": None}]}
+JOBS_EXAMPLE = {"accepted": 1, "duplicates": 0}
+EVENTS_EXAMPLE = {"accepted": 1, "duplicates": 0, "unknown": 0, "refused": 0}
+ASSIGNMENTS_EXAMPLE = {"node": "all-in-one", "cycle": 7, "draining": False, "files": [
+    {"lfn": _EXAMPLE_LFN, "score": 0.99996, "size": 22277, "source": None, "defer": False}]}
 
 
 def routes(component: "CoordinatorComponent") -> list[Route]:
@@ -173,9 +177,9 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
     big = 256 * 1024 * 1024
     return [
         Route.of(proto.JOBS, jobs, "submit job records with their inputs (bulk, idempotent on job_id)", tag=tag,
-                 max_body=big),
+                 max_body=big, example=JOBS_EXAMPLE),
         Route.of(proto.EVENTS, events, "job state changes; 'started' records accesses (idempotent)", tag=tag,
-                 max_body=big),
+                 max_body=big, example=EVENTS_EXAMPLE),
         Route.of(proto.RELEASES, releases, "files a cache node cannot hold; placed elsewhere", tag=tag,
                  max_body=big),
         Route.of(proto.READS, reads, "files jobs on a cache node's worker read from storage now (replaces the "
@@ -183,7 +187,8 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
                  tag=tag, max_body=big),
         Route.of(proto.READING, reading, "files read from storage now, by node, and those deferred (admin)",
                  tag=tag),
-        Route.of(proto.ASSIGNMENTS, assignments, "the files a cache node should hold, best first", tag=tag),
+        Route.of(proto.ASSIGNMENTS, assignments, "the files a cache node should hold, best first", tag=tag,
+                 example=ASSIGNMENTS_EXAMPLE),
         Route.of(proto.TOP_FILES, top_files, "best-rated files (admin)", query={"n": "how many (100)"}, tag=tag,
                  example=TOP_FILES_EXAMPLE),
         Route.of(proto.TOP_GROUPS, top_groups, "best-rated file groups (admin)", query={"n": "how many (100)"},

@@ -28,6 +28,7 @@ LOOKUP_EXAMPLE = {"files": {"/store/demo/dataset1/events_001.root": ["all-in-one
                   "nodes": {"all-in-one": {"files": 1, "bytes": 22277, "fraction": 0.5}}}
 FILE_EXAMPLE = {"lfn": "/store/demo/dataset1/events_001.root", "nodes": {"all-in-one": 22277}}
 NODES_EXAMPLE = {"nodes": {"all-in-one": {"files": 2, "bytes": 44549, "updated": 1795642844.274}}}
+HOLDINGS_EXAMPLE = {"files": 2}
 
 class LocatorComponent(Component):
     """In-memory index LFN -> holders, filled by cache nodes' holdings reports.
@@ -104,7 +105,7 @@ class LocatorComponent(Component):
         tag = "locator"
         return [
             Route.of(proto.HOLDINGS, self._holdings, "a cache node's holdings: full list or delta", tag=tag,
-                     max_body=256 * 1024 * 1024),
+                     max_body=256 * 1024 * 1024, example=HOLDINGS_EXAMPLE),
             Route.of(proto.LOOKUP, self._lookup, "holders of many LFNs and each node's share of their bytes",
                      access="read", tag=tag, max_body=64 * 1024 * 1024, unsigned_body=64 * 1024,
                      example=LOOKUP_EXAMPLE),

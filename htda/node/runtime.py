@@ -357,7 +357,7 @@ class Node:
             Route.of(proto.POOL, lambda r: {"self": self.name, "members": self.pool.snapshot()},
                      "live pool members as this node sees them", example=POOL_EXAMPLE),
             Route.of(proto.HEARTBEAT, self._heartbeat, "a member's heartbeat; answers the member list",
-                     max_body=1024 * 1024),
+                     max_body=1024 * 1024, example=HEARTBEAT_EXAMPLE),
             Route.of(proto.OPENAPI, lambda r: self.app.openapi("HTDA node", self.version),
                      "this OpenAPI document", access="public"),
         ]
@@ -399,6 +399,7 @@ POOL_EXAMPLE = {"self": "all-in-one", "members": [{
              "cache": {"capacity_bytes": 65458412857, "free_bytes": 65458368308, "used_bytes": 44549, "files": 2,
                        "staging": 0}}}]}
 
+HEARTBEAT_EXAMPLE = {"members": POOL_EXAMPLE["members"], "interval": 10.0, "expiry": 30.0}
 
 def _rss_bytes() -> float:
     with open("/proc/self/statm") as fh:

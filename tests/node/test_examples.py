@@ -16,7 +16,15 @@ OPERATORS_READ = {("GET", "/healthz"), ("GET", f"{API}/node"), ("GET", f"{API}/p
                   ("GET", f"{API}/cache/staging")}
 
 # The request body of each POST with an example, made from the example (so a lookup asks for its LFNs).
-BODIES = {f"{API}/locator/lookup": lambda example: {"lfns": list(example["files"])}}
+_SELF = ("name", "url", "roles", "version", "started")
+BODIES = {f"{API}/locator/lookup": lambda example: {"lfns": list(example["files"])},
+          # the node's own heartbeat and an empty delta of its own holdings: they change nothing
+          f"{API}/pool/heartbeat": lambda example: {k: example["members"][0][k] for k in _SELF},
+          f"{API}/locator/holdings": lambda example: {"node": "all-in-one", "files": [], "replace": False},
+          f"{API}/coordinator/jobs": lambda example: {"jobs": [
+              {"job_id": "example#1.0", "owner": "alice", "inputs": ["/store/demo/dataset1/events_001.root"]}]},
+          f"{API}/coordinator/events": lambda example: {"events": [
+              {"job_id": "example#1.0", "state": "finished", "time": 1795642845.0}]}}
 
 
 def shape_problems(example: Any, answer: Any, where: str = "") -> list[str]:
