@@ -15,7 +15,7 @@ $(BIN)/python:
 
 # the daemon's own dependencies only: what `make run` needs
 $(VENV)/.runtime: setup.py pyproject.toml | $(BIN)/python
-	@echo "make: installing HTDA and what its daemon needs (CherryPy, PycURL, SQLAlchemy, htcondor, uproot," \
+	@echo "make: installing HTDA and what its daemon needs (CherryPy, PycURL, msgspec, SQLAlchemy, htcondor, uproot," \
 	      "numpy; about a minute the first time)..."
 	$(BIN)/pip install -q -e .
 	@echo "make: HTDA installed in $(VENV)"

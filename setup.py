@@ -73,6 +73,7 @@ setup(
         "uproot>=5.0",
         "numpy>=1.24",
         "awkward>=2.0",
+        "msgspec>=0.18",  # htda.protocol: the typed bodies between roles and their schemas
     ],
     extras_require={
         "postgres": ["psycopg2-binary>=2.9"],

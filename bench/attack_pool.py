@@ -32,6 +32,7 @@ import classad2
 import pycurl
 
 from htda.node.client import Client, ClientError
+from htda.protocol import paths
 from testkit.nodes import SECRET, NodeProcess, free_port, wait_until, write_config
 from tests.htcondor_home import condor_tool
 from tests.users import User, ensure_user, run_as
@@ -235,8 +236,8 @@ class AttackPool:
     def stage_for(self, owner: str, lfn: str, timeout: float = 30.0) -> bool:
         """Submit a job of ``owner`` naming ``lfn`` (as the submit agent would) and wait for the worker's copy."""
         job = {"job_id": f"attack-{owner}-{lfn}-{time.monotonic_ns()}", "owner": owner, "inputs": [lfn]}
-        self.signed.post(self.url("service") + "/api/v1/coordinator/jobs", {"jobs": [job]})
-        self.signed.post(self.url("service") + "/api/v1/coordinator/cycle", {})
+        self.signed.post(self.url("service") + paths.JOBS, {"jobs": [job]})
+        self.signed.post(self.url("service") + paths.CYCLE, {})
         try:
             wait_until(lambda: lfn in self.held(), timeout=timeout, what=f"{lfn} cached")
         except TimeoutError:
@@ -244,7 +245,7 @@ class AttackPool:
         return True
 
     def held(self) -> set[str]:
-        files = self.signed.get(self.url("worker") + "/api/v1/cache/files")["files"]
+        files = self.signed.get(self.url("worker") + paths.CACHE_FILES)["files"]
         return {f["lfn"] for f in files}
 
     def device_copy(self, lfn: str) -> Path:

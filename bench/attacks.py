@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.attack_pool import AttackPool, hook_input, job_ad  # noqa: E402
 from htda.node.client import ClientError  # noqa: E402
+from htda.protocol import paths  # noqa: E402
 from testkit.nodes import wait_until  # noqa: E402
 
 
@@ -103,7 +104,7 @@ def write_through_view(pool: AttackPool) -> Outcome:
 @attack("cache-listing-unsigned")
 def cache_listing_unsigned(pool: AttackPool) -> Outcome:
     """A job on the worker asks the worker's node which files it caches (names, checksums) without signing."""
-    status = pool.anonymous_status("worker", "GET", "/api/v1/cache/files")
+    status = pool.anonymous_status("worker", "GET", paths.CACHE_FILES)
     return Outcome("a job on the worker lists cached files unsigned", "401 or 403", f"HTTP {status}",
                    status in (401, 403))
 
@@ -231,7 +232,7 @@ def hook_as_other_user(pool: AttackPool) -> Outcome:
 def unsigned_bodies(pool: AttackPool) -> Outcome:
     """Four unsigned 250 MB POSTs: the answer must come before the body is read, and memory stays flat."""
     before = pool.rss_mb("service")
-    answers = [pool.unsigned_upload("service", "/api/v1/coordinator/jobs", 250 << 20) for _ in range(4)]
+    answers = [pool.unsigned_upload("service", paths.JOBS, 250 << 20) for _ in range(4)]
     after = pool.rss_mb("service")
     statuses = sorted({status for status, _ in answers})
     sent = max(sent for _, sent in answers) / (1 << 20)
@@ -267,8 +268,8 @@ def replay_to_other_node(pool: AttackPool) -> Outcome:
     from testkit.nodes import SECRET
 
     body = b'{"lfns": ["/x"], "pin": true}'
-    header = Signer(SECRET.encode()).for_url("POST", pool.url("worker") + "/api/v1/coordinator/pins", body)
-    status = pool.raw_status("service", "POST", "/api/v1/coordinator/pins", body, header)
+    header = Signer(SECRET.encode()).for_url("POST", pool.url("worker") + paths.PINS, body)
+    status = pool.raw_status("service", "POST", paths.PINS, body, header)
     return Outcome("a request signed for the worker, replayed to the service node", "401",
                    f"HTTP {status}", status == 401)
 
@@ -291,7 +292,7 @@ def any_ca_certificate(pool: AttackPool) -> Outcome:
         client = Client(None, retries=0, ca_file=str(pki / "ca.pem"), client_cert=str(pki / f"{name}.pem"),
                         client_key=str(pki / f"{name}.key"))
         try:
-            client.post(node.url + "/api/v1/pool/heartbeat", beat, timeout=5)
+            client.post(node.url + paths.HEARTBEAT, beat, timeout=5)
             seen[name] = "member"
         except ClientError as exc:
             seen[name] = f"refused ({type(exc).__name__})"

@@ -40,9 +40,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: testkit/ is not installed
 
 from htda.node.client import Client  # noqa: E402
+from htda.protocol import paths  # noqa: E402
 from testkit.nodes import SECRET, NodeProcess, free_port, wait_until, write_config  # noqa: E402
 
-BASE = "/api/v1/coordinator"
+BASE = paths.COORDINATOR
 CACHE_NODES = 4
 
 
@@ -113,7 +114,7 @@ class CacheMembers(threading.Thread):
 
     def beat(self) -> None:
         for i in range(CACHE_NODES):
-            self.client.post(self.url + "/api/v1/pool/heartbeat", {
+            self.client.post(self.url + paths.HEARTBEAT, {
                 "name": f"cache{i}", "url": f"http://127.0.0.1:9/cache{i}", "roles": ["cache"], "version": "bench",
                 "started": 1.0, "info": {"cache": {"capacity_bytes": self.capacity, "free_bytes": self.capacity,
                                                    "used_bytes": 0, "files": 0, "staging": 0}}})

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from htda.node.client import Client  # noqa: E402
+from htda.protocol import paths  # noqa: E402
 from testkit.nodes import NodeProcess, free_port, wait_until, write_config  # noqa: E402
 from testkit.processes import proc_sample  # noqa: E402
 
@@ -93,7 +94,7 @@ def fill(locator: NodeProcess, files: int) -> float:
             per_node[CACHES[(i + 1) % 4]].append({"lfn": lfn(i), "size": size})
     started = time.perf_counter()
     for name, entries in per_node.items():
-        locator.client.post(locator.url + "/api/v1/locator/holdings",
+        locator.client.post(locator.url + paths.HOLDINGS,
                             {"node": name, "files": entries, "replace": True}, timeout=120)
     return time.perf_counter() - started
 
@@ -144,7 +145,7 @@ def lookup_rate(url: str, files: int, batch: int, seconds: float, clients: int) 
         deadline = time.perf_counter() + seconds
         i = k
         while time.perf_counter() < deadline:
-            status, raw = client.raw("POST", url + "/api/v1/locator/lookup", bodies[i % len(bodies)],
+            status, raw = client.raw("POST", url + paths.LOOKUP, bodies[i % len(bodies)],
                                      ["Content-Type: application/json"])
             answer = json.loads(raw)
             assert status == 200, answer
@@ -225,12 +226,12 @@ def main() -> None:
             wait_until(lambda: set(CACHES) | {"loc", "coord"} <= agent.members() and set(CACHES) <= locator.members()
                        and set(CACHES) <= colocated.members(), timeout=30, what="the pool to form")
             # The caches' first (empty) full reports must land before the fill, or they replace it.
-            wait_until(lambda: set(CACHES) <= set(locator.get("/api/v1/locator/nodes")["nodes"]), timeout=60,
+            wait_until(lambda: set(CACHES) <= set(locator.get(paths.HOLDERS)["nodes"]), timeout=60,
                        what="the caches' first reports")
             time.sleep(1.0)
             fill_seconds = fill(locator, args.files)
             fill(colocated, args.files)
-            nodes = locator.get("/api/v1/locator/nodes")["nodes"]
+            nodes = locator.get(paths.HOLDERS)["nodes"]
             print(f"pool: 1 coordinator, 1 locator, {len(CACHES)} caches, submit agent; locator holds "
                   f"{sum(n['files'] for n in nodes.values()):,} entries of {args.files:,} LFNs "
                   f"(filled in {fill_seconds:.2f}s)")

@@ -35,9 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: te
 
 from htda.node.client import Client, ClientError, HTTPStatusError  # noqa: E402
 from htda.node.pool import Member, Pool  # noqa: E402
+from htda.protocol import paths  # noqa: E402
 from testkit.nodes import SECRET, NodeProcess, free_port, write_config  # noqa: E402
 
-API = "/api/v1/coordinator"
+API = paths.COORDINATOR
 
 
 def rss_mb(pid: int) -> float:
@@ -303,7 +304,7 @@ def main() -> None:
             reporter.stop(drain=15.0)
             busy = cpu_seconds(node.proc.pid) - cpu_before
             sampler.stop()
-            seen = len(node.get("/api/v1/pool")["members"])
+            seen = len(node.get(paths.POOL)["members"])
             members.stop()
             rss_after = rss_mb(node.proc.pid)
             result = reporter.summary()

@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: testkit/ is not installed
 
 from htda.node.client import Client  # noqa: E402
+from htda.protocol import paths  # noqa: E402
 from testkit.nodes import SECRET, NodeProcess, free_port, write_config  # noqa: E402
 
 
@@ -63,7 +64,7 @@ def main() -> None:
                 i = offset
                 while time.monotonic() < stop:
                     t0 = time.perf_counter()
-                    answer = client.post(f"{url}/api/v1/pool/heartbeat", members[i % len(members)], idempotent=True)
+                    answer = client.post(url + paths.HEARTBEAT, members[i % len(members)], idempotent=True)
                     mine.append(time.perf_counter() - t0)
                     assert len(answer["members"]) <= len(members) + 1
                     i += args.threads
@@ -77,7 +78,7 @@ def main() -> None:
             for t in threads:
                 t.join()
             elapsed = time.monotonic() - t0
-            seen = len(seed.get("/api/v1/pool")["members"])
+            seen = len(seed.get(paths.POOL)["members"])
             rss_loaded = rss_mb(seed.proc.pid)
         finally:
             seed.stop()

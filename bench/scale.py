@@ -19,7 +19,7 @@ characters shaped like CMS NanoAOD paths).  After each step it prints:
 - *single/s*: lookups of one LFN per CPU second (likewise);
 - *report*: CPU seconds to apply a node's full holdings report of 10,000
   files with ``replace`` -- the index alone, and the whole handler path
-  (``json.loads``, the route's schema check, ``normalize_lfn``, ``replace``);
+  (decoding and checking with the route's type, ``normalize_lfn``, ``replace``);
   first for a node new to the index, then the same node again with 10 % of
   its files changed (*again*);
 - *drop 10k*: CPU seconds to ``drop`` that node (10,000 holdings);
@@ -105,10 +105,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: te
 
 from htda.coordinator.store import with_driver  # noqa: E402
 from htda.lfn import normalize_lfn  # noqa: E402
-from htda.locator.component import HOLDINGS_BODY  # noqa: E402
 from htda.locator.index import HoldingsIndex  # noqa: E402
-from htda.node import schema  # noqa: E402
 from htda.node.client import Client, ClientError  # noqa: E402
+from htda.protocol import paths  # noqa: E402
+from htda.protocol.base import decode  # noqa: E402
+from htda.protocol.locator import HoldingsRequest  # noqa: E402
 from testkit.nodes import SECRET, NodeProcess, free_port, wait_until, write_config  # noqa: E402
 from testkit.processes import ProcSample, proc_sample  # noqa: E402
 
@@ -253,11 +254,10 @@ def report_body(first: int, count: int) -> bytes:
 def apply_report(index: HoldingsIndex, body: bytes) -> tuple[float, float]:
     """Handle a report as the locator's route does; return CPU seconds (replace alone, whole path)."""
     t0 = time.process_time()
-    parsed = json.loads(body)
-    schema.check(parsed, HOLDINGS_BODY)
-    files = {normalize_lfn(f["lfn"]): f["size"] for f in parsed["files"]}
+    parsed = decode(body, HoldingsRequest)
+    files = {normalize_lfn(f.lfn): f.size for f in parsed.files}
     t1 = time.process_time()
-    index.replace(parsed["node"], files)
+    index.replace(parsed.node, files)
     t2 = time.process_time()
     return t2 - t1, t2 - t0
 
@@ -484,7 +484,7 @@ class Sender(threading.Thread):
         lag = time.monotonic() - due
         started = time.perf_counter()
         try:
-            answer = self.client.post(f"{self.url}/api/v1/pool/heartbeat", member.payload, idempotent=True)
+            answer = self.client.post(self.url + paths.HEARTBEAT, member.payload, idempotent=True)
         except ClientError:
             self.stats.error()
             return
@@ -534,7 +534,7 @@ class Window:
     handler_ms: float  # mean wall time in the seed's heartbeat handler
 
 
-HEARTBEAT_ROUTE = 'route="/api/v1/pool/heartbeat"'
+HEARTBEAT_ROUTE = 'route=paths.HEARTBEAT'
 
 
 def handler_totals(seed: NodeProcess) -> tuple[float, float]:

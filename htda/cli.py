@@ -16,16 +16,16 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
 
 from .lfn import normalize_lfn
 from .node.auth import AuthError, load_secret, new_secret
 from .node.client import Client, ClientError, HTTPStatusError
+from .protocol import cache, coordinator, locator, node, paths
+from .protocol.clients import CacheClient, CoordinatorClient, LocatorClient, NodeClient
 
 __all__ = ["main", "CLIError", "human_size"]
 
 DEFAULT_URL = os.environ.get("HTDA_URL", "http://127.0.0.1:8740")
-API = "/api/v1"
 
 
 class CLIError(Exception):
@@ -151,7 +151,7 @@ def _document(answer: Any, preferred: tuple[str, ...] = ()) -> str:
 
 # -- talking to the pool ---------------------------------------------------------------
 def _pool(args: argparse.Namespace) -> dict[str, Any]:
-    return _client(args).get(f"{args.url}{API}/pool")
+    return NodeClient(_client(args), args.url).fetch(node.POOL)
 
 
 def _members(args: argparse.Namespace, role: str | None = None) -> list[dict[str, Any]]:
@@ -195,30 +195,26 @@ def _lfn(value: str) -> str:
         raise CLIError(f"{value!r}: {exc}") from None
 
 
-def _lfn_path(lfn: str) -> str:
-    return quote(lfn.lstrip("/"), safe="/")
-
-
 # -- commands ------------------------------------------------------------------------------
 def cmd_status(args: argparse.Namespace) -> Any:
     client = _client(args)
-    node = client.get(f"{args.url}{API}/node")
-    pool = client.get(f"{args.url}{API}/pool")
+    me = NodeClient(client, args.url).fetch(node.NODE)
+    pool = NodeClient(client, args.url).fetch(node.POOL)
     health = _health(client, args.url)
     if args.json:
-        return {"node": node, "pool": pool, "health": health}
+        return {"node": me, "pool": pool, "health": health}
     rows = [{"name": m["name"], "url": m["url"], "roles": m["roles"], "version": m["version"], "age": m["age"]}
             for m in pool["members"]]
     state = "healthy" if health.get("status") == "ok" else "UNHEALTHY: " + "; ".join(health.get("problems", []))
-    return (f"{node['name']} (HTDA {node['version']}, up {_duration(node['uptime'])}, roles "
-            f"{','.join(node['roles'])}), {state}\n{len(rows)} pool member(s):\n"
+    return (f"{me['name']} (HTDA {me['version']}, up {_duration(me['uptime'])}, roles "
+            f"{','.join(me['roles'])}), {state}\n{len(rows)} pool member(s):\n"
             + _table(rows, ["name", "url", "roles", "version", "age"]))
 
 
 def _health(client: Client, url: str) -> dict[str, Any]:
     """``/healthz``'s body, also when it answers 503 (a loop is stale or failing)."""
     try:
-        return client.get(f"{url}/healthz")
+        return client.get(url.rstrip("/") + paths.HEALTHZ)
     except HTTPStatusError as exc:
         if exc.status == 503 and isinstance(exc.payload, dict):
             return exc.payload
@@ -237,12 +233,11 @@ def cmd_nodes(args: argparse.Namespace) -> Any:
 
 def cmd_cache(args: argparse.Namespace) -> Any:
     url = _member_url(args, args.node, "cache")
-    client = _client(args)
-    answer = {"node": args.node, "url": url,
-              "devices": client.get(f"{url}{API}/cache/devices")["devices"],
-              "staging": client.get(f"{url}{API}/cache/staging")}
+    client = CacheClient(_client(args), url)
+    answer = {"node": args.node, "url": url, "devices": client.fetch(cache.DEVICES)["devices"],
+              "staging": client.fetch(cache.STAGING)}
     if args.files:
-        answer["files"] = client.get(f"{url}{API}/cache/files?limit={args.limit}")
+        answer["files"] = client.fetch(cache.FILES, query={"limit": args.limit})
     if args.json:
         return answer
     staging = answer["staging"]
@@ -269,8 +264,9 @@ STAGING_TABLES = {"active": ("lfn", "state", "size", "done_bytes", "started_at",
 
 def cmd_top(args: argparse.Namespace) -> Any:
     url = _role_url(args, "coordinator")
-    answer = _feature(f"top {args.kind}", lambda: _client(args).get(
-        f"{url}{API}/coordinator/{args.kind}/top?n={args.limit}"))
+    endpoint = coordinator.TOP_FILES if args.kind == "files" else coordinator.TOP_GROUPS
+    answer = _feature(f"top {args.kind}", lambda: CoordinatorClient(_client(args), url).fetch(
+        endpoint, query={"n": args.limit}))
     if args.json:
         return answer
     rows = answer.get(args.kind, []) if isinstance(answer, dict) else answer
@@ -282,7 +278,7 @@ def cmd_top(args: argparse.Namespace) -> Any:
 def cmd_locate(args: argparse.Namespace) -> Any:
     lfns = [_lfn(v) for v in args.lfns]
     url = _role_url(args, "locator")
-    answer = _client(args).post(f"{url}{API}/locator/lookup", {"lfns": lfns})
+    answer = LocatorClient(_client(args), url).fetch(locator.LOOKUP, locator.LookupRequest(lfns=lfns))
     if args.json:
         return answer
     files = [{"lfn": lfn, "nodes": answer["files"].get(lfn) or "(none)"} for lfn in lfns]
@@ -295,7 +291,7 @@ def cmd_locate(args: argparse.Namespace) -> Any:
 
 def cmd_reads(args: argparse.Namespace) -> Any:
     url = _role_url(args, "coordinator")
-    answer = _client(args).get(f"{url}{API}/coordinator/reads")
+    answer = CoordinatorClient(_client(args), url).fetch(coordinator.READING)
     if args.json:
         return answer
     deferred = set(answer.get("deferred", []))
@@ -310,22 +306,17 @@ def cmd_reads(args: argparse.Namespace) -> Any:
 def cmd_history(args: argparse.Namespace) -> Any:
     lfn = _lfn(args.lfn)
     url = _role_url(args, "coordinator")
-    answer = _feature("file histories", lambda: _client(args).get(
-        f"{url}{API}/coordinator/files/{_lfn_path(lfn)}"))
+    answer = _feature("file histories", lambda: CoordinatorClient(_client(args), url).fetch(
+        coordinator.FILE, lfn=lfn))
     return answer if args.json else _document(answer, ("time", "job_id", "state", "node", "owner"))
 
 
 def cmd_drain(args: argparse.Namespace) -> Any:
     url = _role_url(args, "coordinator")
     drain = not args.undo
-    target = f"{url}{API}/coordinator/nodes/{quote(args.node, safe='')}/drain"
-    try:
-        answer = _feature("draining nodes", lambda: _client(args).post(target, {"drain": drain}))
-    except HTTPStatusError as exc:
-        # Coordinators that name the field "draining" refuse "drain" with a 400 naming it.
-        if exc.status != 400 or "draining" not in str(exc):
-            raise
-        answer = _client(args).post(target, {"draining": drain})
+    client = CoordinatorClient(_client(args), url)
+    answer = _feature("draining nodes", lambda: client.fetch(
+        coordinator.DRAIN, coordinator.DrainRequest(draining=drain), node=args.node))
     if args.json:
         return answer
     return (f"{args.node}: draining; its files are placed elsewhere and it takes no new ones" if drain
@@ -338,8 +329,8 @@ def cmd_pin(args: argparse.Namespace) -> Any:
         raise CLIError(f"{args.command}: name at least one LFN or --group")
     pin = args.command == "pin"
     url = _role_url(args, "coordinator")
-    answer = _feature("pinning", lambda: _client(args).post(
-        f"{url}{API}/coordinator/pins", {"lfns": lfns, "groups": args.groups, "pin": pin}))
+    answer = _feature("pinning", lambda: CoordinatorClient(_client(args), url).fetch(
+        coordinator.PIN, coordinator.PinRequest(pin=pin, lfns=lfns, groups=args.groups)))
     return answer if args.json else _pin_text(pin, lfns, args.groups, answer)
 
 
@@ -358,7 +349,8 @@ def _pin_text(pin: bool, lfns: list[str], groups: list[str], answer: dict[str, A
 def cmd_evict(args: argparse.Namespace) -> Any:
     lfns = [_lfn(v) for v in args.lfns]
     url = _member_url(args, args.node, "cache")
-    answer = _feature("evicting files", lambda: _client(args).post(f"{url}{API}/cache/evict", {"lfns": lfns}))
+    answer = _feature("evicting files", lambda: CacheClient(_client(args), url).fetch(
+        cache.EVICT, cache.EvictRequest(lfns=lfns)))
     if args.json:
         return answer
     rows = [{"lfn": lfn, "result": "evicted, given back to the coordinator"} for lfn in answer.get("evicted", [])]

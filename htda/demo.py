@@ -201,25 +201,28 @@ def _client(secret_file: Path):
 
 def wait_for_copies(client, url: str, wait: float, say=print) -> list[dict[str, Any]]:
     """Run coordinator and cache cycles until the cache holds copies (or ``wait`` seconds pass)."""
-    api = f"{url}/api/v1"
+    from .protocol import cache, locator
+    from .protocol.clients import CacheClient, CoordinatorClient, LocatorClient
+
+    coordinator, copies, locate = CoordinatorClient(client, url), CacheClient(client, url), LocatorClient(client, url)
     deadline = time.monotonic() + wait
     say("asking for a placement cycle and an assignment pull now (instead of waiting for the periodic ones)")
     while True:
-        client.post(f"{api}/coordinator/cycle", {"full": True})
-        client.post(f"{api}/cache/cycle", {})
-        files = client.get(f"{api}/cache/files?limit=1000")["files"]
+        coordinator.cycle(full=True)
+        copies.cycle()
+        files = copies.fetch(cache.FILES, query={"limit": 1000})["files"]
         if files or time.monotonic() > deadline:
             break
         time.sleep(1.0)
     while time.monotonic() < deadline:  # let the staging in flight finish
-        staging = client.get(f"{api}/cache/staging")
-        if not staging.get("active") and not staging.get("queued"):
+        staging = copies.staging()
+        if not staging.active and not staging.queued:
             break
         time.sleep(0.5)
-    files = client.get(f"{api}/cache/files?limit=1000")["files"]
+    files = copies.fetch(cache.FILES, query={"limit": 1000})["files"]
     held = [f["lfn"] for f in files]
     while held and time.monotonic() < deadline:  # the cache reports its copies to the locator as it makes them
-        located = client.post(f"{api}/locator/lookup", {"lfns": held})["files"]
+        located = locate.fetch(locator.LOOKUP, locator.LookupRequest(lfns=held))["files"]
         if all(located.get(lfn) for lfn in held):
             break
         time.sleep(0.5)
@@ -230,9 +233,12 @@ def wait_for_copies(client, url: str, wait: float, say=print) -> list[dict[str, 
 def summary(client, url: str, datasets: list[list[str]], jobs: int, steered: int, copies: list[dict[str, Any]],
             new_job: list[str] | None) -> dict[str, Any]:
     """What the pool shows after the demo (``htda demo --json``): exact numbers, the lines the hook gave."""
-    api = f"{url}/api/v1"
-    top = client.get(f"{api}/coordinator/groups/top?n=5").get("groups", [])
-    holders = client.post(f"{api}/locator/lookup", {"lfns": [lfn for ds in datasets for lfn in ds]})["files"]
+    from .protocol import coordinator, locator
+    from .protocol.clients import CoordinatorClient, LocatorClient
+
+    top = CoordinatorClient(client, url).fetch(coordinator.TOP_GROUPS, query={"n": 5})["groups"]
+    lookup = locator.LookupRequest(lfns=[lfn for ds in datasets for lfn in ds])
+    holders = LocatorClient(client, url).fetch(locator.LOOKUP, lookup)["files"]
     return {"jobs": jobs, "steered": steered, "top_groups": top,
             "copies": len(copies), "copy_bytes": sum(int(c.get("size", 0)) for c in copies),
             "datasets": [{"name": f"dataset{number}", "files": len(lfns),

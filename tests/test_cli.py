@@ -8,8 +8,9 @@ import re
 import pytest
 
 from htda.cli import main
-from htda.node.auth import Verifier
-from htda.node.rest import API, RestApp, RestServer, Route
+from htda.node.rest import API
+from htda.protocol import coordinator as coordinator_api
+from testkit.fakes import PoolStandIn
 from testkit.nodes import SECRET, free_port, wait_until
 
 CAPACITY = 64 << 20
@@ -137,36 +138,17 @@ def test_4xx_answer_is_exit_2(capsys, pool, tmp_path):
 
 
 # -- commands whose endpoints a pool may not serve yet ------------------------------------
-class StubPool:
-    """A real REST server speaking only the node endpoints, for a member with the given roles.
-
-    It stands for a node of an older (or partial) pool: the CLI must explain
-    what it lacks.  ``extra`` routes are added for the signing tests.
-    """
-
-    def __init__(self, roles: list[str], extra: list[Route] = ()):
-        self.app = RestApp(Verifier(SECRET.encode()), ["127.0.0.0/8"])
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        member = {"name": "old", "url": self.url, "roles": roles, "version": "0.0", "started": 0.0, "age": 0.0,
-                  "info": {}}
-        self.app.add([Route("GET", f"{API}/pool", lambda r: {"self": "old", "members": [member]}, "pool"),
-                      *extra])
-        self.server = RestServer(self.app, "127.0.0.1", port, threads=2)
-        self.server.start()
-
-
 @pytest.fixture
 def stub():
     servers = []
 
-    def make(roles, extra=()):
-        servers.append(StubPool(roles, list(extra)))
+    def make(roles, extra=None):
+        servers.append(PoolStandIn(roles, extra).start())
         return servers[-1]
 
     yield make
     for server in servers:
-        server.server.stop()
+        server.stop()
 
 
 @pytest.mark.parametrize("argv,what", [
@@ -187,8 +169,8 @@ def test_missing_endpoint_says_not_supported_yet(capsys, stub, argv, what):
 
 def test_state_changes_are_signed(capsys, stub, tmp_path):
     seen = []
-    pins = Route("POST", f"{API}/coordinator/pins", lambda r: seen.append(r.json) or {"pinned": 2}, "pins")
-    old = stub(["coordinator"], [pins])
+    answer = {"files": 1, "pinned": 2, "unknown_groups": []}
+    old = stub(["coordinator"], {coordinator_api.PIN: lambda r: seen.append(r.json) or answer})
     code, _, err = run(capsys, "--url", old.url, "pin", "/store/a.root")
     assert code == 2 and "HTTP 401" in err and "--secret-file" in err and not seen
     secret = tmp_path / "secret"
@@ -196,7 +178,8 @@ def test_state_changes_are_signed(capsys, stub, tmp_path):
     secret.chmod(0o600)
     code, out, _ = run(capsys, "--url", old.url, "--secret-file", str(secret), "unpin", "/store/a.root",
                        "--group", "run1")
-    assert code == 0 and out.strip() == "unpinned: /store/a.root, group run1"
+    assert code == 0 and out.splitlines() == ["unpinned: /store/a.root, group run1",
+                                              "1 file(s) unpinned; 2 pinned in the pool now"]
     assert seen == [{"lfns": ["/store/a.root"], "groups": ["run1"], "pin": False}]
 
 

@@ -41,13 +41,14 @@ class HTDAPool:
                  cache_bytes: int,
                  unknown_size: int, coordinator_cycle: float = 5.0, cache_cycle: float = 2.0,
                  steer_requirements: bool = False, native_hooks: bool = True, first_read_wait: float = 0.0,
-                 first_read_home: bool = False, view: str = "mergerfs"):
+                 first_read_home: bool = False, view: str = "mergerfs", read_through: bool = False):
         self.topo, self.workdir = topo, workdir
         self.first_read_wait = first_read_wait  # the coordinator's; docs/cache.rst sets it with read-through
         self.first_read_home = first_read_home  # the submit agent's; the same
         self.view = view  # the cache nodes' union driver
         self.storage_mounts = storage_mounts
         self.sources = sources  # worker -> the XRootD URL its cache node copies from
+        self.read_through = read_through  # the sources are each worker's own read-through proxy
         self.cache_bytes, self.unknown_size = cache_bytes, unknown_size
         self.coordinator_cycle, self.cache_cycle = coordinator_cycle, cache_cycle
         self.steer_requirements = steer_requirements
@@ -93,6 +94,8 @@ class HTDAPool:
             # the site rule for copies of remote files: the storage's xrootd lets everyone read (r/o export),
             # so may every job's owner (the default, root only, refuses jobs run as their users)
             "remote_file_mode": "0644", "remote_dir_mode": "0755",
+            # through a read-through proxy a file's mtime is when that worker's proxy cached it (docs/cache.rst)
+            "peer_mtime_check": not self.read_through,
         }})
 
     # -- life cycle --------------------------------------------------------------

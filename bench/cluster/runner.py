@@ -175,7 +175,8 @@ class Cluster:
                                 steer_requirements=self.config.steer_requirements,
                                 native_hooks=self.config.native_hooks,
                                 first_read_wait=FIRST_READ_WAIT if self.config.read_through else 0.0,
-                                first_read_home=self.config.read_through, view=self.config.view)
+                                first_read_home=self.config.read_through, view=self.config.view,
+                                read_through=self.config.read_through)
                 pool.start()
                 pool.wait_members()
                 roots = {w.name: moddir / w.name / "view" for w in self.topo.worker_hosts}

@@ -29,9 +29,19 @@ class OpenAPIDirective(Directive):
                 body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
                 if body:
                     lines += _literal("Request body schema", body)
+                for content in op["responses"]["200"].get("content", {}).values():
+                    ref = content.get("schema", {}).get("$ref", "")
+                    if ref:
+                        lines += [f"    Answer: ``{ref.rsplit('/', 1)[1]}`` (see `Schemas`_)", ""]
                 examples = [c["example"] for c in op["responses"]["200"].get("content", {}).values() if "example" in c]
                 for example in examples:
                     lines += _literal("Example answer", example)
+        schemas = doc.get("components", {}).get("schemas", {})
+        if schemas:
+            lines += ["Schemas", "-------", "",
+                      "The types of requests and answers (``htda.protocol``), as JSON Schema.", ""]
+            for name, schema in sorted(schemas.items()):
+                lines += [f"``{name}``", ""] + _literal("Schema", schema)
         container = nodes.section()
         container.document = self.state.document
         self.state.nested_parse(StringList(lines, source=str(path)), self.content_offset, container,

@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import quote
 
 from ..lfn import normalize_lfn
 from ..node import plugins
@@ -19,7 +18,11 @@ from ..node.client import ClientError
 from ..node.component import Component
 from ..node.config import REQUIRED, ConfigError, Field, ListOf, Section, one_of, plugin_of, positive
 from ..node.periodic import Periodic
-from ..node.rest import API, HTTPError, Request, Response, Route
+from ..node.rest import HTTPError, Request, Response, Route
+from ..protocol import cache as proto
+from ..protocol.base import to_wire
+from ..protocol.clients import CoordinatorClient
+from ..protocol.locator import Holding
 from .allocation import holdable
 from .backends.base import CacheDevice, StorageBackend
 from .backends.logical import LogicalDevice
@@ -85,6 +88,10 @@ SCHEMA = Section({
                      check=plugin_of(STORAGE_GROUP)),
     "storage_location": Field(str, "", "its root: a directory, root://host:port//path or https://host/path"),
     "storage_timeout": Field(float, 30.0, "seconds per storage request before it counts as failed", check=positive),
+    "peer_mtime_check": Field(bool, True, "refuse a peer's copy whose source mtime differs from this node's view of "
+                                          "storage (sizes and checksums are always compared); false where each "
+                                          "worker reads storage through a caching proxy of its own, whose mtimes "
+                                          "differ from node to node (docs/cache.rst, Copies from peers)"),
     "storage_ca_file": Field(str, "", "CA bundle for https:// storage"),
     "devices": Field(ListOf(DEVICE), list, "cache devices, e.g. [{path = \"../var/cache0\"}]"),
     "union": Field(str, "mergerfs", "union-view driver (htda.union): mergerfs, overlayfs, symlink",
@@ -310,8 +317,7 @@ class CacheComponent(Component):
         sent = False
         for url in self._coordinators():
             try:
-                self.node.client.post(f"{url}{API}/coordinator/reads",
-                                      {"node": self.node.name, "lfns": reading, "ttl": READS_TTL}, idempotent=True)
+                CoordinatorClient(self.node.client, url).reads(self.node.name, reading, READS_TTL, idempotent=True)
                 sent = True
             except ClientError as exc:
                 self.log.info("reporting storage reads to %s failed: %s", url, exc)
@@ -321,11 +327,8 @@ class CacheComponent(Component):
     def _pull(self) -> Assignment | None:
         for url in self._coordinators():
             try:
-                answer = self.node.client.get(f"{url}{API}/coordinator/assignments/{quote(self.node.name)}")
-                files = answer["files"]
-                if not isinstance(files, list):
-                    raise TypeError("files is not a list")
-                return Assignment(files, bool(answer.get("draining")), url, int(answer.get("cycle") or 0))
+                answer = CoordinatorClient(self.node.client, url).assignments(self.node.name)
+                return Assignment(to_wire(answer.files), answer.draining, url, answer.cycle)
             except (ClientError, KeyError, TypeError, ValueError) as exc:
                 self.log.info("no assignment from %s: %s", url, exc)
         return None
@@ -338,11 +341,11 @@ class CacheComponent(Component):
         and names not in the pool (or not caches) are skipped."""
         members = {m.name: m for m in self.node.members("cache")}
         return [PeerSource(name, members[name].url, self.node.client, chunk=self.config["buffer_size"],
-                           timeout=self.config["storage_timeout"])
+                           timeout=self.config["storage_timeout"], check_mtime=self.config["peer_mtime_check"])
                 for name in dict.fromkeys(names) if name != self.node.name and name in members]
 
-    def _holdings(self) -> list[dict[str, Any]]:
-        return [{"lfn": e.lfn, "size": e.size} for e in self.service.index.entries()]
+    def _holdings(self) -> list[Holding]:
+        return [Holding(lfn=e.lfn, size=e.size) for e in self.service.index.entries()]
 
     # -- reports ---------------------------------------------------------------------
     def heartbeat_info(self) -> dict[str, Any]:
@@ -355,21 +358,20 @@ class CacheComponent(Component):
 
     # -- admin -----------------------------------------------------------------------
     def routes(self) -> list[Route]:
-        base = f"{API}/cache"
         page = {"limit": "at most this many entries (default 1000)", "offset": "skip this many entries"}
         # listings name users' files: signed only (loopback, open to pool.read_networks by default, is the jobs')
         listing = "read" if self.config["listings_unsigned"] else "auth"
         return [
-            Route("GET", f"{base}/files", self._files, "copies this node holds", query=page, tag="cache",
-                  access=listing, example=FILES_EXAMPLE),
-            Route("GET", f"{base}/devices", self._devices, "usage of each cache device", tag="cache",
-                  example=DEVICES_EXAMPLE),
-            Route("GET", f"{base}/staging", self._staging, "staging queue, progress and recent failures",
-                  tag="cache", access=listing, example=STAGING_EXAMPLE),
-            Route("GET", f"{base}/evictions", self._evictions, "recently removed copies and why", tag="cache",
-                  access=listing),
-            Route("GET", f"{base}/view", self._view, "the union view: driver, path, branches, state", tag="cache"),
-            Route("GET", f"{base}/copies/{{lfn:path}}", self._copy_range,
+            Route.of(proto.FILES, self._files, "copies this node holds", query=page, tag="cache", access=listing,
+                     example=FILES_EXAMPLE),
+            Route.of(proto.DEVICES, self._devices, "usage of each cache device", tag="cache",
+                     example=DEVICES_EXAMPLE),
+            Route.of(proto.STAGING, self._staging, "staging queue, progress and recent failures", tag="cache",
+                     access=listing, example=STAGING_EXAMPLE),
+            Route.of(proto.EVICTIONS, self._evictions, "recently removed copies and why", tag="cache",
+                     access=listing),
+            Route.of(proto.VIEW, self._view, "the union view: driver, path, branches, state", tag="cache"),
+            Route.of(proto.COPIES, self._copy_range,
                   f"bytes of a copy held here, for a cache node copying it (pool members only): one range of at "
                   f"most {MAX_RANGE} bytes; X-HTDA-Size, X-HTDA-Mtime, X-HTDA-Checksum-Kind and X-HTDA-Checksum "
                   f"name the copy", tag="cache", access="auth", content_type="application/octet-stream",
@@ -377,12 +379,9 @@ class CacheComponent(Component):
                   statuses={206: "the bytes of the range asked for (Content-Range says which)",
                             416: "a range outside the copy, several ranges, or no Range for a copy too large to "
                                  "send whole"}),
-            Route("POST", f"{base}/cycle", self._cycle_now, "run an assignment cycle now", tag="cache",
-                  body={"type": "object", "additionalProperties": False, "properties": {}}),
-            Route("POST", f"{base}/evict", self._evict, "drop copies now and give the files back to the coordinator",
-                  tag="cache", body={"type": "object", "additionalProperties": False, "required": ["lfns"],
-                                     "properties": {"lfns": {"type": "array", "minItems": 1, "maxItems": 100_000,
-                                                             "items": {"type": "string", "maxLength": 4096}}}}),
+            Route.of(proto.CYCLE, self._cycle_now, "run an assignment cycle now", tag="cache"),
+            Route.of(proto.EVICT, self._evict, "drop copies now and give the files back to the coordinator",
+                     tag="cache"),
         ]
 
     def _files(self, request: Request) -> dict[str, Any]:
@@ -433,7 +432,7 @@ class CacheComponent(Component):
 
     def _evict(self, request: Request) -> dict[str, Any]:
         lfns = []
-        for value in request.json["lfns"]:
+        for value in request.data.lfns:
             try:
                 lfns.append(normalize_lfn(value))
             except ValueError as exc:
@@ -447,7 +446,7 @@ class CacheComponent(Component):
         return {"evicted": evicted, "not_held": [lfn for lfn in lfns if lfn not in evicted]}
 
     def _cycle_now(self, request: Request) -> dict[str, Any]:
-        request.json  # noqa: B018 - validates the (empty) body
+        request.data  # noqa: B018 - validates the (empty) body
         if self._loop.stopping:
             raise HTTPError(503, "the cache is stopping")
         started = time.time()

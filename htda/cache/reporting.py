@@ -14,19 +14,18 @@ from collections.abc import Callable
 
 from ..node.client import Client, ClientError
 from ..node.periodic import Periodic
+from ..protocol.clients import LocatorClient
+from ..protocol.locator import Holding, HoldingsRequest
 
 __all__ = ["HoldingsReporter"]
 
 log = logging.getLogger("htda.cache.reporting")
 
-HOLDINGS = "/api/v1/locator/holdings"
-
-
 class HoldingsReporter:
     """A thread that sends holdings to ``targets()`` (locator base URLs)."""
 
     def __init__(self, node_name: str, client: Client, targets: Callable[[], list[str]],
-                 snapshot: Callable[[], list[dict]], interval: float = 60.0):
+                 snapshot: Callable[[], list[Holding]], interval: float = 60.0):
         self.node_name, self.client, self.targets, self.snapshot = node_name, client, targets, snapshot
         self.interval = interval
         self._added: dict[str, int] = {}
@@ -74,10 +73,10 @@ class HoldingsReporter:
             self._added, self._removed = {}, set()
         if full:
             self._full_due = False
-            payload = {"node": self.node_name, "files": self.snapshot(), "replace": True}
+            payload = HoldingsRequest(node=self.node_name, files=self.snapshot(), replace=True)
         elif added or removed:
-            payload = {"node": self.node_name, "files": [{"lfn": k, "size": v} for k, v in added.items()],
-                       "replace": False, "removed": sorted(removed)}
+            payload = HoldingsRequest(node=self.node_name, files=[Holding(lfn=k, size=v) for k, v in added.items()],
+                                      replace=False, removed=sorted(removed))
         else:
             return
         ok = self._send(targets, payload)
@@ -86,11 +85,11 @@ class HoldingsReporter:
         if not ok:
             self._full_due = True  # a lost delta is repaired by the next complete list
 
-    def _send(self, targets: list[str], payload: dict) -> bool:
+    def _send(self, targets: list[str], payload: HoldingsRequest) -> bool:
         ok = True
         for url in targets:
             try:
-                self.client.post(url + HOLDINGS, payload, idempotent=True)
+                LocatorClient(self.client, url).holdings(payload, idempotent=True)
                 self.sent += 1
             except ClientError as exc:
                 ok = False

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..lfn import normalize_lfn
 from ..node.client import ClientError
+from ..protocol.clients import CoordinatorClient
 from . import readers
 from .allocation import Room, Wanted, holdable, plan
 from .backends.base import CacheDevice, FileStat, StorageBackend, StorageError
@@ -508,9 +509,8 @@ class CacheService:
         if not due or not coordinator:
             return
         try:
-            self.reporter.client.post(f"{coordinator}/api/v1/coordinator/releases",
-                                      {"node": self.reporter.node_name, "lfns": due, "reason": reason},
-                                      idempotent=True)
+            CoordinatorClient(self.reporter.client, coordinator).releases(self.reporter.node_name, due, reason,
+                                                                          idempotent=True)
         except ClientError as exc:
             log.warning("releasing %d files to %s failed: %s", len(due), coordinator, exc)
             return

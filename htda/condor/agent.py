@@ -26,7 +26,9 @@ from ..node.client import ClientError
 from ..node.component import Component
 from ..node.config import Field, ListOf, Section, positive
 from ..node.periodic import Periodic
-from ..node.rest import API
+from ..protocol import coordinator
+from ..protocol.base import Endpoint, ProtocolError, check_answer, to_wire
+from ..protocol.clients import LocatorClient
 from . import classads
 from .channel import Answer, Call, HookServer, Refused
 from .homes import Homes
@@ -45,8 +47,8 @@ HOME_TTL = 3600.0
 class _Outbox:
     """A bounded queue of JSON items sent in batches to the first coordinator that answers."""
 
-    def __init__(self, path: str, key: str, limit: int):
-        self.path, self.key, self.limit = path, key, limit
+    def __init__(self, endpoint: Endpoint[Any], key: str, limit: int):
+        self.endpoint, self.key, self.limit = endpoint, key, limit
         self.items: collections.deque = collections.deque()
         self.dropped = 0
 
@@ -116,8 +118,8 @@ class SubmitAgent(Component):
         self.steering = Steering(config["rank_scale"], config["max_preferred"], config["min_fraction"],
                                  config["steer_requirements"], config["steer_timeout"], config["home_timeout"])
         self.homes = Homes(ttl=HOME_TTL, window=config["home_timeout"] or HOME_TTL)
-        self.jobs = _Outbox(f"{API}/coordinator/jobs", "jobs", config["queue_limit"])
-        self.events = _Outbox(f"{API}/coordinator/events", "events", config["queue_limit"])
+        self.jobs = _Outbox(coordinator.JOBS, "jobs", config["queue_limit"])
+        self.events = _Outbox(coordinator.EVENTS, "events", config["queue_limit"])
         # guards the outboxes (jobs, events): hook workers put, the htda-submit-send thread takes and gives back
         self._lock = threading.Lock()
         self._sizes = SizeProbe(str(node.path(config["storage_root"]))) if config["storage_root"] else None
@@ -128,6 +130,8 @@ class SubmitAgent(Component):
         self._translated = m.counter("htda_submit_translate_total", "translate requests, by outcome", ("outcome",))
         self._hook_events = m.counter("htda_submit_events_total", "lifecycle hook calls, by hook and state",
                                       ("hook", "state"))
+        self._invalid = m.counter("htda_submit_invalid_total", "jobs and events the coordinator would refuse "
+                                  "(a field out of its limits): logged, not sent", ("kind",))
         self._sent = m.counter("htda_submit_sent_total", "jobs and events delivered to a coordinator", ("kind",))
         self._homed = m.counter("htda_submit_first_read_homes_total", "jobs whose inputs no node held, steered "
                                 "to their first-read home, by node", ("node",))
@@ -200,17 +204,32 @@ class SubmitAgent(Component):
                      "owner": job_owner(ad)}  # the coordinator counts it only for a job of this owner
             if node:
                 event["node"] = node
-            with self._lock:
-                self.events.put(event)
+            if self._fits(event, coordinator.Event, "events"):
+                with self._lock:
+                    self.events.put(event)
         self._hook_events.inc(hook=hook, state=state or "none")
         return Answer(json.dumps({"state": state}).encode())
 
     # -- the pool side -----------------------------------------------------------
     def _queue_job(self, job: JobInfo) -> None:
+        item = job.to_json()
+        if not self._fits(item, coordinator.Job, "jobs"):
+            return
         with self._lock:
-            self.jobs.put(job.to_json())
+            self.jobs.put(item)
         if len(self.jobs.items) >= self.config["batch_size"]:
             self._sender.wake()
+
+    def _fits(self, item: dict[str, Any], kind: type, what: str) -> bool:
+        """Whether the coordinator will take ``item`` (checked with its own type): one it would refuse must not
+        enter a batch, which the coordinator would refuse whole, again and again."""
+        try:
+            check_answer(item, kind, what[:-1])
+        except ProtocolError as exc:
+            self._invalid.inc(kind=what)
+            self.log.warning("not sent to the coordinator: %s", exc)
+            return False
+        return True
 
     def _urls(self, configured: list[str], role: str) -> list[str]:
         return [u.rstrip("/") for u in configured] or [m.url for m in self.node.members(role) if m.url]
@@ -234,8 +253,8 @@ class SubmitAgent(Component):
             if left <= 0.005:
                 break
             try:
-                return self.node.client.post(f"{url}{API}/locator/lookup", {"lfns": lfns}, timeout=left,
-                                             idempotent=True, retries=0)
+                answer = LocatorClient(self.node.client, url).lookup(lfns, timeout=left, idempotent=True, retries=0)
+                return to_wire(answer)
             except ClientError as exc:
                 error = exc
         raise error
@@ -264,7 +283,8 @@ class SubmitAgent(Component):
             self._sizes.annotate(batch)  # here, off the hooks' path: the sender thread can wait on storage
         for url in self._urls(self.config["coordinators"], "coordinator"):
             try:
-                self.node.client.post(url + outbox.path, {outbox.key: batch}, idempotent=True, retries=0)
+                # the items stay the plain JSON the hooks made (the coordinator checks them with the same types)
+                self.node.client.post(outbox.endpoint.url(url), {outbox.key: batch}, idempotent=True, retries=0)
             except ClientError as exc:
                 self.log.debug("coordinator %s did not take %d %s: %s", url, len(batch), outbox.key, exc)
                 continue

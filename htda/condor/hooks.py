@@ -35,6 +35,8 @@ import pwd
 import sys
 import time
 
+from ..protocol import paths
+
 __all__ = ["translate_main", "update_main", "finalize_main", "cleanup_main", "load_settings", "read_settings",
            "split", "apply_answer", "node_request", "SEPARATOR", "DEFAULTS", "SUBMIT_SOCKET", "AGENT_USER",
            "TRANSLATE_PATH", "EVENTS_PATH", "ALLOWED_ATTRIBUTES", "ALLOWED_PREFIX", "CONFIG_PATH", "allowed"]
@@ -46,8 +48,8 @@ CONFIG_PATH = "/etc/htda/hooks.toml"
 SUBMIT_SOCKET = "/run/htda/submit.sock"
 #: the account the agent runs as (systemd/htda.sysusers); hooks trust it and root, nobody else
 AGENT_USER = "htda"
-TRANSLATE_PATH = "/api/v1/submit/translate"
-EVENTS_PATH = "/api/v1/submit/events"  # ?hook=update|finalize|cleanup
+TRANSLATE_PATH = paths.TRANSLATE
+EVENTS_PATH = paths.SUBMIT_EVENTS  # ?hook=update|finalize|cleanup
 #: the job attributes (besides ``HTDA_*``) a translate hook may change or add; compared case-insensitively
 ALLOWED_ATTRIBUTES = ("Rank", "Requirements", "JobMachineAttrs")
 ALLOWED_PREFIX = "HTDA_"

@@ -15,6 +15,7 @@ import socket
 import sys
 import time
 
+from ..protocol import paths
 from .hooks import Setting, node_request, read_settings
 
 __all__ = ["main", "machine_attributes"]
@@ -26,12 +27,12 @@ def machine_attributes(settings: dict[str, Setting], timeout: float = 2.0) -> di
     node = str(settings["node"])
     attrs: dict[str, object] = {"HTDA_NodeName": socket.gethostname().split(".", 1)[0], "HTDA_Up": False}
     try:
-        status, body = node_request(node, "/api/v1/node", deadline)
+        status, body = node_request(node, paths.NODE, deadline)
         if status != 200:
             return attrs
         me = json.loads(body)
         attrs.update(HTDA_NodeName=str(me["name"]), HTDA_Up=True)
-        status, body = node_request(node, "/api/v1/pool", deadline)
+        status, body = node_request(node, paths.POOL, deadline)
         members = json.loads(body).get("members", []) if status == 200 else []
         cache = next((m.get("info", {}).get("cache") for m in members if m.get("name") == me["name"]), None)
         if isinstance(cache, dict):

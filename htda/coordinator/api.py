@@ -1,4 +1,4 @@
-"""The coordinator's REST endpoints: request schemas, validation to 400, answers."""
+"""The coordinator's REST endpoints (their types: :mod:`htda.protocol.coordinator`): checks to 400, answers."""
 
 from __future__ import annotations
 
@@ -9,67 +9,17 @@ import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..lfn import normalize_lfn
-from ..node.rest import API, HTTPError, Request, Route
+from ..node.rest import HTTPError, Request, Route
+from ..protocol import coordinator as proto
+from ..protocol.base import UNSET, to_wire, unset_or
 from .store import JobRecord
 
 if TYPE_CHECKING:
     from .component import CoordinatorComponent
 
-__all__ = ["BASE", "EVENTS_BODY", "JOBS_BODY", "READS_BODY", "RELEASES_BODY", "routes"]
+__all__ = ["BASE", "routes"]
 
-BASE = f"{API}/coordinator"
-
-_NAME = {"type": "string", "minLength": 1, "maxLength": 255}
-_TEXT = {"type": "string", "maxLength": 255}  # may be empty: an empty task is no task
-_LFN = {"type": "string", "minLength": 1, "maxLength": 4096}
-_TIME = {"type": "number", "minimum": 0}
-
-JOBS_BODY = {
-    "type": "object", "additionalProperties": False, "required": ["jobs"],
-    "properties": {"jobs": {"type": "array", "items": {
-        "type": "object", "additionalProperties": False, "required": ["job_id", "owner", "inputs"],
-        "properties": {
-            "job_id": _NAME, "owner": _TEXT, "inputs": {"type": "array", "items": _LFN},
-            "cpus": {"type": "integer", "minimum": 0, "maximum": 1 << 20},
-            "memory": {"type": "integer", "minimum": 0, "maximum": (1 << 31) - 1},  # MB; a 32-bit column
-            "submit_time": _TIME, "task": _TEXT,
-            "sizes": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0,
-                                                                  "maximum": 1 << 62}},
-        }}}},
-}
-
-EVENTS_BODY = {
-    "type": "object", "additionalProperties": False, "required": ["events"],
-    "properties": {"events": {"type": "array", "items": {
-        "type": "object", "additionalProperties": False, "required": ["job_id", "state", "time"],
-        "properties": {"job_id": _NAME, "state": {"type": "string", "enum": ["started", "finished", "removed"]},
-                       "time": _TIME, "node": _NAME, "owner": _TEXT}}}},
-}
-
-RELEASES_BODY = {
-    "type": "object", "additionalProperties": False, "required": ["node", "lfns"],
-    "properties": {"node": _NAME, "lfns": {"type": "array", "items": _LFN},
-                   "reason": {"type": "string", "maxLength": 1024}},
-}
-
-READS_BODY = {
-    "type": "object", "additionalProperties": False, "required": ["node", "lfns", "ttl"],
-    "properties": {"node": _NAME, "lfns": {"type": "array", "items": _LFN},
-                   "ttl": {"type": "number", "minimum": 0, "maximum": 3600}},
-}
-
-PINS_BODY = {
-    "type": "object", "additionalProperties": False, "required": ["pin"],
-    "properties": {"lfns": {"type": "array", "items": _LFN}, "groups": {"type": "array", "items": _NAME},
-                   "pin": {"type": "boolean"}},
-}
-
-CYCLE_BODY = {"type": "object", "additionalProperties": False, "properties": {"full": {"type": "boolean"}}}
-
-DRAIN_BODY = {  # "drain" is accepted as another name of "draining"
-    "type": "object", "additionalProperties": False,
-    "properties": {"draining": {"type": "boolean"}, "drain": {"type": "boolean"}},
-}
+BASE = proto.BASE
 
 
 # Bulk requests name the same popular files again and again: remember recent answers (errors are not cached).
@@ -84,8 +34,10 @@ def checked_lfn(value: str, where: str) -> str:
         raise HTTPError(400, f"{where}: {value[:200]!r}: {exc}") from None
 
 
-def _batch(request: Request, field: str, limit: int) -> list[Any]:
-    items = request.json[field]
+_Item = TypeVar("_Item")
+
+
+def _batch(items: list[_Item], field: str, limit: int) -> list[_Item]:
     if len(items) > limit:
         raise HTTPError(400, f"body.{field}: at most {limit} items per request (coordinator.max_batch)")
     return items
@@ -101,14 +53,14 @@ def _finite(value: _Time, where: str) -> _Time:
     return value
 
 
-def _job_record(job: dict[str, Any], index: int) -> JobRecord:
+def _job_record(job: proto.Job, index: int) -> JobRecord:
     where = f"body.jobs[{index}]"
-    _finite(job.get("submit_time"), f"{where}.submit_time")
-    inputs = list(dict.fromkeys(checked_lfn(lfn, f"{where}.inputs") for lfn in job["inputs"]))
-    sizes = {checked_lfn(lfn, f"{where}.sizes"): size for lfn, size in (job.get("sizes") or {}).items()}
-    return JobRecord(job_id=job["job_id"], owner=job["owner"], inputs=inputs, cpus=job.get("cpus"),
-                     memory=job.get("memory"), submit_time=job.get("submit_time"), task=job.get("task") or None,
-                     sizes=sizes)
+    submit_time = _finite(unset_or(job.submit_time, None), f"{where}.submit_time")
+    inputs = list(dict.fromkeys(checked_lfn(lfn, f"{where}.inputs") for lfn in job.inputs))
+    sizes = {checked_lfn(lfn, f"{where}.sizes"): size for lfn, size in unset_or(job.sizes, {}).items()}
+    return JobRecord(job_id=job.job_id, owner=job.owner, inputs=inputs, cpus=unset_or(job.cpus, None),
+                     memory=unset_or(job.memory, None), submit_time=submit_time,
+                     task=unset_or(job.task, "") or None, sizes=sizes)
 
 
 # Answers of the example all-in-one node for the REST reference, after one job read a dataset of two files.
@@ -126,6 +78,10 @@ NODES_EXAMPLE = {"cycle": 7, "last_cycle": _CYCLE, "recent_cycles": [_CYCLE], "n
     "capacity_bytes": 65458412857, "free_bytes": 65458368308, "last_seen": 1795642844.387, "assigned_files": 2,
     "assigned_bytes": 44549, "replica_files": 0}]}
 PINS_EXAMPLE = {"files": [{"lfn": "/store/demo/dataset2/events_001.root", "node": None}]}
+JOBS_EXAMPLE = {"accepted": 1, "duplicates": 0}
+EVENTS_EXAMPLE = {"accepted": 1, "duplicates": 0, "unknown": 0, "refused": 0}
+ASSIGNMENTS_EXAMPLE = {"node": "all-in-one", "cycle": 7, "draining": False, "files": [
+    {"lfn": _EXAMPLE_LFN, "score": 0.99996, "size": 22277, "source": None, "defer": False}]}
 
 
 def routes(component: "CoordinatorComponent") -> list[Route]:
@@ -135,24 +91,26 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
     tag = "coordinator"
 
     def jobs(request: Request) -> dict[str, Any]:
-        records = [_job_record(job, i) for i, job in enumerate(_batch(request, "jobs", limit))]
+        body: proto.JobsRequest = request.data
+        records = [_job_record(job, i) for i, job in enumerate(_batch(body.jobs, "jobs", limit))]
         result = core.submit_jobs(records)
         component.count("jobs", result.accepted, result.duplicates)
         return {"accepted": result.accepted, "duplicates": result.duplicates}
 
     def events(request: Request) -> dict[str, Any]:
-        items = _batch(request, "events", limit)
+        body: proto.EventsRequest = request.data
+        items = _batch(body.events, "events", limit)
         for i, item in enumerate(items):
-            _finite(item["time"], f"body.events[{i}].time")
-        result = core.report_events(items)
+            _finite(item.time, f"body.events[{i}].time")
+        result = core.report_events([to_wire(item) for item in items])
         component.count("events", result.accepted, result.duplicates)
         return {"accepted": result.accepted, "duplicates": result.duplicates, "unknown": result.unknown,
                 "refused": result.refused}
 
     def releases(request: Request) -> dict[str, Any]:
-        body = request.json
-        lfns = [checked_lfn(lfn, "body.lfns") for lfn in _batch(request, "lfns", limit)]
-        released = core.release(body["node"], lfns, body.get("reason"), time.time())
+        body: proto.ReleasesRequest = request.data
+        lfns = [checked_lfn(lfn, "body.lfns") for lfn in _batch(body.lfns, "lfns", limit)]
+        released = core.release(body.node, lfns, unset_or(body.reason, None), time.time())
         component.wake()
         return {"released": released}
 
@@ -179,29 +137,30 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
 
     def drain(request: Request) -> dict[str, Any]:
         name = request.params["node"]
-        body = request.json
-        if len(body) != 1:
+        body: proto.DrainRequest = request.data
+        given = [value for value in (body.draining, body.drain) if value is not UNSET]
+        if len(given) != 1:
             raise HTTPError(400, "body: give exactly one of 'draining' (or its other name 'drain')")
-        draining = next(iter(body.values()))
+        draining = bool(given[0])
         if not core.set_draining(name, draining):
             raise HTTPError(404, f"no cache node named {name!r} has reported to this coordinator")
         component.wake()
         return {"node": name, "draining": draining}
 
     def pins(request: Request) -> dict[str, Any]:
-        body = request.json
-        lfns = [checked_lfn(lfn, "body.lfns") for lfn in body.get("lfns") or ()]
-        groups = body.get("groups") or []
+        body: proto.PinRequest = request.data
+        lfns = [checked_lfn(lfn, "body.lfns") for lfn in unset_or(body.lfns, [])]
+        groups = unset_or(body.groups, [])
         if len(lfns) + len(groups) > limit:
             raise HTTPError(400, f"body: at most {limit} LFNs and groups per request (coordinator.max_batch)")
-        answer = core.pin(lfns, groups, body["pin"])
+        answer = core.pin(lfns, groups, body.pin)
         component.wake()
         return answer
 
     def reads(request: Request) -> dict[str, Any]:
-        body = request.json
-        lfns = [checked_lfn(lfn, "body.lfns") for lfn in _batch(request, "lfns", limit)]
-        core.report_reads(body["node"], lfns, _finite(body["ttl"], "body.ttl"), time.time())
+        body: proto.ReadsRequest = request.data
+        lfns = [checked_lfn(lfn, "body.lfns") for lfn in _batch(body.lfns, "lfns", limit)]
+        core.report_reads(body.node, lfns, _finite(body.ttl, "body.ttl"), time.time())
         return {"reported": len(lfns)}
 
     def reading(request: Request) -> dict[str, Any]:
@@ -211,39 +170,37 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         return {"files": core.pinned_files()}
 
     def cycle_now(request: Request) -> dict[str, Any]:
-        full = bool(request.body) and request.json.get("full", False)
+        full = bool(request.body) and request.data.full
         report = component.run_cycle(full=full)
         return {"cycle": dataclasses.asdict(report) if report else None}
 
     big = 256 * 1024 * 1024
     return [
-        Route("POST", f"{BASE}/jobs", jobs, "submit job records with their inputs (bulk, idempotent on job_id)",
-              body=JOBS_BODY, tag=tag, max_body=big),
-        Route("POST", f"{BASE}/events", events, "job state changes; 'started' records accesses (idempotent)",
-              body=EVENTS_BODY, tag=tag, max_body=big),
-        Route("POST", f"{BASE}/releases", releases, "files a cache node cannot hold; placed elsewhere",
-              body=RELEASES_BODY, tag=tag, max_body=big),
-        Route("POST", f"{BASE}/reads", reads, "files jobs on a cache node's worker read from storage now (replaces "
-              "the node's last report until ttl seconds pass); copies of inputs only one job wanted wait for them",
-              body=READS_BODY, tag=tag, max_body=big),
-        Route("GET", f"{BASE}/reads", reading, "files read from storage now, by node, and those deferred (admin)",
-              tag=tag),
-        Route("GET", f"{BASE}/assignments/{{node}}", assignments, "the files a cache node should hold, best first",
-              tag=tag),
-        Route("GET", f"{BASE}/files/top", top_files, "best-rated files (admin)", query={"n": "how many (100)"},
-              tag=tag, example=TOP_FILES_EXAMPLE),
-        Route("GET", f"{BASE}/groups/top", top_groups, "best-rated file groups (admin)",
-              query={"n": "how many (100)"}, tag=tag, example=TOP_GROUPS_EXAMPLE),
-        Route("GET", f"{BASE}/files/{{lfn:path}}", file_info, "one file's score, groups, placement and history "
-              "(admin)", query={"limit": "most recent accesses listed (50)"}, tag=tag, example=FILE_EXAMPLE),
-        Route("GET", f"{BASE}/nodes", nodes, "per cache node: capacity and assignments (admin)", tag=tag,
-              example=NODES_EXAMPLE),
-        Route("POST", f"{BASE}/pins", pins, "pin or unpin files (by LFN, or all files of groups by name): "
-              "pinned files are placed first and never displaced (admin)", body=PINS_BODY, tag=tag),
-        Route("GET", f"{BASE}/pins", pinned, "the pinned files and their nodes (admin)", tag=tag,
-              example=PINS_EXAMPLE),
-        Route("POST", f"{BASE}/cycle", cycle_now, "run a work cycle now (full: place every candidate again) and "
-              "answer its report (null while no cache node is live) (admin)", body=CYCLE_BODY, tag=tag),
-        Route("POST", f"{BASE}/nodes/{{node}}/drain", drain, "mark a cache node draining, or not (admin)",
-              body=DRAIN_BODY, tag=tag),
+        Route.of(proto.JOBS, jobs, "submit job records with their inputs (bulk, idempotent on job_id)", tag=tag,
+                 max_body=big, example=JOBS_EXAMPLE),
+        Route.of(proto.EVENTS, events, "job state changes; 'started' records accesses (idempotent)", tag=tag,
+                 max_body=big, example=EVENTS_EXAMPLE),
+        Route.of(proto.RELEASES, releases, "files a cache node cannot hold; placed elsewhere", tag=tag,
+                 max_body=big),
+        Route.of(proto.READS, reads, "files jobs on a cache node's worker read from storage now (replaces the "
+                 "node's last report until ttl seconds pass); copies of inputs only one job wanted wait for them",
+                 tag=tag, max_body=big),
+        Route.of(proto.READING, reading, "files read from storage now, by node, and those deferred (admin)",
+                 tag=tag),
+        Route.of(proto.ASSIGNMENTS, assignments, "the files a cache node should hold, best first", tag=tag,
+                 example=ASSIGNMENTS_EXAMPLE),
+        Route.of(proto.TOP_FILES, top_files, "best-rated files (admin)", query={"n": "how many (100)"}, tag=tag,
+                 example=TOP_FILES_EXAMPLE),
+        Route.of(proto.TOP_GROUPS, top_groups, "best-rated file groups (admin)", query={"n": "how many (100)"},
+                 tag=tag, example=TOP_GROUPS_EXAMPLE),
+        Route.of(proto.FILE, file_info, "one file's score, groups, placement and history (admin)",
+                 query={"limit": "most recent accesses listed (50)"}, tag=tag, example=FILE_EXAMPLE),
+        Route.of(proto.NODES, nodes, "per cache node: capacity and assignments (admin)", tag=tag,
+                 example=NODES_EXAMPLE),
+        Route.of(proto.PIN, pins, "pin or unpin files (by LFN, or all files of groups by name): pinned files are "
+                 "placed first and never displaced (admin)", tag=tag),
+        Route.of(proto.PINNED, pinned, "the pinned files and their nodes (admin)", tag=tag, example=PINS_EXAMPLE),
+        Route.of(proto.CYCLE, cycle_now, "run a work cycle now (full: place every candidate again) and answer its "
+                 "report (null while no cache node is live) (admin)", tag=tag),
+        Route.of(proto.DRAIN, drain, "mark a cache node draining, or not (admin)", tag=tag),
     ]

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..node.component import Component
 from ..node.config import Field, Section, positive
-from ..node.rest import API, HTTPError, Request, Response, Route
+from ..node.rest import HTTPError, Request, Response, Route
+from ..protocol import dashboard as proto
 from .summary import SummaryBuilder
 
 __all__ = ["DashboardComponent"]
@@ -62,11 +63,11 @@ class DashboardComponent(Component):
     def routes(self) -> list[Route]:
         access = "public" if self.config["public"] else "read"
         return [
-            Route("GET", "/dashboard", self._page, "the pool dashboard (HTML)", access=access, tag="dashboard",
-                  content_type="text/html"),
-            Route("GET", "/dashboard/static/{name}", self._static, "the dashboard's scripts and styles",
-                  access=access, tag="dashboard", content_type="text/plain"),
-            Route("GET", f"{API}/dashboard/summary", self._summary,
+            Route.of(proto.PAGE, self._page, "the pool dashboard (HTML)", access=access, tag="dashboard",
+                     content_type="text/html"),
+            Route.of(proto.STATIC, self._static, "the dashboard's scripts and styles", access=access,
+                     tag="dashboard", content_type="text/plain"),
+            Route.of(proto.SUMMARY, self._summary,
                   "pool members, cache usage, staging, hit ratio and top files in one answer",
                   access=access, tag="dashboard"),
         ]

@@ -16,7 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..node.client import ClientError
-from ..node.rest import API
+from ..protocol import cache, coordinator, paths
+from ..protocol.base import Endpoint
+from ..protocol.clients import CacheClient, CoordinatorClient, RoleClient
 
 if TYPE_CHECKING:
     from ..node.runtime import Node
@@ -56,7 +58,8 @@ class SummaryBuilder:
         caches = [m for m in members if "cache" in m["roles"]]
         coordinators = [m for m in members if "coordinator" in m["roles"]]
         locators = [m for m in members if "locator" in m["roles"]]
-        staging = {m["name"]: self._pool.submit(self._get, m["url"], f"{API}/cache/staging") for m in caches}
+        staging = {m["name"]: self._pool.submit(self._get, CacheClient(self.node.client, m["url"]), cache.STAGING)
+                   for m in caches}
         top = self._pool.submit(self._top_files, coordinators)
         hits = [self._pool.submit(self._metrics, m) for m in locators]
         return {
@@ -78,16 +81,17 @@ class SummaryBuilder:
                 "age": m["age"], "started": m["started"], "health": "late" if late else "ok",
                 "cache": (m.get("info") or {}).get("cache")}
 
-    def _get(self, url: str, path: str) -> dict[str, Any]:
-        """A member's JSON answer, or ``{"error": ...}``."""
-        return _guarded(lambda: self.node.client.get(f"{url.rstrip('/')}{path}", timeout=self.timeout, retries=0))
+    def _get(self, client: RoleClient, endpoint: Endpoint[Any], query: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A member's JSON answer (checked against the endpoint's answer type), or ``{"error": ...}``."""
+        return _guarded(lambda: client.fetch(endpoint, query=query, timeout=self.timeout, retries=0))
 
     def _top_files(self, coordinators: list[dict[str, Any]]) -> dict[str, Any]:
         if not coordinators:
             return {"error": "no coordinator in the pool"}
         answer: dict[str, Any] = {}
         for member in coordinators:  # the first that answers wins, like the cache nodes do
-            answer = self._get(member["url"], f"{API}/coordinator/files/top?n={self.top}")
+            answer = self._get(CoordinatorClient(self.node.client, member["url"]), coordinator.TOP_FILES,
+                               {"n": self.top})
             if "error" not in answer:
                 return {"coordinator": member["name"], "files": answer.get("files", [])}
         return answer
@@ -95,7 +99,7 @@ class SummaryBuilder:
     def _metrics(self, member: dict[str, Any]) -> dict[str, float] | None:
         if member["name"] == self.node.name:
             return parse_metrics(self.node.metrics.render(), HIT_COUNTERS)
-        url = f"{member['url'].rstrip('/')}/metrics"
+        url = member["url"].rstrip("/") + paths.METRICS
         try:
             text = self.node.client.raw("GET", url, timeout=self.timeout)[1].decode("utf-8", "replace")
         except ClientError:

@@ -10,7 +10,9 @@ from ..lfn import normalize_lfn
 from ..node.component import Component
 from ..node.config import Field, Section, positive
 from ..node.periodic import Periodic
-from ..node.rest import API, HTTPError, Request, Response, Route, decode_json
+from ..node.rest import HTTPError, Request, Response, Route
+from ..protocol import locator as proto
+from ..protocol.base import unset_or
 from .index import HoldingsIndex
 
 if TYPE_CHECKING:
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LocatorComponent"]
 
-BASE = f"{API}/locator"
+BASE = proto.BASE
 
 # Answers for the REST reference: one dataset file held by the all-in-one node, another held nowhere.
 LOOKUP_EXAMPLE = {"files": {"/store/demo/dataset1/events_001.root": ["all-in-one"],
@@ -26,26 +28,7 @@ LOOKUP_EXAMPLE = {"files": {"/store/demo/dataset1/events_001.root": ["all-in-one
                   "nodes": {"all-in-one": {"files": 1, "bytes": 22277, "fraction": 0.5}}}
 FILE_EXAMPLE = {"lfn": "/store/demo/dataset1/events_001.root", "nodes": {"all-in-one": 22277}}
 NODES_EXAMPLE = {"nodes": {"all-in-one": {"files": 2, "bytes": 44549, "updated": 1795642844.274}}}
-
-_LFN = {"type": "string", "minLength": 1, "maxLength": 4096}
-
-HOLDINGS_BODY = {
-    "type": "object", "additionalProperties": False, "required": ["node", "files", "replace"],
-    "properties": {
-        "node": {"type": "string", "minLength": 1, "maxLength": 255},
-        "files": {"type": "array", "items": {
-            "type": "object", "additionalProperties": False, "required": ["lfn", "size"],
-            "properties": {"lfn": _LFN, "size": {"type": "integer", "minimum": 0}}}},
-        "replace": {"type": "boolean"},
-        "removed": {"type": "array", "items": _LFN},
-    },
-}
-
-LOOKUP_BODY = {
-    "type": "object", "additionalProperties": False, "required": ["lfns"],
-    "properties": {"lfns": {"type": "array", "items": _LFN}},
-}
-
+HOLDINGS_EXAMPLE = {"files": 2}
 
 class LocatorComponent(Component):
     """In-memory index LFN -> holders, filled by cache nodes' holdings reports.
@@ -121,38 +104,35 @@ class LocatorComponent(Component):
     def routes(self) -> list[Route]:
         tag = "locator"
         return [
-            Route("POST", f"{BASE}/holdings", self._holdings, "a cache node's holdings: full list or delta",
-                  body=HOLDINGS_BODY, tag=tag, max_body=256 * 1024 * 1024),
-            Route("POST", f"{BASE}/lookup", self._lookup,
-                  "holders of many LFNs and each node's share of their bytes", body=LOOKUP_BODY,
-                  access="read", tag=tag, max_body=64 * 1024 * 1024, unsigned_body=64 * 1024,
-                  example=LOOKUP_EXAMPLE),
-            Route("GET", f"{BASE}/files/{{lfn:path}}", self._file, "which nodes hold one LFN (admin)", tag=tag,
-                  example=FILE_EXAMPLE),
-            Route("GET", f"{BASE}/nodes", self._nodes, "files and bytes held per node (admin)", tag=tag,
-                  example=NODES_EXAMPLE),
+            Route.of(proto.HOLDINGS, self._holdings, "a cache node's holdings: full list or delta", tag=tag,
+                     max_body=256 * 1024 * 1024, example=HOLDINGS_EXAMPLE),
+            Route.of(proto.LOOKUP, self._lookup, "holders of many LFNs and each node's share of their bytes",
+                     access="read", tag=tag, max_body=64 * 1024 * 1024, unsigned_body=64 * 1024,
+                     example=LOOKUP_EXAMPLE),
+            Route.of(proto.FILE, self._file, "which nodes hold one LFN (admin)", tag=tag, example=FILE_EXAMPLE),
+            Route.of(proto.NODES, self._nodes, "files and bytes held per node (admin)", tag=tag,
+                     example=NODES_EXAMPLE),
         ]
 
     def _holdings(self, request: Request) -> dict[str, Any]:
-        body = request.json
-        node = body["node"]
-        files = {_lfn(f["lfn"], "files"): f["size"] for f in body["files"]}
-        if body["replace"]:
-            if body.get("removed"):
+        body: proto.HoldingsRequest = request.data
+        node = body.node
+        files = {_lfn(f.lfn, "files"): f.size for f in body.files}
+        if body.replace:
+            if body.removed:
                 raise HTTPError(400, "body.removed: not allowed with replace: true (the list is complete)")
             count = self.index.replace(node, files)
             self._reports.inc(kind="replace")
         else:
-            removed = [_lfn(lfn, "removed") for lfn in body.get("removed") or ()]
+            removed = [_lfn(lfn, "removed") for lfn in unset_or(body.removed, [])]
             count = self.index.update(node, files, removed)
             self._reports.inc(kind="delta")
         return {"files": count}
 
     def _lookup(self, request: Request) -> Response:
-        # The route's schema documents the body; it is checked here in one pass, because
-        # the generic checker costs more per LFN than the lookup itself.  Items that are not
-        # strings fail in the lookup (unhashable, or refused by normalize_lfn).
-        lfns = _lookup_lfns(request.body, self.config["max_lookup"])
+        lfns = request.data.lfns
+        if len(lfns) > self.config["max_lookup"]:
+            raise HTTPError(400, f"body.lfns: allows at most {self.config['max_lookup']} items")
         try:
             result = self.index.lookup(lfns)
         except (ValueError, TypeError) as exc:
@@ -181,15 +161,3 @@ def _lfn(value: str, where: str) -> str:
         return normalize_lfn(value)
     except ValueError as exc:
         raise HTTPError(400, f"{where}: {value[:200]!r}: {exc}") from None
-
-
-def _lookup_lfns(raw: bytes, limit: int) -> list[str]:
-    body = decode_json(raw)
-    if not isinstance(body, dict) or set(body) != {"lfns"}:
-        raise HTTPError(400, "body: must be an object with exactly one field, 'lfns'")
-    lfns = body["lfns"]
-    if not isinstance(lfns, list):
-        raise HTTPError(400, "body.lfns: expected array")
-    if len(lfns) > limit:
-        raise HTTPError(400, f"body.lfns: allows at most {limit} items")
-    return lfns

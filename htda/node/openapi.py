@@ -1,10 +1,17 @@
-"""The OpenAPI 3 document, generated from the node's route table."""
+"""The OpenAPI 3.1 document, generated from the node's route table.
+
+Request and answer schemas are those :mod:`msgspec` writes for the routes' types (:mod:`htda.protocol`); they
+are JSON Schema 2020-12, which OpenAPI 3.1 uses as it is.  A request body's own schema is written in place (a
+reader sees its fields at once), the types it and the answers refer to under ``components/schemas``.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+
+from ..protocol.base import schemas
 
 if TYPE_CHECKING:
     from .rest import Route
@@ -24,17 +31,22 @@ ERROR_SCHEMA = {
 
 def document(routes: Iterable[Route], title: str, version: str) -> dict[str, Any]:
     """Build the document; paths use OpenAPI's ``{name}`` templates."""
+    routes = list(routes)
+    kinds = sorted({kind for route in routes for kind in (route.body, route.response) if kind is not None},
+                   key=repr)
+    refs, components = schemas(kinds)
+    by_kind = dict(zip(kinds, refs))
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
         template = re.sub(r"\{([^}:]+)(:[^}]*)?\}", r"{\1}", route.path)
-        paths.setdefault(template, {})[route.method.lower()] = _operation(route)
+        paths.setdefault(template, {})[route.method.lower()] = _operation(route, by_kind, components)
     return {
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {"title": title, "version": version,
                  "description": "HTDA node REST API. State-changing requests need an HTDA-HMAC signature."},
         "paths": dict(sorted(paths.items())),
         "components": {
-            "schemas": {"Error": ERROR_SCHEMA},
+            "schemas": {"Error": ERROR_SCHEMA, **dict(sorted(components.items()))},
             "securitySchemes": {
                 "htdaHmac": {"type": "apiKey", "in": "header", "name": "Authorization",
                              "description": "HTDA-HMAC ts=<unix>,nonce=<hex>,sig=<hmac-sha256>"}
@@ -43,13 +55,14 @@ def document(routes: Iterable[Route], title: str, version: str) -> dict[str, Any
     }
 
 
-def _operation(route: Route) -> dict[str, Any]:
+def _operation(route: Route, by_kind: dict[Any, dict[str, Any]], components: dict[str, Any]) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": route.summary,
         "operationId": _operation_id(route),
         "tags": [route.tag],
         "responses": {
-            "200": {"description": "success", "content": {route.content_type: {"schema": route.response or {}}}},
+            "200": {"description": "success", "content": {
+                route.content_type: {"schema": by_kind[route.response] if route.response is not None else {}}}},
             "400": _error_response("bad request"),
             "404": _error_response("not found"),
         },
@@ -68,7 +81,8 @@ def _operation(route: Route) -> dict[str, Any]:
     if parameters:
         op["parameters"] = parameters
     if route.body is not None:
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": route.body}}}
+        op["requestBody"] = {"required": True,
+                             "content": {"application/json": {"schema": _in_place(by_kind[route.body], components)}}}
         op["responses"]["413"] = _error_response("request body too large")
     if route.access != "public":
         op["security"] = [{"htdaHmac": []}]
@@ -83,3 +97,9 @@ def _error_response(text: str) -> dict[str, Any]:
 def _operation_id(route: Route) -> str:
     words = re.findall(r"[A-Za-z0-9]+", route.path.replace("/api/v1", ""))
     return route.method.lower() + "_" + "_".join(words)
+
+
+def _in_place(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
+    """A reference to a named schema replaced by that schema (its own references stay)."""
+    ref = schema.get("$ref", "")
+    return dict(components[ref.rsplit("/", 1)[1]]) if ref.startswith("#/components/schemas/") else schema

@@ -21,6 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from msgspec import structs
+
+from ..protocol.clients import NodeClient
+from ..protocol.node import Heartbeat, MemberInfo
 from .client import Client, ClientError
 
 __all__ = ["Member", "Pool"]
@@ -100,10 +104,12 @@ class Pool:
         return self.me
 
     # -- the heartbeat protocol ---------------------------------------------
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> Heartbeat:
         """What this node sends in a heartbeat."""
         self.me.info = self._info()
-        return {k: v for k, v in self._refresh_me().to_json(self.clock()).items() if k != "age"}
+        me = self._refresh_me()
+        return Heartbeat(name=me.name, url=me.url, roles=me.roles, version=me.version, started=me.started,
+                         info=me.info)
 
     def receive_json(self, beat: dict[str, Any]) -> bytes:
         """Handle a heartbeat from another node; answer with the member list, encoded.  A seed of many members
@@ -129,15 +135,12 @@ class Pool:
         """Seconds a seed reuses its encoded member list: a tenth of the interval, at most one second."""
         return min(1.0, self.interval / 10)
 
-    def merge(self, members: list[dict[str, Any]]) -> None:
+    def merge(self, members: list[MemberInfo]) -> None:
         """Fold a seed's member list into this node's view."""
         now = self.clock()
         for entry in members:
-            if entry.get("name") == self.me.name:
-                continue
-            age = float(entry.get("age", 0.0))
-            if age < self.expiry:
-                self._upsert(entry, now - age)
+            if entry.name != self.me.name and entry.age < self.expiry:
+                self._upsert(structs.asdict(entry), now - entry.age)
 
     def _upsert(self, entry: dict[str, Any], seen: float) -> None:
         joined: Member | None = None
@@ -193,10 +196,9 @@ class Pool:
             if seed == self.me.url.rstrip("/"):
                 continue
             try:
-                answer = self.client.post(f"{seed}/api/v1/pool/heartbeat", payload,
-                                          timeout=timeout, idempotent=True, retries=0)
+                answer = NodeClient(self.client, seed).heartbeat(payload, timeout=timeout, retries=0)
                 self.heartbeats_sent += 1
-                self.merge(answer.get("members", []) if isinstance(answer, dict) else [])
+                self.merge(answer.members)
             except ClientError as exc:
                 self.heartbeat_failures += 1
                 log.debug("heartbeat to %s failed: %s", seed, exc)

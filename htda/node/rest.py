@@ -36,7 +36,8 @@ from urllib.parse import parse_qsl
 from cheroot import wsgi
 from cheroot.ssl.builtin import BuiltinSSLAdapter
 
-from . import schema as jsonschema
+from ..protocol.base import Endpoint, ProtocolError
+from ..protocol.base import decode as decode_body
 from .auth import AuthError, CertificatePolicy, Verifier, check_body, describe_certificate, host_port
 from .gate import GatedServerMixin, GateOptions
 from .metrics import Registry
@@ -86,9 +87,15 @@ class Route:
     configured read-only network) or ``"auth"`` (signed by a pool member).
     It defaults to ``"read"`` for GET and ``"auth"`` for everything else, so
     every state-changing request is authenticated unless a route says
-    otherwise on purpose.  ``body`` is the JSON schema of the request body;
-    ``example`` a typical 200 answer, shown in the OpenAPI document and the
-    REST reference (a test checks each has the keys the real answer has).
+    otherwise on purpose.  ``body`` is the type of the request body (a
+    :class:`htda.protocol.base.Body` struct: :attr:`Request.data` decodes and
+    checks it, 400 naming the field otherwise) and ``response`` the type of a
+    200 answer; both are in the OpenAPI document with their schemas.
+    :meth:`of` takes both, the method and the path from an
+    :class:`~htda.protocol.base.Endpoint` of :mod:`htda.protocol`.
+    ``example`` is a typical 200 answer, shown in the OpenAPI document and the
+    REST reference (a test checks each fits ``response`` and has the keys the
+    real answer has).
 
     ``max_body`` caps an authenticated body (default: the node's
     ``max_body``).  A body that comes without a signature (a public route,
@@ -102,8 +109,8 @@ class Route:
     path: str
     handler: Callable[["Request"], Any]
     summary: str
-    body: dict[str, Any] | None = None
-    response: dict[str, Any] | None = None
+    body: type[Any] | None = None
+    response: type[Any] | None = None
     query: dict[str, str] = field(default_factory=dict)  # name -> description
     access: str | None = None
     tag: str = "node"
@@ -128,6 +135,12 @@ class Route:
             public_limit = self.max_body if self.access == "public" else None
             self.unsigned_body = public_limit or UNSIGNED_BODY
 
+    @classmethod
+    def of(cls, endpoint: Endpoint[Any], handler: Callable[["Request"], Any], summary: str, **options: Any) -> "Route":
+        """The route serving ``endpoint`` (its method, path, body and answer types) with ``handler``."""
+        return cls(endpoint.method, endpoint.path, handler, summary, body=endpoint.request,
+                   response=endpoint.response, **options)
+
 
 def _compile(path: str) -> tuple[str, list[str]]:
     params: list[str] = []
@@ -146,7 +159,7 @@ class Request:
     """What a handler sees of a request."""
 
     __slots__ = ("method", "path", "target", "query", "params", "body", "remote", "headers", "route", "_json",
-                 "client_cert")
+                 "_data", "client_cert")
 
     def __init__(self, method: str, path: str, target: str, query: dict[str, str], params: dict[str, str],
                  body: bytes, remote: str, headers: dict[str, str], route: Route, client_cert: bool):
@@ -154,18 +167,27 @@ class Request:
         self.body, self.remote, self.headers, self.route = body, remote, headers, route
         self.client_cert = client_cert
         self._json: Any = _UNSET
+        self._data: Any = _UNSET
+
+    @property
+    def data(self) -> Any:
+        """The body decoded into the route's ``body`` type (400 naming the place if it does not fit)."""
+        if self._data is _UNSET:
+            if self.route.body is None:
+                raise TypeError(f"{self.route.path} declares no body type")
+            try:
+                self._data = decode_body(self.body, self.route.body)
+            except ProtocolError as exc:
+                raise HTTPError(400, str(exc)) from None
+        return self._data
 
     @property
     def json(self) -> Any:
-        """The body parsed as JSON and checked against the route's schema (400 if not)."""
+        """The body parsed as plain JSON (checked against the route's ``body`` type first, if it has one)."""
         if self._json is _UNSET:
-            value = decode_json(self.body)
             if self.route.body is not None:
-                try:
-                    jsonschema.check(value, self.route.body)
-                except jsonschema.SchemaError as exc:
-                    raise HTTPError(400, str(exc)) from None
-            self._json = value
+                self.data  # noqa: B018 - checks the body
+            self._json = decode_json(self.body)
         return self._json
 
     def query_int(self, name: str, default: int, lo: int = 0, hi: int = 1_000_000) -> int:

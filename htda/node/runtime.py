@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..protocol import node as proto
+from ..protocol.base import to_wire
 from . import plugins
 from .auth import AuthError, CertificatePolicy, Verifier, authority, host_port, load_secret
 from .client import Client
@@ -20,7 +22,7 @@ from .config import REQUIRED, ConfigError, Field, Section, load_toml, positive, 
 from .gate import GateOptions
 from .metrics import Registry
 from .pool import Member, Pool
-from .rest import API, HTTPError, Request, Response, RestApp, RestServer, Route
+from .rest import HTTPError, Request, Response, RestApp, RestServer, Route
 
 __all__ = ["Node", "load_config", "NODE_SCHEMA", "COMPONENT_GROUP"]
 
@@ -350,29 +352,19 @@ class Node:
                 "started": self.started, "uptime": round(time.time() - self.started, 3)}
 
     def _routes(self) -> list[Route]:
-        member_schema = {"type": "object", "additionalProperties": False,
-                         "required": ["name", "url", "roles", "version", "started"],
-                         "properties": {
-                             "name": {"type": "string", "minLength": 1, "maxLength": 255},
-                             "url": {"type": "string", "minLength": 1, "maxLength": 2048},
-                             "roles": {"type": "array", "maxItems": 32,
-                                       "items": {"type": "string", "maxLength": 64}},
-                             "version": {"type": "string", "maxLength": 64},
-                             "started": {"type": "number"},
-                             "info": {"type": "object"}}}
         return [
-            Route("GET", "/healthz", self._healthz, "liveness probe: 503 naming each background loop that is "
-                  "stale or failing", access="public", example=HEALTH_EXAMPLE),
-            Route("GET", "/metrics", self._metrics, "Prometheus metrics", access="public",
-                  content_type="text/plain; version=0.0.4"),
-            Route("GET", f"{API}/node", lambda r: self.node_info(), "this node's identity, roles, version, uptime",
-                  access="public", example=NODE_EXAMPLE),
-            Route("GET", f"{API}/pool", lambda r: {"self": self.name, "members": self.pool.snapshot()},
-                  "live pool members as this node sees them", example=POOL_EXAMPLE),
-            Route("POST", f"{API}/pool/heartbeat", self._heartbeat, "a member's heartbeat; answers the member list",
-                  body=member_schema, max_body=1024 * 1024),
-            Route("GET", f"{API}/openapi.json", lambda r: self.app.openapi("HTDA node", self.version),
-                  "this OpenAPI document", access="public"),
+            Route.of(proto.HEALTH, self._healthz, "liveness probe: 503 naming each background loop that is "
+                     "stale or failing", access="public", example=HEALTH_EXAMPLE),
+            Route.of(proto.METRICS, self._metrics, "Prometheus metrics", access="public",
+                     content_type="text/plain; version=0.0.4"),
+            Route.of(proto.NODE, lambda r: self.node_info(), "this node's identity, roles, version, uptime",
+                     access="public", example=NODE_EXAMPLE),
+            Route.of(proto.POOL, lambda r: {"self": self.name, "members": self.pool.snapshot()},
+                     "live pool members as this node sees them", example=POOL_EXAMPLE),
+            Route.of(proto.HEARTBEAT, self._heartbeat, "a member's heartbeat; answers the member list",
+                     max_body=1024 * 1024, example=HEARTBEAT_EXAMPLE),
+            Route.of(proto.OPENAPI, lambda r: self.app.openapi("HTDA node", self.version),
+                     "this OpenAPI document", access="public"),
         ]
 
     def health(self) -> dict[str, Any]:
@@ -392,10 +384,10 @@ class Node:
         return Response(self.metrics.render(), content_type="text/plain; version=0.0.4; charset=utf-8")
 
     def _heartbeat(self, request: Request) -> Response:
-        beat = request.json
-        if not beat["url"].startswith(("http://", "https://")):
+        beat: proto.Heartbeat = request.data
+        if not beat.url.startswith(("http://", "https://")):
             raise HTTPError(400, "body.url: must be an http:// or https:// URL")
-        return Response(self.pool.receive_json(beat))
+        return Response(self.pool.receive_json(to_wire(beat)))
 
 
 # Answers of the example all-in-one node (config/all-in-one.toml) for the REST reference.
@@ -412,6 +404,7 @@ POOL_EXAMPLE = {"self": "all-in-one", "members": [{
              "cache": {"capacity_bytes": 65458412857, "free_bytes": 65458368308, "used_bytes": 44549, "files": 2,
                        "staging": 0}}}]}
 
+HEARTBEAT_EXAMPLE = {"members": POOL_EXAMPLE["members"], "interval": 10.0, "expiry": 30.0}
 
 def _rss_bytes() -> float:
     with open("/proc/self/statm") as fh:

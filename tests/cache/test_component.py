@@ -12,8 +12,9 @@ import urllib.request
 import pytest
 
 from htda.node.client import Client, HTTPStatusError
+from testkit.fakes import PeerStandIn
 from testkit.nodes import SECRET, wait_until
-from testkit.storage import PeerStandIn, make_tree
+from testkit.storage import make_tree
 
 
 @pytest.fixture

@@ -18,8 +18,9 @@ from htda.cache.peers import MAX_RANGE, PeerSource, copy_url
 from htda.cache.service import MAX_PEERS, _peers_of
 from htda.cache.staging import PeersUnavailable, Stager, StagingError, StagingJob
 from htda.node.client import BadResponse, Client
+from testkit.fakes import PeerStandIn
 from testkit.nodes import SECRET, wait_until
-from testkit.storage import PeerStandIn, make_tree
+from testkit.storage import make_tree
 
 CHUNK = 64 * 1024
 SIZES = {"/store/p/big.dat": 5 * CHUNK + 1234, "/store/p/small.dat": 3_000, "/store/p/empty.dat": 0,
@@ -121,14 +122,15 @@ def metric(node, name: str) -> float:
     return sum(values)
 
 
-def copier(tmp_path, holder, storage_cls=CountingStorage, fallback=True, chunk=CHUNK):
+def copier(tmp_path, holder, storage_cls=CountingStorage, fallback=True, chunk=CHUNK, check_mtime=True):
     """A stager, device and counting storage of a second node, and a job factory copying from ``holder``."""
     device = PosixDevice(str(tmp_path / "dev-b"))
     store = storage_cls(str(tmp_path / "storage"))
     client = Client(SECRET.encode(), retries=0)
 
     def job(lfn: str) -> StagingJob:
-        return StagingJob(lfn, store, device, peers=[PeerSource("a", holder.url, client, chunk=chunk, timeout=5)],
+        return StagingJob(lfn, store, device, peers=[PeerSource("a", holder.url, client, chunk=chunk, timeout=5,
+                                                                check_mtime=check_mtime)],
                           storage_fallback=fallback)
 
     return Stager(buffer_size=chunk), device, store, job
@@ -284,6 +286,19 @@ def test_copy_of_an_older_version_at_the_peer_is_refused(holder, tmp_path):
     stager.stage(job(BIG))
     assert (tmp_path / "dev-b/data" / BIG.lstrip("/")).read_bytes() == data
     assert store.reads == [(0, len(data))]
+
+
+def test_without_the_mtime_check_only_the_size_must_agree(holder, tmp_path):
+    """Workers behind proxies of their own see different mtimes of one file: the size still decides."""
+    source = tmp_path / "storage" / BIG.lstrip("/")
+    os.utime(source, (1_700_000_000, 1_700_000_000))  # the same bytes, another mtime (another proxy's view)
+    stager, device, store, job = copier(tmp_path, holder, fallback=False, check_mtime=False)
+    stager.stage(job(BIG))
+    assert (tmp_path / "dev-b/data" / BIG.lstrip("/")).read_bytes() == holder.files[BIG] and store.reads == []
+    source.write_bytes(holder.files[BIG] + b"x")  # a new version of another size is refused all the same
+    stager, device, store, job = copier(tmp_path, holder, fallback=False, check_mtime=False)
+    with pytest.raises(PeersUnavailable, match="not of the source's version"):
+        stager.stage(job(BIG))
 
 
 # -- two nodes of a pool -----------------------------------------------------------------------------------------

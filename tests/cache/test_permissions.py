@@ -27,8 +27,9 @@ from htda.cache.staging import Stager, StagingJob
 from htda.cache.union import unmount
 from htda.node import plugins
 from htda.node.client import Client, HTTPStatusError
+from testkit.fakes import PeerStandIn
 from testkit.nodes import SECRET, wait_until
-from testkit.storage import PeerStandIn, RangeHTTPServer, copy_tree
+from testkit.storage import RangeHTTPServer, copy_tree
 from tests.users import run_as
 
 HAS_FUSE = os.path.exists("/dev/fuse") and shutil.which("mergerfs") is not None

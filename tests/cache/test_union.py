@@ -21,8 +21,9 @@ from htda.cache.union.mergerfs import MergerfsDriver
 from htda.cache.union.overlayfs import OverlayfsDriver
 from htda.cache.union.symlink import SymlinkDriver
 from htda.node.client import Client
+from testkit.fakes import PeerStandIn
 from testkit.nodes import SECRET, wait_until
-from testkit.storage import PeerStandIn, copy_tree, make_tree
+from testkit.storage import copy_tree, make_tree
 
 IS_ROOT = os.geteuid() == 0
 HAS_FUSE = os.path.exists("/dev/fuse") and shutil.which("mergerfs") is not None

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from htda.node.client import Client
+from testkit.fakes import RecordingCoordinator
 from testkit.nodes import SECRET
 
-from .kit import Hooks, RecordingCoordinator, agent_sections, agent_socket, install_hooks, shared_dir, write_hook_config
+from .kit import Hooks, agent_sections, agent_socket, install_hooks, shared_dir, write_hook_config
 
 
 @pytest.fixture(scope="session")
@@ -34,10 +35,9 @@ def sockets(socket_dir):
 
 @pytest.fixture
 def coordinator():
-    recorder = RecordingCoordinator()
-    recorder.server.start()
+    recorder = RecordingCoordinator().start()
     yield recorder
-    recorder.server.stop()
+    recorder.stop()
 
 
 @pytest.fixture

@@ -13,9 +13,6 @@ from pathlib import Path
 
 import classad2
 
-from htda.node.auth import Verifier
-from htda.node.rest import RestApp, RestServer, Route
-from testkit.nodes import SECRET, free_port
 from tests.users import User, run_as
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,30 +112,6 @@ def shared_dir(prefix: str) -> Path:
 def agent_socket(node) -> str:
     """The UNIX socket the submit agent of the in-process ``node`` serves the hooks on."""
     return str(node.components["submit"].channel.path)
-
-
-class RecordingCoordinator:
-    """A real server with the coordinator's jobs/events endpoints that keeps what it is sent."""
-
-    def __init__(self) -> None:
-        self.jobs: list[dict] = []
-        self.events: list[dict] = []
-        self.lock = threading.Lock()
-        app = RestApp(Verifier(SECRET.encode()), read_networks=[])
-        app.add([Route("POST", "/api/v1/coordinator/jobs", self._jobs, "jobs"),
-                 Route("POST", "/api/v1/coordinator/events", self._events, "events")])
-        self.server = RestServer(app, "127.0.0.1", free_port(), threads=4)
-        self.url = f"http://127.0.0.1:{self.server.port}"
-
-    def _jobs(self, request):
-        with self.lock:
-            self.jobs.extend(request.json["jobs"])
-        return {"accepted": len(request.json["jobs"]), "duplicates": 0}
-
-    def _events(self, request):
-        with self.lock:
-            self.events.extend(request.json["events"])
-        return {"accepted": len(request.json["events"]), "duplicates": 0, "unknown": 0}
 
 
 def agent_sections(locators: list[str], coordinators: list[str], socket: str, **extra) -> dict:

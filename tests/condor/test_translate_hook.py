@@ -190,3 +190,17 @@ def test_sizes_come_from_the_submit_hosts_view_of_storage(run, inprocess_node, l
     run("htda_translate", hook_input(job_ad(HTDA_InputFiles='"/store/data/run1/c.root, /store/x.root"')), config)
     wait_until(lambda: coordinator.jobs, timeout=5, what="the job to reach the coordinator")
     assert coordinator.jobs[0]["sizes"] == {"/store/data/run1/c.root": 1234}
+
+
+def test_a_job_the_coordinator_would_refuse_is_not_sent_and_blocks_nothing(run, agent, coordinator, hook_config):
+    """The agent checks each job with the coordinator's own type before queueing it: one bad job in a batch would
+    have the coordinator refuse the whole batch, again at every retry."""
+    long_schedd = "s" * 300  # a job id of more than 255 characters
+    bad = run("htda_translate", hook_input(job_ad(GlobalJobId=f'"{long_schedd}#4711.3#1763860000"')), hook_config)
+    good = run("htda_translate", hook_input(job_ad(ClusterId="4712")), hook_config)
+    assert bad.code == good.code == 0
+    wait_until(lambda: coordinator.jobs, timeout=5, what="the good job at the coordinator")
+    time.sleep(0.3)  # a few send intervals: the bad job would have gone in the same or the next batch
+    assert [job["job_id"] for job in coordinator.jobs] == ["submit.example.org#4712.3"]
+    metrics = Client().raw("GET", agent.url + "/metrics")[1].decode()
+    assert 'htda_submit_invalid_total{kind="jobs"} 1' in metrics

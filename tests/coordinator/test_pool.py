@@ -8,9 +8,10 @@ import time
 import pytest
 
 from htda.node.client import Client
+from htda.protocol.paths import COORDINATOR
 from testkit.nodes import SECRET, wait_until
 
-BASE = "/api/v1/coordinator"
+BASE = COORDINATOR
 
 
 class CacheHeartbeats(threading.Thread):

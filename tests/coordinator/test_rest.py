@@ -9,9 +9,10 @@ import urllib.request
 import pytest
 
 from htda.node.client import Client, HTTPStatusError
+from htda.protocol.paths import COORDINATOR
 from testkit.nodes import SECRET, wait_until
 
-BASE = "/api/v1/coordinator"
+BASE = COORDINATOR
 
 
 @pytest.fixture

@@ -5,10 +5,8 @@ from __future__ import annotations
 import pytest
 
 from htda.node.client import HTTPStatusError
+from htda.protocol.paths import HOLDINGS, LOOKUP
 from testkit.nodes import wait_until
-
-HOLDINGS = "/api/v1/locator/holdings"
-LOOKUP = "/api/v1/locator/lookup"
 
 
 @pytest.fixture

@@ -12,11 +12,11 @@ import pytest
 from htda.node.auth import Signer
 from htda.node.client import Client
 from htda.node.rest import UNSIGNED_BODY, RestApp, RestServer, Route
+from htda.protocol.paths import HOLDINGS, LOOKUP
 from testkit.nodes import SECRET
 
 KEY = SECRET.encode()
-HOLDINGS = "/api/v1/locator/holdings"  # auth, takes bodies up to 256 MB once signed
-LOOKUP = "/api/v1/locator/lookup"  # read: open to loopback without a signature
+# HOLDINGS: auth, takes bodies up to 256 MB once signed; LOOKUP: read, open to loopback without a signature
 BIG = 64 * 1024 * 1024
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import quote
 
 from htda.node.rest import API, Route
+from htda.protocol.base import check_answer
 
 # What an operator reads first: each of these must show an example answer.
 OPERATORS_READ = {("GET", "/healthz"), ("GET", f"{API}/node"), ("GET", f"{API}/pool"),
@@ -15,7 +16,15 @@ OPERATORS_READ = {("GET", "/healthz"), ("GET", f"{API}/node"), ("GET", f"{API}/p
                   ("GET", f"{API}/cache/staging")}
 
 # The request body of each POST with an example, made from the example (so a lookup asks for its LFNs).
-BODIES = {f"{API}/locator/lookup": lambda example: {"lfns": list(example["files"])}}
+_SELF = ("name", "url", "roles", "version", "started")
+BODIES = {f"{API}/locator/lookup": lambda example: {"lfns": list(example["files"])},
+          # the node's own heartbeat and an empty delta of its own holdings: they change nothing
+          f"{API}/pool/heartbeat": lambda example: {k: example["members"][0][k] for k in _SELF},
+          f"{API}/locator/holdings": lambda example: {"node": "all-in-one", "files": [], "replace": False},
+          f"{API}/coordinator/jobs": lambda example: {"jobs": [
+              {"job_id": "example#1.0", "owner": "alice", "inputs": ["/store/demo/dataset1/events_001.root"]}]},
+          f"{API}/coordinator/events": lambda example: {"events": [
+              {"job_id": "example#1.0", "state": "finished", "time": 1795642845.0}]}}
 
 
 def shape_problems(example: Any, answer: Any, where: str = "") -> list[str]:
@@ -60,6 +69,18 @@ def test_every_example_has_the_shape_of_the_real_answer(cached_node):
     problems = [f"{r.method} {r.path}: {problem}" for r in with_examples
                 for problem in shape_problems(r.example, _answer(cached_node, r))]
     assert not problems, "\n".join(problems)
+
+
+def test_examples_and_real_answers_fit_the_answer_types(cached_node):
+    """The protocol's answer types (the schemas of the OpenAPI document) describe what the node really sends."""
+    with_examples = [r for r in cached_node.app.routes if r.example is not None]
+    assert all(r.response is not None for r in with_examples)
+    for route in with_examples:
+        check_answer(route.example, route.response, f"{route.path} example")
+        check_answer(_answer(cached_node, route), route.response, f"{route.path} answer")
+    for route in cached_node.app.routes:  # every JSON GET without parameters answers as its type says
+        if route.method == "GET" and route.response is not None and not route.params:
+            check_answer(cached_node.client.get(cached_node.url + route.path), route.response, route.path)
 
 
 def test_examples_are_in_the_openapi_document(cached_node):

@@ -30,8 +30,8 @@ import pytest
 
 from htda.cache.union.base import mount_type
 from htda.cache.union.mergerfs import MergerfsDriver
+from testkit.fakes import PeerStandIn
 from testkit.nodes import SECRET, NodeProcess, free_port, wait_until, write_config
-from testkit.storage import PeerStandIn
 from tests.users import ensure_user, run_as
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,243 @@
+"""The coordinator's contract: jobs and events in (submit agents), assignments out, releases and reads in
+(cache nodes), admin queries (CLI, dashboard)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from msgspec import UNSET, Meta, UnsetType
+
+from . import paths
+from .base import Answer, Body, Endpoint, Lfn, Name, Text, Time
+
+__all__ = ["ASSIGNMENTS", "AssignedFile", "Assignments", "BASE", "CYCLE", "CacheNodeSummary", "CycleAnswer",
+           "CycleReport", "CycleRequest", "DRAIN", "DrainAnswer", "DrainRequest", "EVENTS", "Event", "EventsAnswer",
+           "EventsRequest", "FILE", "FileInfo", "GroupInfo", "JOBS", "Job", "JobsAnswer", "JobsRequest", "NODES",
+           "NodesAnswer", "PIN", "PINNED", "PinAnswer", "PinRequest", "PinnedFile", "Pinned", "READS",
+           "READING", "ReadsAnswer", "ReadsRequest", "RELEASES", "ReleasesAnswer", "ReleasesRequest",
+           "StorageReads", "TOP_FILES", "TOP_GROUPS", "TopFile", "TopFiles", "TopGroup", "TopGroups"]
+
+BASE = paths.COORDINATOR
+
+
+class Job(Body):
+    """One job as the submit agent publishes it: its inputs, and what the hooks knew of it."""
+
+    job_id: Name
+    owner: Text
+    inputs: list[Lfn]
+    cpus: Annotated[int, Meta(ge=0, le=1 << 20)] | UnsetType = UNSET
+    memory: Annotated[int, Meta(ge=0, le=(1 << 31) - 1)] | UnsetType = UNSET  # MB; a 32-bit column
+    submit_time: Time | UnsetType = UNSET
+    task: Text | UnsetType = UNSET
+    sizes: dict[str, Annotated[int, Meta(ge=0, le=1 << 62)]] | UnsetType = UNSET
+
+
+class JobsRequest(Body):
+    jobs: list[Job]
+
+
+class JobsAnswer(Answer):
+    accepted: int
+    duplicates: int
+
+
+class Event(Body):
+    """A job's state change; ``started`` records its accesses."""
+
+    job_id: Name
+    state: Literal["started", "finished", "removed"]
+    time: Time
+    node: Name | UnsetType = UNSET
+    owner: Text | UnsetType = UNSET
+
+
+class EventsRequest(Body):
+    events: list[Event]
+
+
+class EventsAnswer(Answer):
+    accepted: int
+    duplicates: int
+    unknown: int
+    refused: int
+
+
+class ReleasesRequest(Body):
+    """Files a cache node cannot hold; the coordinator places them elsewhere."""
+
+    node: Name
+    lfns: list[Lfn]
+    reason: Annotated[str, Meta(max_length=1024)] | UnsetType = UNSET
+
+
+class ReleasesAnswer(Answer):
+    released: int
+
+
+class ReadsRequest(Body):
+    """Files jobs on a cache node's worker read from storage now; replaces the node's last report for ``ttl``."""
+
+    node: Name
+    lfns: list[Lfn]
+    ttl: Annotated[float, Meta(ge=0, le=3600)]
+
+
+class ReadsAnswer(Answer):
+    reported: int
+
+
+class StorageReads(Answer):
+    """Files read from storage now, by node; the files whose copies wait for those reads (at most ``max_defer``
+    seconds)."""
+
+    nodes: dict[str, list[str]]
+    deferred: list[str]
+    max_defer: float = 0.0
+
+
+class AssignedFile(Answer):
+    """One file a cache node should hold.  A replica (a second or later copy of a popular group) names the
+    ``peers`` holding it and is copied from them only (``peers_only``), never from storage."""
+
+    lfn: str
+    score: float
+    size: int | None
+    source: str | None
+    defer: bool = False
+    peers: list[str] | UnsetType = UNSET
+    peers_only: bool | UnsetType = UNSET
+
+
+class Assignments(Answer):
+    """The full list of files a cache node should hold, best first (the pull contract)."""
+
+    node: str
+    cycle: int
+    files: list[AssignedFile]
+    draining: bool = False
+
+
+class TopFile(Answer):
+    lfn: str
+    score: float
+    size: int | None
+    node: str | None
+
+
+class TopFiles(Answer):
+    files: list[TopFile]
+
+
+class GroupInfo(Answer):
+    id: int
+    name: str | None
+    kind: str | None
+    score: float
+
+
+class TopGroup(GroupInfo):
+    files: int
+
+
+class TopGroups(Answer):
+    groups: list[TopGroup]
+
+
+class FileInfo(Answer):
+    lfn: str
+    size: int | None
+    score: float
+    node: str | None
+    groups: list[GroupInfo]
+    accesses: int
+    recent: list[dict[str, Any]]
+
+
+class CycleReport(Answer):
+    cycle: int
+    kind: str
+    groups_rekeyed: int
+    candidates: int
+    placed: int
+    moved: int
+    seconds: float
+
+
+class CacheNodeSummary(Answer):
+    name: str
+    url: str | None
+    live: bool
+    draining: bool
+    capacity_bytes: int | None
+    free_bytes: int | None
+    last_seen: float | None
+    assigned_files: int
+    assigned_bytes: int
+    replica_files: int = 0
+
+
+class NodesAnswer(Answer):
+    cycle: int
+    last_cycle: CycleReport | None
+    recent_cycles: list[CycleReport]
+    nodes: list[CacheNodeSummary]
+
+
+class PinRequest(Body):
+    pin: bool
+    lfns: list[Lfn] | UnsetType = UNSET
+    groups: list[Name] | UnsetType = UNSET
+
+
+class PinAnswer(Answer):
+    files: int
+    pinned: int
+    unknown_groups: list[str]
+
+
+class PinnedFile(Answer):
+    lfn: str
+    node: str | None
+
+
+class Pinned(Answer):
+    files: list[PinnedFile]
+
+
+class CycleRequest(Body):
+    """``full``: place every candidate again (the body may also be empty)."""
+
+    full: bool = False
+
+
+class CycleAnswer(Answer):
+    cycle: CycleReport | None
+
+
+class DrainRequest(Body):
+    """Exactly one of ``draining`` and its other name ``drain``."""
+
+    draining: bool | UnsetType = UNSET
+    drain: bool | UnsetType = UNSET
+
+
+class DrainAnswer(Answer):
+    node: str
+    draining: bool
+
+
+JOBS = Endpoint("POST", paths.JOBS, JobsRequest, JobsAnswer)
+EVENTS = Endpoint("POST", paths.EVENTS, EventsRequest, EventsAnswer)
+RELEASES = Endpoint("POST", paths.RELEASES, ReleasesRequest, ReleasesAnswer)
+READS = Endpoint("POST", paths.READS, ReadsRequest, ReadsAnswer)
+READING = Endpoint("GET", paths.READS, None, StorageReads)
+ASSIGNMENTS = Endpoint("GET", paths.ASSIGNMENTS, None, Assignments)
+TOP_FILES = Endpoint("GET", paths.TOP_FILES, None, TopFiles)
+TOP_GROUPS = Endpoint("GET", paths.TOP_GROUPS, None, TopGroups)
+FILE = Endpoint("GET", paths.FILE, None, FileInfo)
+NODES = Endpoint("GET", paths.NODES, None, NodesAnswer)
+PIN = Endpoint("POST", paths.PINS, PinRequest, PinAnswer)
+PINNED = Endpoint("GET", paths.PINS, None, Pinned)
+CYCLE = Endpoint("POST", paths.CYCLE, CycleRequest, CycleAnswer)
+DRAIN = Endpoint("POST", paths.DRAIN, DrainRequest, DrainAnswer)

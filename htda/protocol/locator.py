@@ -1,0 +1,71 @@
+"""The locator's contract: holdings in (cache nodes), lookups out (submit agents, CLI, dashboard)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from msgspec import UNSET, Meta, UnsetType
+
+from . import paths
+from .base import Answer, Body, Endpoint, Lfn, Name
+
+__all__ = ["BASE", "FILE", "HOLDINGS", "HeldFile", "HeldSummary", "Holding", "HoldingsAnswer", "HoldingsRequest",
+           "LOOKUP", "LocatorNodes", "LookupAnswer", "LookupRequest", "NODES", "NodeShare"]
+
+BASE = paths.LOCATOR
+
+
+class Holding(Body):
+    lfn: Lfn
+    size: Annotated[int, Meta(ge=0)]
+
+
+class HoldingsRequest(Body):
+    """A cache node's holdings: the complete list (``replace``) or a delta (``files`` added, ``removed``)."""
+
+    node: Name
+    files: list[Holding]
+    replace: bool
+    removed: list[Lfn] | UnsetType = UNSET
+
+
+class HoldingsAnswer(Answer):
+    files: int
+
+
+class LookupRequest(Body):
+    lfns: list[str]
+
+
+class NodeShare(Answer):
+    files: int
+    bytes: int
+    fraction: float
+
+
+class LookupAnswer(Answer):
+    """Holders of each LFN asked for, and each holder's share of their bytes."""
+
+    files: dict[str, list[str]]
+    nodes: dict[str, NodeShare]
+
+
+class HeldFile(Answer):
+    lfn: str
+    nodes: dict[str, int]
+
+
+class HeldSummary(Answer):
+    files: int
+    bytes: int
+    updated: float
+
+
+class LocatorNodes(Answer):
+    nodes: dict[str, HeldSummary]
+
+
+HOLDINGS = Endpoint("POST", paths.HOLDINGS, HoldingsRequest, HoldingsAnswer)
+LOOKUP = Endpoint("POST", paths.LOOKUP, LookupRequest, LookupAnswer)
+FILE = Endpoint("GET", paths.LOCATED, None, HeldFile)
+NODES = Endpoint("GET", paths.HOLDERS, None, LocatorNodes)

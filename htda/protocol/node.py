@@ -1,0 +1,84 @@
+"""Every node's own endpoints: identity, health, the pool and its heartbeats."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
+
+from . import paths
+from .base import Answer, Body, Endpoint, Name
+
+__all__ = ["HEALTH", "HEARTBEAT", "Health", "Heartbeat", "HeartbeatAnswer", "LoopHealth", "METRICS", "MemberInfo",
+           "NODE", "NodeInfo", "OPENAPI", "POOL", "PoolView"]
+
+Role = Annotated[str, Meta(max_length=64)]
+
+
+class Heartbeat(Body):
+    """What a member sends to each seed: its identity and its components' small facts (``info``)."""
+
+    name: Name
+    url: Annotated[str, Meta(min_length=1, max_length=2048)]
+    roles: Annotated[list[Role], Meta(max_length=32)]
+    version: Annotated[str, Meta(max_length=64)]
+    started: float
+    info: dict[str, Any] = {}
+
+
+class MemberInfo(Answer):
+    """A pool member as a node sees it; ``age``: seconds since that node last heard from it."""
+
+    name: str
+    url: str
+    roles: list[str]
+    version: str
+    started: float
+    age: float
+    info: dict[str, Any] = {}
+
+
+class HeartbeatAnswer(Answer):
+    """The seed's member list and its timing."""
+
+    members: list[MemberInfo]
+    interval: float
+    expiry: float
+
+
+class PoolView(Answer):
+    self_: str = msgspec.field(name="self")
+    members: list[MemberInfo]
+
+
+class NodeInfo(Answer):
+    name: str
+    url: str
+    roles: list[str]
+    version: str
+    started: float
+    uptime: float
+
+
+class LoopHealth(Answer):
+    state: str
+    detail: str
+    last_ok_ago: float | None
+
+
+class Health(Answer):
+    """``status`` is ``ok`` or ``unhealthy`` (then HTTP 503, one line per loop in ``problems``)."""
+
+    status: str
+    name: str
+    problems: list[str]
+    loops: dict[str, LoopHealth]
+
+
+HEARTBEAT = Endpoint("POST", paths.HEARTBEAT, Heartbeat, HeartbeatAnswer)
+POOL = Endpoint("GET", paths.POOL, None, PoolView)
+NODE = Endpoint("GET", paths.NODE, None, NodeInfo)
+HEALTH = Endpoint("GET", paths.HEALTHZ, None, Health)
+METRICS: Endpoint[str] = Endpoint("GET", paths.METRICS)  # Prometheus text, no JSON
+OPENAPI = Endpoint("GET", paths.OPENAPI, None, dict[str, Any])
