@@ -90,6 +90,9 @@ class CoordinatorComponent(Component):
                                     "proportion to their popularity in room no first copy wants, copied from "
                                     "the nodes that hold them, never from storage (1: no replicas)",
                             check=positive),
+        "replica_headroom": Field(float, 2.0, "copies of a popular group serve this many times its mean share of "
+                                              "the pool's jobs (bursts of jobs want its holders at once)",
+                                  check=_at_least_one),
         "takeover_poll": Field(float, 2.0, "seconds between a standby coordinator's tries of the leader lock "
                                            "(coordinators sharing a database: one leads, the others wait to take "
                                            "over), and between the leader's checks that it still holds it",
@@ -111,7 +114,8 @@ class CoordinatorComponent(Component):
                                 candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],
                                 release_ttl=config["release_ttl"], full_every=config["full_every"],
                                 max_defer=config["max_defer"], first_read_wait=config["first_read_wait"],
-                                max_copies=config["max_copies"], admission=config["admission"])
+                                max_copies=config["max_copies"], replica_headroom=config["replica_headroom"],
+                                admission=config["admission"])
         # None: nothing else can share this database (in-memory SQLite), so this coordinator always leads
         self.leadership = leadership_for(store.engine.url, config["db_schema"] or None)
         # written by the htda-coordinator-leader thread (and start); read by REST workers and the pool

@@ -67,7 +67,8 @@ class Coordinator:
     def __init__(self, store: Store, policy: RatingPolicy[int], *, per_size: bool = False, hysteresis: float = 2.0,
                  fill: float = 0.95, candidate_factor: float = 1.5, unknown_size: int = 1 << 30,
                  release_ttl: float = 3600.0, full_every: int = 10, max_defer: float = 600.0,
-                 first_read_wait: float = 0.0, max_copies: int = 1, admission: str = "tinylfu"):
+                 first_read_wait: float = 0.0, max_copies: int = 1, replica_headroom: float = 2.0,
+                 admission: str = "tinylfu"):
         self.store = store
         self.reads = StorageReads(max_defer)
         self.first_read_wait = first_read_wait
@@ -81,7 +82,7 @@ class Coordinator:
         self.cycle = 0
         self.placement: dict[int, str] = {}
         self.lists: dict[str, list[int]] = {}  # node -> file ids, best first
-        self.max_copies = max_copies
+        self.max_copies, self.replica_headroom = max_copies, replica_headroom
         self.replicas: dict[int, tuple[str, ...]] = {}  # file id -> nodes holding a replica (second copy first)
         self.replica_lists: dict[str, list[tuple[int, int]]] = {}  # node -> (file id, which copy it is)
         self.draining: set[str] = set()
@@ -245,7 +246,7 @@ class Coordinator:
             return {}
         hot = self.state.hot_groups(max(HOT_GROUPS_MIN, HOT_GROUPS_PER_NODE * len(capacities)))
         return replicate(hot, placement, self.state.size, capacities, max_copies=self.max_copies,
-                         current=self.replicas, excluded=excluded)
+                         headroom=self.replica_headroom, current=self.replicas, excluded=excluded)
 
     def _admission_options(self) -> dict[str, Any]:
         """``place``'s admission arguments; the sketch is first sized to the placed files (at least as many as their

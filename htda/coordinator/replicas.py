@@ -10,15 +10,21 @@ proportion to their popularity, within a budget:
 - **How many.**  A group whose score is a share ``p`` of the hot groups'
   scores (``groups`` are jobs' input groups, one per job: a task's union of
   its jobs' inputs would count each job twice) draws about ``p`` of their
-  jobs, that is ``p * N`` nodes' worth of a pool of ``N`` cache nodes; it is given ``ceil(p * N)`` copies (the first
-  one included), at most ``max_copies`` and at most ``N``.  A pool of evenly
-  popular groups gets no replica at all.
+  jobs, that is ``p * N`` nodes' worth of a pool of ``N`` cache nodes; it
+  is given ``ceil(p * N * h)`` copies (the first one included), at most
+  ``max_copies`` and at most ``N``.  ``h``, the *headroom* (the coordinator's
+  default 2), provisions for peaks over that mean: jobs come in bursts (a
+  cluster submitted at once, a queue deeper than the slots), and the jobs of
+  one burst that read a group all want its holders at the same time.  A pool
+  of evenly popular groups gets no replica with ``h = 1``.
 - **Where.**  Only in the room the placement left (capacity minus the first
   copies): a replica never displaces a first copy, and it goes first when a
   first copy needs its room (replicas are computed again every cycle, after
   the placement).  A group's copy is whole, on a node that holds none of it
   yet, preferring the node that held that copy in the previous cycle (so
-  replicas do not wander), then the node with most room left.
+  replicas do not wander), then the node with the least demand on it (the
+  scores of the hot groups it holds, each split over its copies), then the
+  node with most room left.
 - **Who first.**  When the room is short, copies go by the highest-averages
   rule: the next copy goes to the group with the best ``score / copies``
   (D'Hondt), so a group twice as popular ends with about twice the copies.
@@ -35,8 +41,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
+from typing import Generic, TypeVar
 
 from .placement import GroupCandidate
 
@@ -45,13 +51,33 @@ __all__ = ["copies_wanted", "replicate"]
 F = TypeVar("F", bound=Hashable)
 
 
-def copies_wanted(score: float, total: float, nodes: int, max_copies: int) -> int:
+def copies_wanted(score: float, total: float, nodes: int, max_copies: int, headroom: float = 1.0) -> int:
     """How many copies (the first one included) a group of ``score`` deserves when the hot groups' scores sum to
-    ``total`` on a pool of ``nodes`` cache nodes."""
+    ``total`` on a pool of ``nodes`` cache nodes, with room for ``headroom`` times its mean demand."""
     if total <= 0 or score <= 0 or nodes <= 1:
         return 1
     share = min(score / total, 1.0)
-    return max(1, min(max_copies, nodes, math.ceil(share * nodes - 1e-9)))
+    return max(1, min(max_copies, nodes, math.ceil(share * nodes * headroom - 1e-9)))
+
+
+class _Shares(Generic[F]):
+    """The demand on each node while replicas are handed out: a group's score split evenly over its holders."""
+
+    def __init__(self, nodes: Iterable[str]):
+        self.load = dict.fromkeys(nodes, 0.0)
+
+    def add(self, score: float, holders: Collection[str]) -> None:
+        for node in holders:
+            if node in self.load:
+                self.load[node] += score / len(holders)
+
+    def grow(self, score: float, holders: Collection[str], new: str) -> None:
+        """One more holder ``new``: each of the ``holders`` gives up its part of the group's demand to it."""
+        k = len(holders)
+        for node in holders:
+            if node in self.load:
+                self.load[node] -= score / k - score / (k + 1)
+        self.load[new] += score / (k + 1)
 
 
 def replicate(
@@ -61,6 +87,7 @@ def replicate(
     capacities: Mapping[str, int],
     *,
     max_copies: int,
+    headroom: float = 1.0,
     current: Mapping[F, tuple[str, ...]] | None = None,
     excluded: Mapping[F, Collection[str]] | None = None,
 ) -> dict[F, tuple[str, ...]]:
@@ -68,8 +95,9 @@ def replicate(
 
     ``groups`` are the hot groups with their scores (their sum is the popularity the shares are taken of);
     ``placement`` is the new placement of first copies, ``size(file)`` its bytes, ``capacities`` the bytes
-    each live cache node may hold; ``current`` the replicas of the previous cycle; ``excluded`` the nodes that
-    released a file.  See the module docstring for the rules.
+    each live cache node may hold; ``headroom`` how many times its mean demand a group's copies should serve;
+    ``current`` the replicas of the previous cycle; ``excluded`` the nodes that released a file.  See the
+    module docstring for the rules.
     """
     if max_copies <= 1 or len(capacities) <= 1:
         return {}
@@ -81,24 +109,28 @@ def replicate(
     out: dict[F, list[str]] = {}
     hot = [g for g in groups if g.score > 0 and math.isfinite(g.score)]
     total = sum(g.score for g in hot)
+    shares: _Shares[F] = _Shares(room)
     queue: list[tuple[float, int, int]] = []  # (-(score / copies so far), group's rank, copies so far)
     for rank, group in enumerate(hot):  # a group split over nodes is served by several already
-        if _holders(group.files, placement, out) and copies_wanted(group.score, total, len(room), max_copies) > 1:
+        holders = _holders(group.files, placement, out)
+        shares.add(group.score, holders)
+        if holders and copies_wanted(group.score, total, len(room), max_copies, headroom) > 1:
             queue.append((-group.score, rank, 1))
     heapq.heapify(queue)
     while queue:
         _, rank, copies = heapq.heappop(queue)
         group = hot[rank]
         holders = _holders(group.files, placement, out)
-        if not holders or len(holders) >= copies_wanted(group.score, total, len(room), max_copies):
+        if not holders or len(holders) >= copies_wanted(group.score, total, len(room), max_copies, headroom):
             continue
-        target = _target(group.files, holders, room, size, placement, current, excluded, out)
+        target = _target(group.files, holders, room, size, placement, current, excluded, out, shares.load)
         if target is None:
             continue
         for lfn in group.files:
             if placement.get(lfn) != target and target not in out.get(lfn, ()):
                 out.setdefault(lfn, []).append(target)
                 room[target] -= size(lfn)
+        shares.grow(group.score, holders, target)
         heapq.heappush(queue, (-group.score / (len(holders) + 1), rank, len(holders) + 1))
     return {lfn: tuple(nodes) for lfn, nodes in out.items()}
 
@@ -120,21 +152,22 @@ def _holders(files: Sequence[F], placement: Mapping[F, str], replicas: Mapping[F
 
 def _target(files: Sequence[F], holders: set[str], room: Mapping[str, int], size: Callable[[F], int],
             placement: Mapping[F, str], current: Mapping[F, tuple[str, ...]], excluded: Mapping[F, Collection[str]],
-            replicas: Mapping[F, list[str]]) -> str | None:
+            replicas: Mapping[F, list[str]], load: Mapping[str, float]) -> str | None:
     """The node for one more copy of a group: it holds none of the group's copies, released none of its files
-    and has room for what it lacks; last cycle's replica nodes first, then the roomiest."""
+    and has room for what it lacks; last cycle's replica nodes first, then the node with the least demand on it
+    (the hot groups it holds), then the roomiest."""
     before: dict[str, int] = {}
     for lfn in files:
         for node in current.get(lfn, ()):
             before[node] = before.get(node, 0) + 1
-    best: tuple[int, int, str] | None = None
+    best: tuple[int, float, int, str] | None = None
     for node, free in room.items():
         if node in holders or any(node in excluded.get(lfn, ()) for lfn in files):
             continue
         need = sum(size(lfn) for lfn in files if placement.get(lfn) != node and node not in replicas.get(lfn, ()))
         if need > free:
             continue
-        key = (before.get(node, 0), free - need, node)
+        key = (before.get(node, 0), -load.get(node, 0.0), free - need, node)
         if best is None or key > best:
             best = key
-    return None if best is None else best[2]
+    return None if best is None else best[3]

@@ -118,3 +118,18 @@ def test_max_copies_one_or_a_single_node_means_no_replicas():
     placement = dict.fromkeys(hot.files, "a")
     assert replicate([hot], placement, _size, {"a": 1000, "b": 1000}, max_copies=1) == {}
     assert replicate([hot], placement, _size, {"a": 1000}, max_copies=3) == {}
+
+
+def test_headroom_provisions_for_bursts():
+    assert copies_wanted(25, 100, 4, 3) == 1  # one node's worth on average
+    assert copies_wanted(25, 100, 4, 3, headroom=2.0) == 2  # a burst of its jobs wants two
+    assert copies_wanted(5, 100, 4, 3, headroom=2.0) == 1
+
+
+def test_a_replica_goes_to_the_node_with_the_least_hot_demand_not_the_roomiest():
+    hot, warm, other = _group("hot", 6.0), _group("warm", 3.0), _group("other", 1.0)
+    capacities = {"a": 1000, "b": 1000, "c": 5000}
+    # c is the roomiest but already holds the warm group; b holds only a cold one
+    placement = {**dict.fromkeys(hot.files, "a"), **dict.fromkeys(warm.files, "c"), **dict.fromkeys(other.files, "b")}
+    replicas = replicate([hot, warm, other], placement, _size, capacities, max_copies=2)
+    assert _copies(replicas, hot) == {"b"}
