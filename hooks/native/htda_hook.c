@@ -17,7 +17,7 @@
  *   translate: stdin = route ad line, "------", job ad.  POST it to the
  *              agent; its answer lists attributes to set.  Apply them only
  *              if each one it changes or adds is HTDA's (Rank, Requirements,
- *              JobMachineAttrs, HTDA_*); every other line of the job ad is
+ *              JobMachineAttrs, JobPrio, HTDA_*); every other line of the job ad is
  *              printed byte for byte.  Anything else: the job ad unchanged.
  *   others:    POST stdin to the agent's events endpoint; print nothing.
  *   always:    exit 0 within `timeout` (a socket deadline, and SIGALRM as

@@ -100,6 +100,9 @@ class SubmitAgent(Component):
                                               "(docs/cache.rst)"),
         "home_timeout": Field(float, 300.0, "with steer_requirements: seconds after submission a job waits "
                                             "for its first-read home (0: for ever)"),
+        "cold_first": Field(bool, True, "a job whose inputs no node holds (steered to its first-read home: it "
+                                        "reads them all from storage and runs longest) starts before its owner's "
+                                        "other jobs of default priority: JobPrio 1 where it is 0 or unset"),
         "storage_root": Field(str, "", "a local view of storage (NFS or xrootdfs mount) where the agent reads "
                                        "input sizes for the coordinator; empty: no sizes are sent"),
         "max_ad_bytes": Field(int, 1024 * 1024, "largest ad accepted from a hook", check=positive),
@@ -116,7 +119,8 @@ class SubmitAgent(Component):
                                   config["max_ad_bytes"], threads=config["hook_threads"])
         self.mapping = InputMapping(config["input_attribute"], {p["prefix"]: p["lfn"] for p in config["lfn_prefixes"]})
         self.steering = Steering(config["rank_scale"], config["max_preferred"], config["min_fraction"],
-                                 config["steer_requirements"], config["steer_timeout"], config["home_timeout"])
+                                 config["steer_requirements"], config["steer_timeout"], config["home_timeout"],
+                                 config["cold_first"])
         self.homes = Homes(ttl=HOME_TTL, window=config["home_timeout"] or HOME_TTL)
         self.jobs = _Outbox(coordinator.JOBS, "jobs", config["queue_limit"])
         self.events = _Outbox(coordinator.EVENTS, "events", config["queue_limit"])

@@ -51,7 +51,7 @@ AGENT_USER = "htda"
 TRANSLATE_PATH = paths.TRANSLATE
 EVENTS_PATH = paths.SUBMIT_EVENTS  # ?hook=update|finalize|cleanup
 #: the job attributes (besides ``HTDA_*``) a translate hook may change or add; compared case-insensitively
-ALLOWED_ATTRIBUTES = ("Rank", "Requirements", "JobMachineAttrs")
+ALLOWED_ATTRIBUTES = ("Rank", "Requirements", "JobMachineAttrs", "JobPrio")
 ALLOWED_PREFIX = "HTDA_"
 
 #: the type of a setting's value (hooks.toml is flat: strings, numbers and booleans)

@@ -44,6 +44,7 @@ class Steering:
     steer_requirements: bool = False  # also require a preferred node (off: Requirements untouched)
     steer_timeout: float = 600.0  # seconds after QDate the requirement gives way (0: never)
     home_timeout: float = 300.0  # the same for a job steered to the first-read home of its inputs
+    cold_first: bool = True  # a job that reads all its inputs from storage starts before cached ones (JobPrio)
 
     def rank(self) -> str:
         """The job's new ``Rank``: the affinity term, on unclaimed slots only, plus the user's own Rank.
@@ -79,6 +80,10 @@ Home = Callable[[list[str]], "str | None"]
 #: share a holder of real bytes gets
 HOME_AFFINITY = 1e-3
 
+#: the JobPrio of a job whose inputs no node holds, where the user left it at the default 0: such a job reads
+#: everything from storage and runs longest, so starting it first shortens a batch (longest job first)
+COLD_PRIO = 1
+
 
 def parse_input(stdin: bytes) -> tuple[bytes, classads.ClassAd]:
     """(job ad text, parsed job ad) of a hook's input (route line, ``------``, job ad);
@@ -110,6 +115,9 @@ def translate(ad: classads.ClassAd, mapping: InputMapping, steering: Steering, p
         written = _steer(ad, [(first_read, HOME_AFFINITY)], 0.0, steering.home_timeout, len(job.inputs), steering)
         ad[ATTRS.HOME] = first_read
         written.append(ATTRS.HOME)
+        if steering.cold_first and classads.evaluate(ad, "JobPrio", 0) == 0:
+            ad["JobPrio"] = COLD_PRIO
+            written.append("JobPrio")
         reason = f"no holder: first-read home {first_read}"
     else:
         return Outcome(b"", False, "no cache node holds any input", job)

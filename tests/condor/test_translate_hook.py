@@ -134,9 +134,9 @@ def test_jobs_whose_inputs_no_node_holds_share_a_first_read_home(run, inprocess_
     config = write_hook_config(tmp_path / "homing.toml", agent_socket(agent))
     now = int(time.time())
 
-    def route(inputs: str, waited: int = 0) -> classad2.ClassAd:
-        return parse(run("htda_translate", hook_input(job_ad(HTDA_InputFiles=f'"{inputs}"', QDate=str(now - waited))),
-                         config).stdout)
+    def route(inputs: str, waited: int = 0, **changes: str) -> classad2.ClassAd:
+        ad = job_ad(HTDA_InputFiles=f'"{inputs}"', QDate=str(now - waited), **changes)
+        return parse(run("htda_translate", hook_input(ad), config).stdout)
 
     first = route("/storage/store/new/a.root, /storage/store/new/b.root")
     home = first["HTDA_HomeNode"]
@@ -145,6 +145,7 @@ def test_jobs_whose_inputs_no_node_holds_share_a_first_read_home(run, inprocess_
     assert first.lookup("Requirements").eval(scope=first, target=machine(home)) is True
     assert first.lookup("Requirements").eval(scope=first, target=machine(other)) is False
     assert rank(first, machine(home)) > rank(first, machine(other))
+    assert first["JobPrio"] == 1  # it reads everything from storage: it starts before cached jobs
     second = route("/storage/store/new/b.root", waited=400)  # shares an input; waited past home_timeout
     assert second["HTDA_HomeNode"] == home
     assert second.lookup("Requirements").eval(scope=second, target=machine(other)) is True
@@ -152,9 +153,11 @@ def test_jobs_whose_inputs_no_node_holds_share_a_first_read_home(run, inprocess_
     _, metrics = Client(None, retries=0).raw("GET", f"{agent.url}/metrics")
     assert f'htda_submit_first_read_homes_total{{node="{home}"}} 2'.encode() in metrics
     assert b"htda_submit_first_read_inputs 3" in metrics
+    assert route("/storage/store/new/a.root", JobPrio="5")["JobPrio"] == 5  # a user's own priority stays
     holdings({"c-two": {"/store/new/a.root": 100}})  # once a node holds an input, holders steer, not homes
     held = route("/storage/store/new/a.root, /storage/store/new/b.root")
     assert held["HTDA_PreferredNodes"] == "c-two" and "HTDA_HomeNode" not in held
+    assert held.get("JobPrio", 0) == 0
 
 
 def test_the_executable_runs_through_its_own_shebang(agent, hook_config, holdings):

@@ -106,6 +106,7 @@ JOB = b'Cmd = "/bin/true"\nOwner = "alice"\nRank = 0.0\nRequirements = true\n'
     (b'Rank = 5.0\n', JOB.replace(b"Rank = 0.0", b"Rank = 5.0")),
     (b'RANK = 5.0\n', JOB.replace(b"Rank = 0.0", b"RANK = 5.0")),  # attribute names ignore case
     (b'HTDA_X = 1\njobmachineattrs = "HTDA_NodeName"\n', JOB + b'HTDA_X = 1\njobmachineattrs = "HTDA_NodeName"\n'),
+    (b"JobPrio = 1\n", JOB + b"JobPrio = 1\n"),  # a cold job first among its owner's own jobs
     (b'Cmd = "/bin/true"\nRank = 1\n', JOB.replace(b"Rank = 0.0", b"Rank = 1")),  # the job's own Cmd: no change
     (JOB.replace(b"Rank = 0.0", b"Rank = 1").replace(b"Owner", b"owner"), JOB.replace(b"Rank = 0.0", b"Rank = 1")),
 ])
