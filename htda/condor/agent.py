@@ -91,6 +91,10 @@ class SubmitAgent(Component):
         "rank_scale": Field(float, 1e9, "weight of the cache affinity (0..1) in the job's Rank", check=positive),
         "max_preferred": Field(int, 8, "preferred nodes written into the job", check=positive),
         "min_fraction": Field(float, 0.0, "nodes holding no more than this share of the bytes are not preferred"),
+        "relative_fraction": Field(float, 0.5, "nodes holding less than this part of the best node's share of the "
+                                               "bytes are not preferred (a replica still being copied, a file or two "
+                                               "of a group): with steer_requirements the job waits for a better one",
+                                   check=lambda v: None if 0.0 <= v <= 1.0 else "must be in [0, 1]"),
         "steer_requirements": Field(bool, False, "also require a preferred node (Requirements untouched if false)"),
         "steer_timeout": Field(float, 600.0, "with steer_requirements: seconds after submission (QDate) a job "
                                              "stops waiting for a preferred node (0: it waits for ever)"),
@@ -120,7 +124,7 @@ class SubmitAgent(Component):
         self.mapping = InputMapping(config["input_attribute"], {p["prefix"]: p["lfn"] for p in config["lfn_prefixes"]})
         self.steering = Steering(config["rank_scale"], config["max_preferred"], config["min_fraction"],
                                  config["steer_requirements"], config["steer_timeout"], config["home_timeout"],
-                                 config["cold_first"])
+                                 config["cold_first"], config["relative_fraction"])
         self.homes = Homes(ttl=HOME_TTL, window=config["home_timeout"] or HOME_TTL)
         self.jobs = _Outbox(coordinator.JOBS, "jobs", config["queue_limit"])
         self.events = _Outbox(coordinator.EVENTS, "events", config["queue_limit"])

@@ -45,6 +45,7 @@ class Steering:
     steer_timeout: float = 600.0  # seconds after QDate the requirement gives way (0: never)
     home_timeout: float = 300.0  # the same for a job steered to the first-read home of its inputs
     cold_first: bool = True  # a job that reads all its inputs from storage starts before cached ones (JobPrio)
+    relative_fraction: float = 0.5  # nodes holding less than this part of the best node's share are not preferred
 
     def rank(self) -> str:
         """The job's new ``Rank``: the affinity term, on unclaimed slots only, plus the user's own Rank.
@@ -143,7 +144,10 @@ def _preferred(answer: Any, steering: Steering) -> list[tuple[str, float]]:
         if fraction > steering.min_fraction:
             out.append((node, min(float(fraction), 1.0)))
     out.sort(key=lambda item: (-item[1], item[0]))
-    return out[:steering.max_preferred]
+    # a node with a sliver of the inputs (a replica half copied, one file of a group) would make the job read
+    # the rest from storage: it is neither preferred nor, with steer_requirements, accepted
+    floor = out[0][1] * steering.relative_fraction if out else 0.0
+    return [item for item in out if item[1] >= floor][:steering.max_preferred]
 
 
 def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], cached: float, timeout: float, inputs: int,

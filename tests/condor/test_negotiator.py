@@ -59,7 +59,8 @@ def steered_job(shares: dict[str, float] = SHARES, **changes: str) -> classad2.C
     answer = {"nodes": {node: {"fraction": share} for node, share in shares.items()}}
     mapping = InputMapping("HTDA_InputFiles", {p["prefix"]: p["lfn"] for p in PREFIXES})
     ad = job_ad(**changes)
-    out = translate(classads.parse_job(ad), mapping, Steering(), publish=lambda job: None,
+    # every share preferred (no relative floor): these tests are about the expressions, not the choice
+    out = translate(classads.parse_job(ad), mapping, Steering(relative_fraction=0.0), publish=lambda job: None,
                     lookup=lambda lfns: answer)
     assert out.changed, out.reason
     return parse(apply_answer(ad.encode(), out.text))  # what the hook prints: the job with HTDA's lines
@@ -213,3 +214,12 @@ def test_cache_node_wins_with_htda_and_would_lose_with_the_default(agent, hook_c
     assert negotiate(job, slots, DEFAULT) == "c-none"  # the default packs: fewest free Cpus/Memory first
     assert negotiate(job, slots, shipped_pre_job_rank()) == "c-all"
     assert negotiate(job, slots[1:], shipped_pre_job_rank()) == "c-half"
+
+
+def test_a_node_with_a_sliver_of_the_inputs_is_not_preferred_by_default():
+    answer = {"nodes": {node: {"fraction": share} for node, share in SHARES.items()}}
+    mapping = InputMapping("HTDA_InputFiles", {p["prefix"]: p["lfn"] for p in PREFIXES})
+    out = translate(classads.parse_job(job_ad()), mapping, Steering(), publish=lambda job: None,
+                    lookup=lambda lfns: answer)
+    job = parse(apply_answer(job_ad().encode(), out.text))
+    assert job["HTDA_PreferredNodes"] == "c-all,c-most,c-half"  # c-bit holds 2 % against the best's 100 %
