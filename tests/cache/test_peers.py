@@ -19,6 +19,7 @@ from htda.cache.service import MAX_PEERS, _peers_of
 from htda.cache.staging import PeersUnavailable, Stager, StagingError, StagingJob
 from htda.node.client import BadResponse, Client
 from testkit.fakes import PeerStandIn
+from testkit.http import raw as raw_request
 from testkit.nodes import SECRET, wait_until
 from testkit.storage import after_each_chunk, make_tree
 
@@ -170,11 +171,11 @@ def test_route_cuts_a_range_to_its_limit(holder, signed):
 
 def test_unsigned_requests_are_refused_before_anything_is_read(holder, anonymous):
     before = metric(holder, "htda_cache_peer_served_bytes_total")
-    status, body = anonymous.raw("GET", copy_url(holder.url, BIG), headers=["Range: bytes=0-99"])
+    status, body = raw_request("GET", copy_url(holder.url, BIG), headers=["Range: bytes=0-99"])
     assert status == 401 and b"authentication failed" in body
     assert holder.files[BIG][:16] not in body
     # a forged signature is no better
-    status, body = anonymous.raw("GET", copy_url(holder.url, BIG),
+    status, body = raw_request("GET", copy_url(holder.url, BIG),
                                  headers=["Range: bytes=0-99", "Authorization: HTDA-HMAC ts=1,nonce=00,sig=00"])
     assert status == 401
     assert metric(holder, "htda_cache_peer_served_bytes_total") == before
