@@ -5,8 +5,8 @@ logic reads top to bottom: pull the assignment, plan, evict, stage,
 revalidate a few copies, refresh the view, report.  Its parts live beside it:
 :mod:`.allocation` plans (what to copy, evict, release), :mod:`.failures`
 keeps the failed copies and their back-off, :mod:`.revalidation` checks
-copies again, :mod:`.releases` gives files back to the coordinator, and
-:mod:`.staging` makes one copy.
+copies again, :mod:`.releases` gives files back to the coordinator, :mod:`.view` drives
+the union view, and :mod:`.staging` makes one copy.
 
 Threads: :meth:`CacheService.recover` runs at start, :meth:`~CacheService.apply`,
 :meth:`~CacheService.revalidate_some` and :meth:`~CacheService.refresh_view` on
@@ -30,7 +30,6 @@ from typing import Any
 
 from ..lfn import normalize_lfn
 from ..node.clock import SYSTEM_CLOCK, Clock
-from . import readers
 from .allocation import Room, Wanted, holdable, plan
 from .backends.base import CacheDevice, StorageBackend, StorageError
 from .backends.logical import LogicalDevice
@@ -42,14 +41,13 @@ from .releases import Releases
 from .reporting import HoldingsReporter
 from .revalidation import Revalidator
 from .staging import PeersUnavailable, Stager, StagingCancelled, StagingError, StagingJob
-from .union.base import UnionDriver, UnionError
+from .union.base import UnionDriver
+from .view import View
 
 __all__ = ["CacheService", "Marks", "Assignment"]
 
 log = logging.getLogger("htda.cache")
 
-#: seconds between attempts to start a union view that failed to start
-VIEW_RETRY = 60.0
 #: files read from storage reported at most per scan (a report stays well below the coordinator's max_batch)
 MAX_REPORTED_READS = 10_000
 #: peers of an assigned file looked at, at most
@@ -101,19 +99,19 @@ class CacheService:
         #: the pool members of an assignment's ``peers`` that can be copied from now, as sources
         self.peer_sources = peer_sources or (lambda names: [])
         self.reporter, self.view, self.config = reporter, view, config
+        #: the union view, as the service drives it (``self.view`` is its driver)
+        self.viewer = View(view, config["report_reads"], self._job_opened, clock)
         self.index = Index()
         self.jobs: dict[str, StagingJob] = {}
         self.evictions: deque[dict[str, Any]] = deque(maxlen=200)
-        self.view_error = ""
-        self._view_tried = 0.0
         self._sizes: dict[str, int] = {}
         self.open_files = {"cache": 0, "storage": 0}
         # a copy starts once two assignments in a row name its file (the second without 'defer'): reports of
         # jobs reading it from storage elsewhere get a cycle to arrive before the link is spent on it
         self._last_assigned: set[str] = set()
         # jobs: the cycle and the staging threads change it under it (REST listings and gauges copy it without
-        # it); and calls into the view driver, one at a time.  The cycle's own state (the releases, _sizes,
-        # _last_assigned) is under the component's cycle lock instead; the failures have their own lock.
+        # it).  The cycle's own state (the releases, _sizes, _last_assigned) is under the component's cycle lock
+        # instead; the failures and the view have their own locks.
         self._lock = threading.RLock()
         self._pool = ThreadPoolExecutor(max_workers=config["max_staging"], thread_name_prefix="htda-stage")
         self._init_metrics(metrics)
@@ -168,10 +166,10 @@ class CacheService:
                     self.index.add(entry)
         for dev, lfn, reason in invalid:  # before the view starts, so a fresh view never shows them
             if lfn not in self.index:
-                self._view_call("removing", lfn)
+                self.viewer.removing(lfn)
             dev.delete(lfn)
             self._record_eviction(lfn, 0, dev, f"invalid at start: {reason}")
-        self._start_view()
+        self.viewer.start(self._held_lfns())
         log.info("index rebuilt: %d valid copies kept, %d invalid dropped, %d temporaries removed",
                  len(self.index), len(invalid), removed_temps)
         return {"kept": len(self.index), "dropped": len(invalid), "temporaries": removed_temps}
@@ -180,20 +178,13 @@ class CacheService:
         source = meta.get("source_url") or None
         return lambda lfn: self.storage_for(source)
 
-    def _start_view(self) -> None:
-        if self.view is None:
-            return
-        self._view_tried = self.clock.monotonic()
-        try:
-            self.view.start([e.lfn for e in self.index.entries()])
-            self.view_error = ""
-            if self.config["report_reads"]:
-                watch = readers.watch(self.view)  # now: fanotify sees only opens made after its marks
-                if watch is not None:
-                    watch.on_open = self._job_opened
-        except (UnionError, OSError) as exc:
-            self.view_error = str(exc)
-            log.error("union view %s not available: %s (jobs must read from storage)", self.view.view, exc)
+    def _held_lfns(self) -> list[str]:
+        return [e.lfn for e in self.index.entries()]
+
+    @property
+    def view_error(self) -> str:
+        """Why the union view is not available ("" while it is, or without one)."""
+        return self.viewer.error
 
     def _job_opened(self, path: str, size: int, seen: float) -> None:
         """Count one open a job made through the view, as read from the copy or from storage: from the copy
@@ -206,28 +197,8 @@ class CacheService:
             self._job_open_bytes.inc(size, source=source)
 
     def refresh_view(self) -> None:
-        """Once per cycle: let the view catch up with this cycle's changes (overlayfs remounts);
-        a view that failed to start is tried again every ``VIEW_RETRY`` seconds."""
-        if self.view is None:
-            return
-        if self.view_error:
-            if self.clock.monotonic() - self._view_tried >= VIEW_RETRY:
-                self._start_view()
-            return
-        with self._lock:
-            try:
-                self.view.refresh()
-            except (UnionError, OSError) as exc:
-                log.error("union view: refresh failed: %s", exc)
-
-    def _view_call(self, what: str, lfn: str) -> None:
-        if self.view is None or self.view_error:
-            return
-        with self._lock:
-            try:
-                getattr(self.view, what)(lfn)
-            except (UnionError, OSError) as exc:
-                log.error("union view: %s %s failed: %s", what, lfn, exc)
+        """Once per cycle: let the view catch up with this cycle's changes (see :class:`.view.View`)."""
+        self.viewer.refresh(self._held_lfns)
 
     # -- the cycle ---------------------------------------------------------------------
     def apply(self, assignment: Assignment) -> dict[str, int]:
@@ -376,7 +347,7 @@ class CacheService:
             entry.score = job.score
             entry.visible_since = self.clock.monotonic()  # renamed into place by the stager: mergerfs serves it now
             self.index.add(entry)
-            self._view_call("added", job.lfn)
+            self.viewer.added(job.lfn)
             self.failures.clear(job.lfn)
             self.m_staged.inc()
             self.m_staged_bytes.inc(entry.size)
@@ -421,7 +392,7 @@ class CacheService:
         entry = self.index.get(lfn)
         if entry is None:
             return False
-        self._view_call("removing", lfn)
+        self.viewer.removing(lfn)
         self.index.remove(lfn)
         entry.device.delete(lfn)
         self.reporter.removed(lfn)
@@ -459,7 +430,4 @@ class CacheService:
             for job in self.jobs.values():
                 job.cancel.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
-        if self.view is not None:
-            readers.unwatch(self.view)
-        if self.view is not None and not self.view_error:
-            self.view.stop()
+        self.viewer.stop()

@@ -17,6 +17,8 @@ from htda.cache.component import SCHEMA
 from htda.cache.reporting import HoldingsReporter
 from htda.cache.service import Assignment, CacheService, Marks
 from htda.cache.staging import Stager
+from htda.cache.union.symlink import SymlinkDriver
+from htda.cache.view import VIEW_RETRY
 from htda.node.client import Client
 from htda.node.config import validate
 from htda.node.metrics import Registry
@@ -39,7 +41,7 @@ class Node:
     """A CacheService over one POSIX device and POSIX storage, on a fake clock."""
 
     def __init__(self, tmp_path, coordinator: PeerStandIn, files: dict[str, int], capacity: int = 0,
-                 high: float = 0.95, low: float = 0.90, peers: dict[str, object] | None = None, **config):
+                 high: float = 0.95, low: float = 0.90, view: str | None = None, **config):
         self.clock = FakeClock()
         self.root = tmp_path / "storage"
         self.files = make_tree(self.root, files)
@@ -50,9 +52,11 @@ class Node:
                                SCHEMA, "test")
         reporter = HoldingsReporter("w1", Client(SECRET.encode(), retries=0), lambda: [], lambda: [],
                                     clock=self.clock)
-        self.service = CacheService(LogicalDevice([self.dev]), {id(self.dev): Marks(high, low)}, self.storage_for,
-                                    Stager(buffer_size=64 * KB, clock=self.clock), reporter, None, self.config,
-                                    Registry(), lambda names: [], clock=self.clock)
+        device = LogicalDevice([self.dev])
+        driver = view and SymlinkDriver(view, device.branches(), str(self.root), str(tmp_path / "data"), {})
+        self.service = CacheService(device, {id(self.dev): Marks(high, low)}, self.storage_for,
+                                    Stager(buffer_size=64 * KB, clock=self.clock), reporter, driver or None,
+                                    self.config, Registry(), lambda names: [], clock=self.clock)
 
     def storage_for(self, source):
         if source:
@@ -262,3 +266,20 @@ def test_no_room_releases_the_file_once_per_interval(make_node):
     node.clock.advance(50)
     node.apply(wanted("/big.dat"))
     assert node.released("no room") == ["/big.dat", "/big.dat"] and node.held() == set()
+
+
+def test_a_view_that_failed_to_start_is_tried_again_after_view_retry(make_node, tmp_path):
+    (tmp_path / "blocked").write_text("a file where the view's parent directory should be")
+    node = make_node({"/a.dat": 1 * KB}, view=str(tmp_path / "blocked/view"))
+    node.service.recover()
+    assert node.service.view_error
+    node.twice(wanted("/a.dat"))  # copies go on without the view
+    assert node.held() == {"/a.dat"}
+    (tmp_path / "blocked").unlink()
+    node.clock.advance(VIEW_RETRY - 1)
+    node.service.refresh_view()
+    assert node.service.view_error
+    node.clock.advance(1)
+    node.service.refresh_view()
+    assert node.service.view_error == ""
+    assert os.readlink(tmp_path / "blocked/view/a.dat") == str(node.dev.path) + "/data/a.dat"
