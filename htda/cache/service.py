@@ -2,11 +2,12 @@
 
 Kept apart from the REST/plugin wiring in ``component.py`` so that the
 logic reads top to bottom: pull the assignment, plan, evict, stage,
-revalidate a few copies, refresh the view, report.  Its parts live beside it:
-:mod:`.allocation` plans (what to copy, evict, release), :mod:`.failures`
-keeps the failed copies and their back-off, :mod:`.revalidation` checks
-copies again, :mod:`.releases` gives files back to the coordinator, :mod:`.view` drives
-the union view, and :mod:`.staging` makes one copy.
+revalidate a few copies, refresh the view, report.  Its parts live beside
+it: :mod:`.allocation` plans (what to copy, evict, release),
+:mod:`.failures` keeps the failed copies and their back-off,
+:mod:`.revalidation` checks copies again, :mod:`.releases` gives files back
+to the coordinator, :mod:`.view` drives the union view, and
+:mod:`.staging` makes one copy.
 
 Threads: :meth:`CacheService.recover` runs at start, :meth:`~CacheService.apply`,
 :meth:`~CacheService.revalidate_some` and :meth:`~CacheService.refresh_view` on
