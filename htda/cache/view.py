@@ -51,7 +51,7 @@ class View:
                 self.driver.start(lfns)
                 self.error = ""
                 if self.report_reads:
-                    watch = readers.watch(self.driver)  # now: fanotify sees only opens made after its marks
+                    watch = readers.watch(self.driver, self.clock)  # now: fanotify sees only opens made after its marks
                     if watch is not None:
                         watch.on_open = self.on_open
             except (UnionError, OSError) as exc:
