@@ -77,8 +77,7 @@ def time_stage(src: Path, lfns: list[str], dev_dir: Path, checksum: str, stream:
     """Stage the files as the node does: ``parallel`` copies at once (``max_staging``), each fsync'ed."""
     shutil.rmtree(dev_dir, ignore_errors=True)
     device, storage = PosixDevice(str(dev_dir)), PosixStorage(str(src))
-    stager = Stager(checksum=checksum, readback=True, verify_root=False)
-    stager.force_stream = stream
+    stager = Stager(checksum=checksum, readback=True, verify_root=False, kernel_copy=not stream)
     drop_caches()
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=parallel) as pool:

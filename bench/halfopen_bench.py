@@ -224,7 +224,7 @@ def _both_see_each_other(seed: NodeProcess, member: NodeProcess) -> bool:
 def dropped(seed: NodeProcess) -> str:
     """The seed's own count of connections it dropped before a complete request (n/a on nodes without it)."""
     try:
-        text = seed.client.raw("GET", seed.url + "/metrics")[1].decode()
+        text = seed.client.text(seed.url + "/metrics")
     except ClientError as exc:
         return f"n/a ({exc})"
     line = next((x for x in text.splitlines() if x.startswith("htda_http_connections_dropped ")), "")

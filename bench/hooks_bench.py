@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from htda.node.client import Client  # noqa: E402
 from htda.protocol import paths  # noqa: E402
+from testkit.http import RawClient  # noqa: E402
 from testkit.nodes import NodeProcess, free_port, wait_until, write_config  # noqa: E402
 from testkit.processes import proc_sample  # noqa: E402
 
@@ -141,7 +141,7 @@ def lookup_rate(url: str, files: int, batch: int, seconds: float, clients: int) 
     bodies = [json.dumps({"lfns": [lfn(rng.randrange(files)) for _ in range(batch)]}).encode() for _ in range(64)]
 
     def worker(k: int) -> None:
-        client = Client(None, timeout=30, retries=0)  # unsigned: lookups are "read" from loopback
+        client = RawClient(timeout=30)  # unsigned: lookups are "read" from loopback
         deadline = time.perf_counter() + seconds
         i = k
         while time.perf_counter() < deadline:

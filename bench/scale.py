@@ -539,11 +539,12 @@ HEARTBEAT_ROUTE = 'route=paths.HEARTBEAT'
 
 def handler_totals(seed: NodeProcess) -> tuple[float, float]:
     """(heartbeats served, seconds spent serving them) from the seed's Prometheus ``/metrics``."""
-    status, raw = seed.client.raw("GET", f"{seed.url}/metrics")
     served = seconds = 0.0
-    if status != 200:
+    try:
+        text = seed.client.text(f"{seed.url}/metrics")
+    except ClientError:
         return served, seconds
-    for line in raw.decode().splitlines():
+    for line in text.splitlines():
         if HEARTBEAT_ROUTE not in line:
             continue
         if line.startswith("htda_http_requests_total"):

@@ -1,4 +1,5 @@
-"""Real storage servers for cache tests and benchmarks: an XRootD server and a threaded HTTP server with ranges."""
+"""Real storage servers for cache tests and benchmarks: an XRootD server and a threaded HTTP server with ranges;
+trees of files to copy, and :func:`after_each_chunk` to act in the middle of a copy."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
@@ -19,7 +22,7 @@ import numpy as np
 from testkit.nodes import free_port, wait_until
 from testkit.processes import stop_process
 
-__all__ = ["XRootDServer", "RangeHTTPServer", "copy_tree", "make_tree", "write_root_file"]
+__all__ = ["XRootDServer", "RangeHTTPServer", "after_each_chunk", "copy_tree", "make_tree", "write_root_file"]
 
 
 class XRootDServer:
@@ -191,3 +194,29 @@ def make_tree(root: Path, sizes: dict[str, int], seed: int = 7) -> dict[str, byt
         path.write_bytes(data)
         out[lfn] = data
     return out
+
+
+def after_each_chunk(source: Any, action: Callable[[], object]) -> Any:
+    """Make ``source`` (a storage backend or a :class:`~htda.cache.peers.PeerSource`) call ``action()`` after
+    each chunk it gives a copy, once the stager has taken it: the tests' way to change a source, fill a
+    device or cancel a copy in the middle of it.  Wraps this instance's ``read`` (its sink) and, where it has
+    one, ``copy_to_fd`` (its ``copied`` callback); returns ``source``."""
+    read = source.read
+
+    def read_then_act(lfn, sink, *args, **kwargs):
+        def chunk(data):
+            sink(data)
+            action()
+        return read(lfn, chunk, *args, **kwargs)
+
+    source.read = read_then_act
+    copy = getattr(source, "copy_to_fd", None)
+    if copy is not None:
+        def copy_then_act(lfn, out_fd, copied, *args, **kwargs):
+            def part(position, length):
+                copied(position, length)
+                action()
+            return copy(lfn, out_fd, part, *args, **kwargs)
+
+        source.copy_to_fd = copy_then_act
+    return source

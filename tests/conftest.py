@@ -11,6 +11,15 @@ from htda.node.runtime import load_config
 from testkit.nodes import SECRET, NodeProcess, free_port, start_inprocess, wait_until, write_config
 
 ALL_IN_ONE = Path(__file__).resolve().parents[1] / "config" / "all-in-one.toml"
+#: seconds a test marked ``slow`` (an end-to-end run) may take; every other test has pyproject's 60
+SLOW_TIMEOUT = 300
+
+
+def pytest_collection_modifyitems(items):
+    """Slow end-to-end tests keep the old budget of 300 s unless they name their own ``timeout``."""
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
 
 
 def _client(secret: bytes | None):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -196,11 +195,12 @@ class CacheComponent(Component):
             members.append(default)
             marks[id(default)] = Marks(0.95, 0.90)
         self.device = LogicalDevice(members)
-        stager = Stager(config["checksum"], config["verify_root"], config["readback"], config["buffer_size"])
+        stager = Stager(config["checksum"], config["verify_root"], config["readback"], config["buffer_size"],
+                        clock=node.clock)
         self.reporter = HoldingsReporter(node.name, node.client, self._locators, self._holdings,
-                                         config["holdings_interval"])
+                                         config["holdings_interval"], clock=node.clock)
         self.service = CacheService(self.device, marks, self.storage_for, stager, self.reporter, self._make_view(),
-                                    config, node.metrics, self.peer_sources)
+                                    config, node.metrics, self.peer_sources, clock=node.clock)
         self.m_peer_served = node.metrics.counter("htda_cache_peer_served_bytes_total", "bytes of this node's "
                                                   "copies served to other cache nodes copying them")
         self.cycles = 0
@@ -208,8 +208,8 @@ class CacheComponent(Component):
         self._reads_due = 0.0
         self.last_cycle: dict[str, Any] = {}
         # One cycle at a time (the htda-cache-cycle thread, POST /cycle) and no admin eviction during one (see
-        # _evict); guards cycles, last_cycle and the service's planning state (held_back, released, _sizes,
-        # _last_assigned, the entries' scores).
+        # _evict); guards cycles, last_cycle and the service's planning state (its releases, _sizes,
+        # _last_assigned, the entries' scores, the revalidator's checks).
         self._cycle_lock = threading.Lock()
         self._reads_started = False
         self._loop = Periodic("htda-cache-cycle", config["cycle"], self.run_cycle, self.log)
@@ -312,7 +312,7 @@ class CacheComponent(Component):
         """Send the files this worker's jobs read from storage when they change (and again before the last
         report expires); an empty report once the reading stopped."""
         reading = self.service.storage_reads()
-        if reading == self._reported_reads and (not reading or time.monotonic() < self._reads_due):
+        if reading == self._reported_reads and (not reading or self.node.clock.monotonic() < self._reads_due):
             return
         sent = False
         for url in self._coordinators():
@@ -322,7 +322,7 @@ class CacheComponent(Component):
             except ClientError as exc:
                 self.log.info("reporting storage reads to %s failed: %s", url, exc)
         if sent:
-            self._reported_reads, self._reads_due = reading, time.monotonic() + READS_TTL / 3
+            self._reported_reads, self._reads_due = reading, self.node.clock.monotonic() + READS_TTL / 3
 
     def _pull(self) -> Assignment | None:
         for url in self._coordinators():
@@ -406,10 +406,11 @@ class CacheComponent(Component):
         return {"max_staging": self.config["max_staging"], "active": [j for j in jobs if j["state"] != "queued"],
                 "queued": [j for j in jobs if j["state"] == "queued"],
                 # recent failures of files still not held (the latest per file): one copied since is no failure
-                "failed": list({f["lfn"]: f for f in list(self.service.failed) if f["lfn"] not in index}.values()),
+                "failed": list({f["lfn"]: f for f in list(self.service.failures.recent)
+                                if f["lfn"] not in index}.values()),
                 "retrying": {k: {"count": f.count, "retry_at": f.retry_at, "error": f.error,
                                  "permanent": f.permanent}
-                             for k, f in list(self.service.failures.items())}}
+                             for k, f in self.service.failures.items()}}
 
     def _evictions(self, request: Request) -> dict[str, Any]:
         return {"evictions": list(reversed(self.service.evictions))}
@@ -449,6 +450,6 @@ class CacheComponent(Component):
         request.data  # noqa: B018 - validates the (empty) body
         if self._loop.stopping:
             raise HTTPError(503, "the cache is stopping")
-        started = time.time()
+        started = self.node.clock.monotonic()
         result = self.run_cycle()
-        return {**result, "seconds": round(time.time() - started, 3)}
+        return {**result, "seconds": round(self.node.clock.monotonic() - started, 3)}

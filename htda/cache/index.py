@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,10 +39,11 @@ class Entry:
     visible_since: float = 0.0
 
     @classmethod
-    def from_meta(cls, device: CacheDevice, meta: dict[str, Any]) -> "Entry":
+    def from_meta(cls, device: CacheDevice, meta: dict[str, Any], checked_at: float) -> "Entry":
+        """The entry of a copy with staging ``meta``, checked against its source at ``checked_at`` (wall clock)."""
         return cls(meta["lfn"], device, int(meta["size"]), float(meta["mtime"]), str(meta.get("checksum", "")),
                    str(meta.get("checksum_kind", "none")), str(meta.get("source", "")),
-                   float(meta.get("staged_at", 0.0)), meta.get("source_url") or None, checked_at=time.time())
+                   float(meta.get("staged_at", 0.0)), meta.get("source_url") or None, checked_at=checked_at)
 
     def to_json(self) -> dict[str, Any]:
         return {"lfn": self.lfn, "size": self.size, "mtime": self.mtime, "device": self.device.path,
@@ -101,16 +101,17 @@ class Index:
 
 
 def validate_found(found: HeldFile, device: CacheDevice, storage_for: Callable[[str], StorageBackend],
-                   verify_checksum: bool) -> tuple[Entry | None, str]:
+                   verify_checksum: bool, now: float) -> tuple[Entry | None, str]:
     """Check one copy found on disk; return ``(entry, "")`` if valid, ``(None, reason)`` if not.
 
     A source that cannot be reached right now does not condemn a copy whose
-    own meta is intact: it is kept and re-checked by the running node.
+    own meta is intact: it is kept and re-checked by the running node.  ``now``
+    (wall clock) is when a valid copy was checked.
     """
     meta = found.meta
     if not meta or meta.get("lfn") != found.lfn or "size" not in meta or "mtime" not in meta:
         return None, "no staging meta"
-    entry = Entry.from_meta(device, meta)
+    entry = Entry.from_meta(device, meta, checked_at=now)
     recorded = FileStat(entry.size, entry.mtime)
     if not FileStat(found.size, found.mtime).same_as(recorded, mtime_slack=1e-6):
         return None, "size or mtime differ from the staging meta"

@@ -42,12 +42,12 @@ import os
 import select
 import struct
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from ..lfn import normalize_lfn
+from ..node.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["open_lfns", "scan_proc", "watch", "rewatch", "unwatch", "FanotifyWatch", "FanotifyUnavailable"]
 
@@ -183,7 +183,9 @@ class FanotifyWatch:
     Raises :class:`FanotifyUnavailable` when fanotify cannot be initialised.
     """
 
-    def __init__(self, driver: Driver, libc: ctypes.CDLL | None = None):
+    def __init__(self, driver: Driver, libc: ctypes.CDLL | None = None, clock: Clock = SYSTEM_CLOCK):
+        #: whose ``monotonic()`` stamps each event (the cache's clock: copies' ``visible_since`` are on it too)
+        self.clock = clock
         # weakly: the registry below keys watches by driver, and a strong reference back would keep both forever
         self._driver = weakref.ref(driver)
         self.view = driver.view
@@ -312,7 +314,7 @@ class FanotifyWatch:
         queue's head (the open it reports happened no later)."""
         out: list[tuple[int, int, int, float]] = []
         while len(out) < READ_BATCH:
-            seen = time.monotonic()
+            seen = self.clock.monotonic()
             try:
                 data = os.read(self._fd, METADATA.size)
             except BlockingIOError:
@@ -448,16 +450,17 @@ _watches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # driver -> F
 _watches_lock = threading.Lock()  # guards _watches: started by the view, refreshed by remounts, stopped on stop
 
 
-def watch(driver: Driver) -> FanotifyWatch | None:
+def watch(driver: Driver, clock: Clock = SYSTEM_CLOCK) -> FanotifyWatch | None:
     """Start (once) watching what jobs open beneath ``driver``'s read roots; None means the /proc scan is used.
 
-    Call it when the view starts: fanotify sees only opens that happen after this."""
+    Call it when the view starts: fanotify sees only opens that happen after this.  Events are stamped with
+    ``clock.monotonic()``."""
     with _watches_lock:
         if driver in _watches:
             return _watches[driver]
         found: FanotifyWatch | None
         try:
-            found = watching = FanotifyWatch(driver)
+            found = watching = FanotifyWatch(driver, clock=clock)
             log.info("files jobs read beneath %s: seen with fanotify on %s", driver.view,
                      ", ".join(watching.marked) or "(nothing mounted yet)")
             weakref.finalize(driver, watching.close)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from ..node.client import Client, ClientError
+from ..node.clock import SYSTEM_CLOCK, Clock
 from ..node.periodic import Periodic
 from ..protocol.clients import LocatorClient
 from ..protocol.locator import Holding, HoldingsRequest
@@ -25,9 +25,9 @@ class HoldingsReporter:
     """A thread that sends holdings to ``targets()`` (locator base URLs)."""
 
     def __init__(self, node_name: str, client: Client, targets: Callable[[], list[str]],
-                 snapshot: Callable[[], list[Holding]], interval: float = 60.0):
+                 snapshot: Callable[[], list[Holding]], interval: float = 60.0, clock: Clock = SYSTEM_CLOCK):
         self.node_name, self.client, self.targets, self.snapshot = node_name, client, targets, snapshot
-        self.interval = interval
+        self.interval, self.clock = interval, clock
         self._added: dict[str, int] = {}
         self._removed: set[str] = set()
         self._full_due = True
@@ -67,7 +67,7 @@ class HoldingsReporter:
         targets = self.targets()
         if not targets:
             return
-        full = self._full_due or time.monotonic() - self._last_full >= self.interval
+        full = self._full_due or self.clock.monotonic() - self._last_full >= self.interval
         with self._lock:
             added, removed = self._added, self._removed
             self._added, self._removed = {}, set()
@@ -81,7 +81,7 @@ class HoldingsReporter:
             return
         ok = self._send(targets, payload)
         if full and ok:
-            self._last_full = time.monotonic()
+            self._last_full = self.clock.monotonic()
         if not ok:
             self._full_due = True  # a lost delta is repaired by the next complete list
 

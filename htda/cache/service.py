@@ -1,8 +1,21 @@
-"""The cache's work: start-up recovery, the assignment cycle, staging, eviction, revalidation.
+"""The cache's work: start-up recovery, the assignment cycle, staging, eviction.
 
 Kept apart from the REST/plugin wiring in ``component.py`` so that the
 logic reads top to bottom: pull the assignment, plan, evict, stage,
-revalidate a few copies, refresh the view, report.
+revalidate a few copies, refresh the view, report.  Its parts live beside
+it: :mod:`.allocation` plans (what to copy, evict, release),
+:mod:`.failures` keeps the failed copies and their back-off,
+:mod:`.revalidation` checks copies again, :mod:`.releases` gives files back
+to the coordinator, :mod:`.view` drives the union view, and
+:mod:`.staging` makes one copy.
+
+Threads: :meth:`CacheService.recover` runs at start, :meth:`~CacheService.apply`,
+:meth:`~CacheService.revalidate_some` and :meth:`~CacheService.refresh_view` on
+the ``htda-cache-cycle`` thread (or a REST worker asking for a cycle) and
+:meth:`~CacheService.evict_on_request` on a REST worker, all under the
+component's cycle lock; copies run on the ``htda-stage_N`` threads
+(:meth:`~CacheService._stage`).  Times come from the ``clock`` passed in
+(:mod:`htda.node.clock`).
 """
 
 from __future__ import annotations
@@ -10,7 +23,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,25 +30,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..lfn import normalize_lfn
-from ..node.client import ClientError
-from ..protocol.clients import CoordinatorClient
-from . import readers
+from ..node.clock import SYSTEM_CLOCK, Clock
 from .allocation import Room, Wanted, holdable, plan
-from .backends.base import CacheDevice, FileStat, StorageBackend, StorageError
+from .backends.base import CacheDevice, StorageBackend, StorageError
 from .backends.logical import LogicalDevice
-from .index import Entry, Index, checksum_of, validate_found
+from .failures import Failures
+from .index import Entry, Index, validate_found
 from .peers import PeerSource
 from .readers import open_lfns
+from .releases import Releases
 from .reporting import HoldingsReporter
+from .revalidation import Revalidator
 from .staging import PeersUnavailable, Stager, StagingCancelled, StagingError, StagingJob
-from .union.base import UnionDriver, UnionError
+from .union.base import UnionDriver
+from .view import View
 
 __all__ = ["CacheService", "Marks", "Assignment"]
 
 log = logging.getLogger("htda.cache")
 
-#: seconds between attempts to start a union view that failed to start
-VIEW_RETRY = 60.0
 #: files read from storage reported at most per scan (a report stays well below the coordinator's max_batch)
 MAX_REPORTED_READS = 10_000
 #: peers of an assigned file looked at, at most
@@ -57,14 +69,6 @@ class Assignment:
     draining: bool
     coordinator: str
     cycle: int
-
-
-@dataclass
-class _Failure:
-    count: int
-    retry_at: float
-    error: str
-    permanent: bool = False
 
 
 def _peers_of(f: dict[str, Any]) -> tuple[str, ...]:
@@ -89,31 +93,35 @@ class CacheService:
 
     def __init__(self, device: LogicalDevice, marks: dict[int, Marks], storages: Callable[[str | None], StorageBackend],
                  stager: Stager, reporter: HoldingsReporter, view: UnionDriver | None, config: dict[str, Any],
-                 metrics: Any, peer_sources: Callable[[Sequence[str]], list[PeerSource]] | None = None):
+                 metrics: Any, peer_sources: Callable[[Sequence[str]], list[PeerSource]] | None = None,
+                 clock: Clock = SYSTEM_CLOCK):
         self.device, self.marks, self.storage_for, self.stager = device, marks, storages, stager
+        self.clock = clock
         #: the pool members of an assignment's ``peers`` that can be copied from now, as sources
         self.peer_sources = peer_sources or (lambda names: [])
         self.reporter, self.view, self.config = reporter, view, config
+        #: the union view, as the service drives it (``self.view`` is its driver)
+        self.viewer = View(view, config["report_reads"], self._job_opened, clock)
         self.index = Index()
         self.jobs: dict[str, StagingJob] = {}
-        self.failures: dict[str, _Failure] = {}
         self.evictions: deque[dict[str, Any]] = deque(maxlen=200)
-        self.failed: deque[dict[str, Any]] = deque(maxlen=100)
-        self.released: dict[str, float] = {}
-        self.held_back: dict[str, float] = {}  # lfn -> until when an admin's eviction keeps it out
-        self.view_error = ""
-        self._view_tried = 0.0
         self._sizes: dict[str, int] = {}
         self.open_files = {"cache": 0, "storage": 0}
         # a copy starts once two assignments in a row name its file (the second without 'defer'): reports of
         # jobs reading it from storage elsewhere get a cycle to arrive before the link is spent on it
         self._last_assigned: set[str] = set()
-        # jobs, failures and failed: the cycle and the staging threads change them under it (REST listings and
-        # gauges copy them without it); and calls into the view driver, one at a time.  The cycle's own state
-        # (held_back, released, _sizes, _last_assigned) is under the component's cycle lock instead.
+        # jobs: the cycle and the staging threads change it under it (REST listings and gauges copy it without
+        # it).  The cycle's own state (the releases, _sizes, _last_assigned) is under the component's cycle lock
+        # instead; the failures and the view have their own locks.
         self._lock = threading.RLock()
         self._pool = ThreadPoolExecutor(max_workers=config["max_staging"], thread_name_prefix="htda-stage")
         self._init_metrics(metrics)
+        #: failed copies and their back-off (staging threads and the cycle)
+        self.failures = Failures(config["retry_delay"], config["max_attempts"], self.m_failures, clock)
+        #: files given back to the coordinator, files an admin evicted (the cycle lock)
+        self.releases = Releases(reporter, config["release_interval"], self.m_released, clock)
+        #: copies checked again against their sources (the cycle)
+        self.revalidator = Revalidator(self.index, storages, self.evict, config, clock)
 
     def _init_metrics(self, m: Any) -> None:
         self.m_staged_bytes = m.counter("htda_cache_staged_bytes_total", "bytes of validated copies made")
@@ -150,7 +158,7 @@ class CacheService:
         for dev in self.device.devices():
             for found in dev.scan():
                 entry, reason = validate_found(found, dev, self._storage_of_meta(found.meta),
-                                               self.config["verify_on_start"] == "checksum")
+                                               self.config["verify_on_start"] == "checksum", self.clock.time())
                 if entry is not None and found.lfn in self.index:
                     entry, reason = None, "a second copy on another device"  # one copy per LFN, or evictions miss one
                 if entry is None:
@@ -159,10 +167,10 @@ class CacheService:
                     self.index.add(entry)
         for dev, lfn, reason in invalid:  # before the view starts, so a fresh view never shows them
             if lfn not in self.index:
-                self._view_call("removing", lfn)
+                self.viewer.removing(lfn)
             dev.delete(lfn)
             self._record_eviction(lfn, 0, dev, f"invalid at start: {reason}")
-        self._start_view()
+        self.viewer.start(self._held_lfns())
         log.info("index rebuilt: %d valid copies kept, %d invalid dropped, %d temporaries removed",
                  len(self.index), len(invalid), removed_temps)
         return {"kept": len(self.index), "dropped": len(invalid), "temporaries": removed_temps}
@@ -171,20 +179,13 @@ class CacheService:
         source = meta.get("source_url") or None
         return lambda lfn: self.storage_for(source)
 
-    def _start_view(self) -> None:
-        if self.view is None:
-            return
-        self._view_tried = time.monotonic()
-        try:
-            self.view.start([e.lfn for e in self.index.entries()])
-            self.view_error = ""
-            if self.config["report_reads"]:
-                watch = readers.watch(self.view)  # now: fanotify sees only opens made after its marks
-                if watch is not None:
-                    watch.on_open = self._job_opened
-        except (UnionError, OSError) as exc:
-            self.view_error = str(exc)
-            log.error("union view %s not available: %s (jobs must read from storage)", self.view.view, exc)
+    def _held_lfns(self) -> list[str]:
+        return [e.lfn for e in self.index.entries()]
+
+    @property
+    def view_error(self) -> str:
+        """Why the union view is not available ("" while it is, or without one)."""
+        return self.viewer.error
 
     def _job_opened(self, path: str, size: int, seen: float) -> None:
         """Count one open a job made through the view, as read from the copy or from storage: from the copy
@@ -197,28 +198,8 @@ class CacheService:
             self._job_open_bytes.inc(size, source=source)
 
     def refresh_view(self) -> None:
-        """Once per cycle: let the view catch up with this cycle's changes (overlayfs remounts);
-        a view that failed to start is tried again every ``VIEW_RETRY`` seconds."""
-        if self.view is None:
-            return
-        if self.view_error:
-            if time.monotonic() - self._view_tried >= VIEW_RETRY:
-                self._start_view()
-            return
-        with self._lock:
-            try:
-                self.view.refresh()
-            except (UnionError, OSError) as exc:
-                log.error("union view: refresh failed: %s", exc)
-
-    def _view_call(self, what: str, lfn: str) -> None:
-        if self.view is None or self.view_error:
-            return
-        with self._lock:
-            try:
-                getattr(self.view, what)(lfn)
-            except (UnionError, OSError) as exc:
-                log.error("union view: %s %s failed: %s", what, lfn, exc)
+        """Once per cycle: let the view catch up with this cycle's changes (see :class:`.view.View`)."""
+        self.viewer.refresh(self._held_lfns)
 
     # -- the cycle ---------------------------------------------------------------------
     def apply(self, assignment: Assignment) -> dict[str, int]:
@@ -247,8 +228,8 @@ class CacheService:
                     unconfirmed += 1
                 else:
                     started += self._submit(w, dev)
-        self._release(assignment.coordinator, work.release, "no room")
-        self._release(assignment.coordinator, self.exhausted(), "copies failed")
+        self.releases.release(assignment.coordinator, work.release, "no room")
+        self.releases.release(assignment.coordinator, self.failures.exhausted(), "copies failed")
         return {"wanted": len(wanted), "stage": started, "deferred": deferred, "unconfirmed": unconfirmed,
                 "evict": len(work.evict), "release": len(work.release)}
 
@@ -273,7 +254,6 @@ class CacheService:
         return from_storage[:MAX_REPORTED_READS]
 
     def _wanted(self, files: list[dict[str, Any]]) -> list[Wanted]:
-        now = time.time()
         out = []
         listed: set[str] = set()
         for f in files:
@@ -283,14 +263,14 @@ class CacheService:
                 log.warning("ignoring an assigned file with a bad LFN: %r", f.get("lfn") if isinstance(f, dict) else f)
                 continue
             listed.add(lfn)
-            if self.held_back.get(lfn, 0.0) > now:
+            if self.releases.is_held_back(lfn):
                 continue
             held = self.index.get(lfn)
-            failure = self.failures.get(lfn)
-            if not held and failure and failure.retry_at > now:
+            if not held and self.failures.waiting(lfn):
                 continue
             if held and f.get("size") is not None and f["size"] != held.size:
-                self._revalidate(held, checksum=False)  # the coordinator saw another size: has the source changed?
+                # the coordinator saw another size: has the source changed?
+                self.revalidator.check(held, checksum=False)
                 held = self.index.get(lfn)
             size = held.size if held else self._size_of(lfn, f)
             score, source = f.get("score"), f.get("source")
@@ -299,8 +279,7 @@ class CacheService:
                                   peers=_peers_of(f), peers_only=f.get("peers_only") is True))
         assigned = {w.lfn for w in out}
         self._sizes = {k: v for k, v in self._sizes.items() if k in assigned}
-        with self._lock:  # forget failures of files no longer assigned: nothing left to release
-            self.failures = {k: v for k, v in self.failures.items() if k in listed}
+        self.failures.keep_only(listed)
         return out
 
     def _size_of(self, lfn: str, f: dict[str, Any]) -> int | None:
@@ -355,7 +334,7 @@ class CacheService:
             if w.lfn in self.jobs:
                 return 0
             job = StagingJob(w.lfn, storage, dev, w.score, w.size, source_url=w.source, peers=peers,
-                             storage_fallback=not w.peers_only)
+                             storage_fallback=not w.peers_only, queued_at=self.clock.time())
             self.jobs[w.lfn] = job
         self._pool.submit(self._stage, job)
         return 1
@@ -365,13 +344,12 @@ class CacheService:
             if job.cancel.is_set():
                 raise StagingCancelled(f"{job.lfn}: cancelled before it started")
             meta = self.stager.stage(job)
-            entry = Entry.from_meta(job.device, meta)
+            entry = Entry.from_meta(job.device, meta, checked_at=self.clock.time())
             entry.score = job.score
-            entry.visible_since = time.monotonic()  # renamed into place by the stager: mergerfs serves it now
+            entry.visible_since = self.clock.monotonic()  # renamed into place by the stager: mergerfs serves it now
             self.index.add(entry)
-            self._view_call("added", job.lfn)
-            with self._lock:  # a cycle may be rebuilding the failures at this moment
-                self.failures.pop(job.lfn, None)
+            self.viewer.added(job.lfn)
+            self.failures.clear(job.lfn)
             self.m_staged.inc()
             self.m_staged_bytes.inc(entry.size)
             if job.peer_bytes:
@@ -396,24 +374,8 @@ class CacheService:
                 self.jobs.pop(job.lfn, None)
 
     def _fail(self, lfn: str, error: str, permanent: bool, waiting: bool = False) -> None:
-        """Record a failed copy.  ``waiting``: no peer could serve a copy storage may not give; it is tried
-        again after ``retry_delay`` and does not count towards ``max_attempts`` (the peer may not hold it yet)."""
-        with self._lock:
-            prev = self.failures.get(lfn)
-            count = (prev.count if prev else 0) + (0 if waiting else 1)
-            exhausted = permanent or count >= self.config["max_attempts"]
-            # a permanent failure waits as long as the longest back-off before anyone tries again
-            delay = self.config["retry_delay"] * (2 ** (6 if permanent else min(max(count - 1, 0), 6)))
-            now = time.time()
-            self.failures[lfn] = _Failure(count, now + delay, error, permanent)
-            self.failed.append({"lfn": lfn, "attempt": count, "error": error, "permanent": permanent, "time": now})
-        self.m_failures.inc(kind="permanent" if exhausted else "transient")
-        if waiting:
-            log.info("copy of %s waits for a peer to copy it from: %s", lfn, error)
-        elif permanent:
-            log.warning("staging %s failed, not retrying: %s", lfn, error)
-        else:
-            log.warning("staging %s failed (attempt %d of %d): %s", lfn, count, self.config["max_attempts"], error)
+        """Record a failed copy (see :mod:`.failures`)."""
+        self.failures.record(lfn, error, permanent, waiting)
 
     def _cancel(self, lfn: str) -> None:
         with self._lock:
@@ -423,9 +385,7 @@ class CacheService:
 
     def exhausted(self) -> list[str]:
         """Files whose copies keep failing: released so another node (or storage) serves them."""
-        limit = self.config["max_attempts"]
-        with self._lock:
-            return [lfn for lfn, f in self.failures.items() if f.permanent or f.count >= limit]
+        return self.failures.exhausted()
 
     # -- eviction --------------------------------------------------------------------
     def evict(self, lfn: str, reason: str) -> bool:
@@ -433,7 +393,7 @@ class CacheService:
         entry = self.index.get(lfn)
         if entry is None:
             return False
-        self._view_call("removing", lfn)
+        self.viewer.removing(lfn)
         self.index.remove(lfn)
         entry.device.delete(lfn)
         self.reporter.removed(lfn)
@@ -444,80 +404,26 @@ class CacheService:
         """An admin's eviction: drop the copies now, give the files back to the coordinator, and keep
         them out of this node for ``release_interval`` (until the coordinator has placed them elsewhere).
         Not while :meth:`apply` runs: the component calls it under its cycle lock."""
-        until = time.time() + self.config["release_interval"]
+        self.releases.hold_back(lfns)
         evicted = []
         for lfn in lfns:
             self._cancel(lfn)
-            self.held_back[lfn] = until
             if self.evict(lfn, "admin request"):
                 evicted.append(lfn)
-        self.held_back = {k: v for k, v in self.held_back.items() if v > time.time()}
-        self._release(coordinator or "", evicted, "evicted by an admin")
+        self.releases.release(coordinator or "", evicted, "evicted by an admin")
         return evicted
 
     def _record_eviction(self, lfn: str, size: int, device: CacheDevice, reason: str) -> None:
         self.evictions.append({"lfn": lfn, "size": size, "device": device.path, "reason": reason,
-                               "time": time.time()})
+                               "time": self.clock.time()})
         self.m_evicted.inc(reason=reason.split(":")[0])
         self.m_evicted_bytes.inc(size)
         log.info("evicted %s (%s)", lfn, reason)
 
     # -- revalidation ------------------------------------------------------------------
     def revalidate_some(self) -> int:
-        """Re-check the copies checked longest ago: source unchanged, copy intact (checksum within budget)."""
-        budget = self.config["scrub_bytes_per_cycle"]
-        horizon = time.time() - self.config["revalidate_interval"]
-        dropped = 0
-        for entry in self.index.stalest(self.config["revalidate_per_cycle"]):
-            if entry.checked_at > horizon:
-                break
-            scrub = entry.checksum and budget > 0 and entry.size <= max(budget, 1)
-            if scrub:
-                budget -= entry.size
-            dropped += not self._revalidate(entry, checksum=bool(scrub))
-        return dropped
-
-    def _revalidate(self, entry: Entry, checksum: bool) -> bool:
-        """True if the copy is still good; otherwise it is evicted (and fetched again if still wanted)."""
-        try:
-            copy = entry.device.stat(entry.lfn)
-            if not copy.same_as(FileStat(entry.size, entry.mtime), mtime_slack=1e-6):
-                return not self.evict(entry.lfn, "copy altered on disk")
-            if checksum and checksum_of(entry.device, entry.lfn, entry.checksum_kind) != entry.checksum:
-                return not self.evict(entry.lfn, "checksum mismatch on disk")
-        except FileNotFoundError:
-            return not self.evict(entry.lfn, "copy vanished from disk")
-        try:
-            storage = self.storage_for(entry.source_url)
-            source = storage.stat(entry.lfn)
-            if not source.same_as(FileStat(entry.size, entry.mtime), mtime_slack=1e-6):
-                return not self.evict(entry.lfn, "source changed")
-            # the copy follows a changed owner or mode of the source (and of its directories)
-            entry.device.set_ownership(entry.lfn, storage.ownership(entry.lfn))
-        except FileNotFoundError:
-            return not self.evict(entry.lfn, "source gone")
-        except (StorageError, OSError, ValueError) as exc:
-            log.info("cannot revalidate %s now: %s", entry.lfn, exc)
-        entry.checked_at = time.time()
-        return True
-
-    # -- releases ------------------------------------------------------------------
-    def _release(self, coordinator: str, lfns: list[str], reason: str) -> None:
-        now = time.time()
-        due = [lfn for lfn in dict.fromkeys(lfns)
-               if now - self.released.get(lfn, 0.0) >= self.config["release_interval"]]
-        if not due or not coordinator:
-            return
-        try:
-            CoordinatorClient(self.reporter.client, coordinator).releases(self.reporter.node_name, due, reason,
-                                                                          idempotent=True)
-        except ClientError as exc:
-            log.warning("releasing %d files to %s failed: %s", len(due), coordinator, exc)
-            return
-        for lfn in due:
-            self.released[lfn] = now
-        self.m_released.inc(len(due))
-        log.info("released %d files to %s (%s)", len(due), coordinator, reason)
+        """Re-check the copies checked longest ago (see :mod:`.revalidation`); return how many were dropped."""
+        return self.revalidator.some()
 
     # -- shutdown --------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -525,7 +431,4 @@ class CacheService:
             for job in self.jobs.values():
                 job.cancel.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
-        if self.view is not None:
-            readers.unwatch(self.view)
-        if self.view is not None and not self.view_error:
-            self.view.stop()
+        self.viewer.stop()

@@ -30,11 +30,11 @@ import ctypes
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..node.clock import SYSTEM_CLOCK, Clock
 from .backends.base import CacheDevice, FileStat, StorageBackend, StorageError, TemporaryCopy
 from .checksum import Checksum, checksum_fd
 
@@ -76,7 +76,7 @@ class StagingJob:
     source_url: str | None = None  # None: the node's default storage
     state: str = "queued"  # queued, copying, validating, done, failed, cancelled
     done_bytes: int = 0
-    queued_at: float = field(default_factory=time.time)
+    queued_at: float = 0.0  # wall clock; set by whoever queues it (the service, from its clock)
     started_at: float | None = None
     error: str = ""
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -123,18 +123,20 @@ class Stager:
     """Makes validated copies (see the module doc); thread-safe, one call per copy."""
 
     def __init__(self, checksum: str = "adler32", verify_root: bool = True, readback: bool = True,
-                 buffer_size: int = 8 << 20, resume_attempts: int = 2):
+                 buffer_size: int = 8 << 20, resume_attempts: int = 2, kernel_copy: bool = True,
+                 clock: Clock = SYSTEM_CLOCK):
+        """``kernel_copy``: let the backend copy a whole file in the kernel where it can (``copy_to_fd``:
+        ``copy_file_range`` between POSIX file systems), checksumming the copy from the page cache; False
+        streams every copy through the buffer (``bench/cache_bench.py --stream`` compares the two).
+        ``clock`` gives the times a copy records (``started_at``, the meta's ``staged_at``)."""
         Checksum(checksum)  # refuse an unknown kind at start-up, not at the first copy
         self.checksum_kind, self.verify_root, self.readback = checksum, verify_root, readback
         self.buffer_size, self.resume_attempts = buffer_size, resume_attempts
-        #: stream through user space even where the kernel could copy (benchmarks compare both)
-        self.force_stream = False
-        #: called after every chunk with the job; tests use it to change the source mid-copy
-        self.on_chunk: Callable[[StagingJob], None] | None = None
+        self.kernel_copy, self.clock = kernel_copy, clock
 
     def stage(self, job: StagingJob) -> dict[str, Any]:
         """Copy ``job.lfn`` onto ``job.device``; return the meta recorded with the copy."""
-        job.state, job.started_at = "copying", time.time()
+        job.state, job.started_at = "copying", self.clock.time()
         before = self._stat(job)
         job.size = before.size
         try:
@@ -175,7 +177,7 @@ class Stager:
             self._check_root(job, tmp.path)
         meta = {"lfn": job.lfn, "size": before.size, "mtime": before.mtime, "checksum": digest,
                 "checksum_kind": self.checksum_kind, "source": job.storage.describe(), "source_url": job.source_url,
-                "staged_at": time.time()}
+                "staged_at": self.clock.time()}
         if job.peer_bytes:
             meta["copied_from"] = {k: v for k, v in job.source_bytes.items() if v}
         # the perms as they are now, after the copy: a chmod during it is not missed
@@ -225,8 +227,6 @@ class Stager:
             start_writeback(tmp.fd, job.done_bytes, length)
             job.done_bytes += length
             job.source_bytes[source] = job.source_bytes.get(source, 0) + length
-            if self.on_chunk is not None:
-                self.on_chunk(job)
 
         def sink(chunk: memoryview) -> None:
             account(len(chunk))
@@ -262,7 +262,7 @@ class Stager:
         attempts = 0
         while True:
             try:
-                if job.done_bytes == 0 and not self.force_stream:
+                if job.done_bytes == 0 and self.kernel_copy:
                     copied_bytes = job.storage.copy_to_fd(job.lfn, tmp.fd, copied, chunk=self.buffer_size)
                     if copied_bytes is not None:
                         return ck, True

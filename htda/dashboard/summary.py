@@ -101,7 +101,7 @@ class SummaryBuilder:
             return parse_metrics(self.node.metrics.render(), HIT_COUNTERS)
         url = member["url"].rstrip("/") + paths.METRICS
         try:
-            text = self.node.client.raw("GET", url, timeout=self.timeout)[1].decode("utf-8", "replace")
+            text = self.node.client.text(url, timeout=self.timeout)
         except ClientError:
             return None
         return parse_metrics(text, HIT_COUNTERS)

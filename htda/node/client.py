@@ -148,10 +148,13 @@ class Client:
                                     answer_headers=header, max_bytes=max_bytes)
         return status, answer, raw
 
-    def raw(self, method: str, url: str, body: bytes = b"", headers: list[str] | None = None,
-            timeout: float | None = None) -> tuple[int, bytes]:
-        """Send bytes as they are (tests of hostile input); return (status, body)."""
-        return self._perform(method, url, body, self.timeout if timeout is None else timeout, headers, sign=False)
+    def text(self, url: str, timeout: float | None = None) -> str:
+        """An unsigned GET of a page that is not JSON (``/metrics``, readable from the pool's read networks
+        without a signature): its body as text.  Not retried; an error status is an :class:`HTTPStatusError`."""
+        status, raw = self._perform("GET", url, b"", self.timeout if timeout is None else timeout, sign=False)
+        if status >= 400:
+            raise HTTPStatusError(status, raw[:200].decode("utf-8", "replace"), url)
+        return raw.decode("utf-8", "replace")
 
     # -- internals ---------------------------------------------------------
     def _perform(self, method: str, url: str, body: bytes, timeout: float,

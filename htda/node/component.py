@@ -10,6 +10,7 @@ from .config import Section
 
 if TYPE_CHECKING:
     from .client import Client
+    from .clock import Clock
     from .metrics import Registry
     from .periodic import Periodic
     from .pool import Member
@@ -26,6 +27,7 @@ class NodeAPI(Protocol):
     data_dir: Path  # where the node keeps its state
     metrics: "Registry"  # to register the component's metrics
     client: "Client"  # signed HTTP to other pool members
+    clock: "Clock"  # the time components read (htda.node.clock): injected by tests
 
     @property
     def url(self) -> str:

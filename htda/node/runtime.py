@@ -17,6 +17,7 @@ from ..protocol.base import to_wire
 from . import plugins
 from .auth import AuthError, CertificatePolicy, Verifier, authority, host_port, load_secret
 from .client import Client
+from .clock import SYSTEM_CLOCK, Clock
 from .component import Component
 from .config import REQUIRED, ConfigError, Field, Section, load_toml, positive, validate
 from .gate import GateOptions
@@ -175,8 +176,10 @@ def _check_tls(tls: dict[str, Any], source: str) -> None:
 class Node:
     """One ``htda-node`` process: REST server, pool membership, components."""
 
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: dict[str, Any], clock: Clock = SYSTEM_CLOCK):
         self.config = config
+        #: the clock components read (tests of components may pass another)
+        self.clock = clock
         self.source = config.get("_source", "<config>")
         self.base_dir = config_dir(self.source)
         node, pool, tls = config["node"], config["pool"], self._resolve_tls(config["tls"])

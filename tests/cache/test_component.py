@@ -13,6 +13,7 @@ import pytest
 
 from htda.node.client import Client, HTTPStatusError
 from testkit.fakes import PeerStandIn
+from testkit.http import raw as raw_request
 from testkit.nodes import SECRET, wait_until
 from testkit.storage import make_tree
 
@@ -167,7 +168,7 @@ def test_admin_input_errors(inprocess_node, peer, storage, tmp_path):
     with pytest.raises(HTTPStatusError) as err:
         client.post(f"{node.url}/api/v1/cache/cycle", {"bogus": 1})
     assert err.value.status == 400
-    status, _ = client.raw("POST", f"{node.url}/api/v1/cache/cycle", b"{}")
+    status, _ = raw_request("POST", f"{node.url}/api/v1/cache/cycle", b"{}")
     assert status == 401
     assert client.post(f"{node.url}/api/v1/cache/cycle", {})["coordinator"] == peer.url
 

@@ -19,8 +19,9 @@ from htda.cache.service import MAX_PEERS, _peers_of
 from htda.cache.staging import PeersUnavailable, Stager, StagingError, StagingJob
 from htda.node.client import BadResponse, Client
 from testkit.fakes import PeerStandIn
+from testkit.http import raw as raw_request
 from testkit.nodes import SECRET, wait_until
-from testkit.storage import make_tree
+from testkit.storage import after_each_chunk, make_tree
 
 CHUNK = 64 * 1024
 SIZES = {"/store/p/big.dat": 5 * CHUNK + 1234, "/store/p/small.dat": 3_000, "/store/p/empty.dat": 0,
@@ -170,11 +171,11 @@ def test_route_cuts_a_range_to_its_limit(holder, signed):
 
 def test_unsigned_requests_are_refused_before_anything_is_read(holder, anonymous):
     before = metric(holder, "htda_cache_peer_served_bytes_total")
-    status, body = anonymous.raw("GET", copy_url(holder.url, BIG), headers=["Range: bytes=0-99"])
+    status, body = raw_request("GET", copy_url(holder.url, BIG), headers=["Range: bytes=0-99"])
     assert status == 401 and b"authentication failed" in body
     assert holder.files[BIG][:16] not in body
     # a forged signature is no better
-    status, body = anonymous.raw("GET", copy_url(holder.url, BIG),
+    status, body = raw_request("GET", copy_url(holder.url, BIG),
                                  headers=["Range: bytes=0-99", "Authorization: HTDA-HMAC ts=1,nonce=00,sig=00"])
     assert status == 401
     assert metric(holder, "htda_cache_peer_served_bytes_total") == before
@@ -214,7 +215,9 @@ def test_peer_gone_mid_copy_storage_resumes_where_it_stopped(holder, tmp_path, h
     stager, device, store, job = copier(tmp_path, holder)
     gone = []
 
-    def on_chunk(j):
+    j = job(BIG)
+
+    def after_a_chunk():
         if not gone:
             gone.append(j.done_bytes)
             if how == "stopped":
@@ -222,8 +225,7 @@ def test_peer_gone_mid_copy_storage_resumes_where_it_stopped(holder, tmp_path, h
             else:
                 holder.components["cache"].service.index.remove(BIG)  # the peer evicted it: 404 from now on
 
-    stager.on_chunk = on_chunk
-    j = job(BIG)
+    after_each_chunk(j.peers[0], after_a_chunk)
     stager.stage(j)
     assert (tmp_path / "dev-b/data" / BIG.lstrip("/")).read_bytes() == holder.files[BIG]
     assert gone == [CHUNK]
@@ -233,8 +235,8 @@ def test_peer_gone_mid_copy_storage_resumes_where_it_stopped(holder, tmp_path, h
 
 def test_storage_that_cannot_resume_starts_again_cleanly(holder, tmp_path):
     stager, device, store, job = copier(tmp_path, holder, storage_cls=NoRangeStorage)
-    stager.on_chunk = lambda j: holder.components["cache"].service.index.remove(BIG)
     j = job(BIG)
+    after_each_chunk(j.peers[0], lambda: holder.components["cache"].service.index.remove(BIG))
     meta = stager.stage(j)
     data = holder.files[BIG]
     assert (tmp_path / "dev-b/data" / BIG.lstrip("/")).read_bytes() == data
@@ -244,9 +246,10 @@ def test_storage_that_cannot_resume_starts_again_cleanly(holder, tmp_path):
 
 def test_peers_only_fails_transiently_and_reads_no_storage(holder, tmp_path):
     stager, device, store, job = copier(tmp_path, holder, fallback=False)
-    stager.on_chunk = lambda j: holder.server.stop()
+    j = job(BIG)
+    after_each_chunk(j.peers[0], holder.server.stop)
     with pytest.raises(PeersUnavailable) as err:
-        stager.stage(job(BIG))
+        stager.stage(j)
     assert not err.value.permanent
     assert store.reads == []
     assert_nothing_left(device)

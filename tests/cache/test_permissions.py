@@ -29,7 +29,7 @@ from htda.node import plugins
 from htda.node.client import Client, HTTPStatusError
 from testkit.fakes import PeerStandIn
 from testkit.nodes import SECRET, wait_until
-from testkit.storage import RangeHTTPServer, copy_tree
+from testkit.storage import RangeHTTPServer, after_each_chunk, copy_tree
 from tests.users import run_as
 
 HAS_FUSE = os.path.exists("/dev/fuse") and shutil.which("mergerfs") is not None
@@ -127,15 +127,14 @@ def test_a_partial_copy_is_root_s_alone_whatever_the_source(storage_root, shared
     device = PosixDevice(str(shared_tmp / "dev"))
     seen: list[tuple[str, os.stat_result, dict[str, bool]]] = []
 
-    def look(job: StagingJob) -> None:
+    def look(lfn: str) -> None:
         [name] = os.listdir(device.staging_dir)
         path = os.path.join(device.staging_dir, name)
-        seen.append((job.lfn, os.stat(path), {u.name: can(u, ["cat", path]) for u in two_users}))
+        seen.append((lfn, os.stat(path), {u.name: can(u, ["cat", path]) for u in two_users}))
 
     stager = Stager()
-    stager.on_chunk = look
-    storage = PosixStorage(str(root))
     for lfn in (SECRET_LFN, WORLD_LFN):
+        storage = after_each_chunk(PosixStorage(str(root)), lambda lfn=lfn: look(lfn))
         stager.stage(StagingJob(lfn, storage, device))
     assert {lfn for lfn, _, _ in seen} == {SECRET_LFN, WORLD_LFN}
     for lfn, st, readable in seen:

@@ -11,7 +11,7 @@ from htda.cache.backends.http import HTTPStorage
 from htda.cache.backends.posix import PosixDevice, PosixStorage
 from htda.cache.backends.xrootd import XRootDStorage
 from htda.cache.staging import Stager, StagingCancelled, StagingError, StagingJob
-from testkit.storage import copy_tree, make_tree
+from testkit.storage import after_each_chunk, copy_tree, make_tree
 
 
 def stage(stager, storage, device, lfn):
@@ -63,10 +63,10 @@ def stage_with_fault(tmp_path, fault, size: int = 500_000, match: str | None = N
     """Stage /f.dat while ``fault(job, path)`` runs after every chunk; the copy must fail and leave nothing."""
     make_tree(tmp_path / "s", {"/f.dat": size})
     device = PosixDevice(str(tmp_path / "dev"))
-    stager = Stager(buffer_size=64 * 1024)
-    stager.on_chunk = lambda job: fault(job, tmp_path / "s/f.dat")
+    job = StagingJob("/f.dat", PosixStorage(str(tmp_path / "s")), device)
+    after_each_chunk(job.storage, lambda: fault(job, tmp_path / "s/f.dat"))
     with pytest.raises(StagingError, match=match):
-        stage(stager, PosixStorage(str(tmp_path / "s")), device, "/f.dat")
+        Stager(buffer_size=64 * 1024).stage(job)
     assert_nothing_left(device)
 
 
@@ -113,10 +113,10 @@ def test_device_filling_during_copy_fails_cleanly(tmpfs, tmp_path):
     make_tree(tmp_path / "s", {"/f.dat": 1 << 20})
     mount = tmpfs(2 << 20)
     device = PosixDevice(str(mount))
-    stager = Stager(buffer_size=64 * 1024)
     hog = mount / "hog"
+    job = StagingJob("/f.dat", PosixStorage(str(tmp_path / "s")), device)
 
-    def fill(job):  # someone else fills the disk under a running copy (its space was reserved)
+    def fill():  # someone else fills the disk under a running copy (its space was reserved)
         if job.done_bytes == 64 * 1024 and not hog.exists():
             with open(hog, "wb") as fh:
                 try:
@@ -124,8 +124,8 @@ def test_device_filling_during_copy_fails_cleanly(tmpfs, tmp_path):
                 except OSError:
                     pass
 
-    stager.on_chunk = fill
-    stage(stager, PosixStorage(str(tmp_path / "s")), device, "/f.dat")  # reserved space: the copy still fits
+    after_each_chunk(job.storage, fill)
+    Stager(buffer_size=64 * 1024).stage(job)  # reserved space: the copy still fits
     assert (mount / "data/f.dat").read_bytes() == (tmp_path / "s/f.dat").read_bytes()
 
 
@@ -154,10 +154,10 @@ def test_missing_source_is_permanent(tmp_path):
 def test_cancel_mid_copy(tmp_path):
     make_tree(tmp_path / "s", {"/f.dat": 500_000})
     device = PosixDevice(str(tmp_path / "dev"))
-    stager = Stager(buffer_size=64 * 1024)
-    stager.on_chunk = lambda job: job.cancel.set()
+    job = StagingJob("/f.dat", PosixStorage(str(tmp_path / "s")), device)
+    after_each_chunk(job.storage, job.cancel.set)
     with pytest.raises(StagingCancelled):
-        stage(stager, PosixStorage(str(tmp_path / "s")), device, "/f.dat")
+        Stager(buffer_size=64 * 1024).stage(job)
     assert_nothing_left(device)
 
 
@@ -172,7 +172,6 @@ def test_remote_source_vanishing_or_changing_mid_copy(kind, request, tmp_path):
     server = request.getfixturevalue("xrootd_server" if kind == "xrootd" else "http_server")
     files = make_tree(server.root, {"/store/v.dat": 3_000_000, "/store/c.dat": 3_000_000})
     os.chmod(server.root / "store", 0o777)
-    storage = XRootDStorage(server.url + "/", {"timeout": 5}) if kind == "xrootd" else HTTPStorage(server.url)
     device = PosixDevice(str(tmp_path / "dev"))
 
     def vanish(job):
@@ -186,8 +185,9 @@ def test_remote_source_vanishing_or_changing_mid_copy(kind, request, tmp_path):
                 fh.write(b"appended")
 
     for lfn, fault, why in (("/store/v.dat", vanish, "vanished"), ("/store/c.dat", change, "changed|grew")):
-        stager = Stager(buffer_size=64 * 1024)
-        stager.on_chunk = fault
+        storage = XRootDStorage(server.url + "/", {"timeout": 5}) if kind == "xrootd" else HTTPStorage(server.url)
+        job = StagingJob(lfn, storage, device)
+        after_each_chunk(storage, lambda fault=fault, job=job: fault(job))
         with pytest.raises(StagingError, match=why):
-            stage(stager, storage, device, lfn)
+            Stager(buffer_size=64 * 1024).stage(job)
         assert_nothing_left(device)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from htda.node.client import Client
+from testkit.http import raw as raw_request
 from testkit.nodes import free_port
 
 from .kit import INPUTS, StubbornServer, agent_sections, agent_socket, hook_input, job_ad, parse, write_hook_config
@@ -178,7 +178,7 @@ def test_no_separator_and_empty_input(run, hook_config):
 def test_the_agent_serves_hooks_on_no_tcp_port(agent):
     """The old endpoint on the node's port, which any local user could serve while the agent was down, is gone."""
     for path in ("/api/v1/submit/translate", "/api/v1/submit/events?hook=cleanup"):
-        status, _ = Client(None, retries=0).raw("POST", agent.url + path, hook_input(job_ad()))
+        status, _ = raw_request("POST", agent.url + path, hook_input(job_ad()))
         assert status == 404, path
 
 

@@ -8,6 +8,7 @@ import classad2
 import pytest
 
 from htda.node.client import Client
+from testkit.http import raw as raw_request
 from testkit.nodes import wait_until
 
 from .kit import INPUTS, agent_sections, agent_socket, hook_input, job_ad, parse, run_hook, write_hook_config
@@ -150,7 +151,7 @@ def test_jobs_whose_inputs_no_node_holds_share_a_first_read_home(run, inprocess_
     assert second["HTDA_HomeNode"] == home
     assert second.lookup("Requirements").eval(scope=second, target=machine(other)) is True
     assert route("/storage/store/new/z.root")["HTDA_HomeNode"] == other  # new data: the node with no job yet
-    _, metrics = Client(None, retries=0).raw("GET", f"{agent.url}/metrics")
+    _, metrics = raw_request("GET", f"{agent.url}/metrics")
     assert f'htda_submit_first_read_homes_total{{node="{home}"}} 2'.encode() in metrics
     assert b"htda_submit_first_read_inputs 3" in metrics
     assert route("/storage/store/new/a.root", JobPrio="5")["JobPrio"] == 5  # a user's own priority stays
@@ -168,7 +169,6 @@ def test_the_executable_runs_through_its_own_shebang(agent, hook_config, holding
 
 
 def test_a_locator_on_the_agents_node_is_used_directly(inprocess_node, coordinator, tmp_path, run, sockets):
-    from htda.node.client import Client
     from testkit.nodes import SECRET
 
     node = inprocess_node("submit-loc", ["submit", "locator"],
@@ -177,7 +177,7 @@ def test_a_locator_on_the_agents_node_is_used_directly(inprocess_node, coordinat
         "node": "c-all", "files": [{"lfn": k, "size": v} for k, v in INPUTS.items()], "replace": True})
     out = run("htda_translate", hook_input(job_ad()), write_hook_config(tmp_path / "h.toml", agent_socket(node)))
     assert parse(out.stdout)["HTDA_PreferredNodes"] == "c-all"
-    _, metrics = Client(None, retries=0).raw("GET", f"{node.url}/metrics")
+    _, metrics = raw_request("GET", f"{node.url}/metrics")
     assert b"\nhtda_locator_lookups_total " not in metrics  # the index was asked directly, not over HTTP
 
 
@@ -205,5 +205,5 @@ def test_a_job_the_coordinator_would_refuse_is_not_sent_and_blocks_nothing(run, 
     wait_until(lambda: coordinator.jobs, timeout=5, what="the good job at the coordinator")
     time.sleep(0.3)  # a few send intervals: the bad job would have gone in the same or the next batch
     assert [job["job_id"] for job in coordinator.jobs] == ["submit.example.org#4712.3"]
-    metrics = Client().raw("GET", agent.url + "/metrics")[1].decode()
+    metrics = raw_request("GET", agent.url + "/metrics")[1].decode()
     assert 'htda_submit_invalid_total{kind="jobs"} 1' in metrics

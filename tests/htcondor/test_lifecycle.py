@@ -47,11 +47,7 @@ def routed_copy_route() -> str:
 
 def hook_calls(url: str) -> Counter:
     """The agent's ``htda_submit_events_total`` samples: ``{(hook, state): count}``."""
-    client = Client(SECRET.encode(), retries=0)
-    try:
-        text = client.raw("GET", f"{url}/metrics")[1].decode()
-    finally:
-        client.close()
+    text = Client(SECRET.encode(), retries=0).text(f"{url}/metrics")
     calls: Counter = Counter()
     for hook, state, value in re.findall(r'^htda_submit_events_total\{hook="(\w+)",state="(\w+)"\} (\S+)$',
                                          text, re.MULTILINE):

@@ -6,6 +6,7 @@ import pytest
 
 from htda.node.client import HTTPStatusError
 from htda.protocol.paths import HOLDINGS, LOOKUP
+from testkit.http import raw as raw_request
 from testkit.nodes import wait_until
 
 
@@ -96,7 +97,7 @@ def test_bad_holdings_are_refused_with_400(locator, signed, body):
     b'{"lfns": ["/a/../../b"]}', b'{"lfns": ["/a\\u0000b"]}', b'{"lfns": [""]}',
 ])
 def test_bad_lookups_are_refused_with_400(locator, anonymous, raw):
-    status, body = anonymous.raw("POST", locator.url + LOOKUP, raw, ["Content-Type: application/json"])
+    status, body = raw_request("POST", locator.url + LOOKUP, raw, ["Content-Type: application/json"])
     assert status == 400, body
 
 
@@ -133,7 +134,7 @@ def test_reports_of_nodes_outside_the_pool_are_swept(inprocess_node, signed, ano
 def test_metrics_count_lookups(locator, signed, anonymous):
     report(signed, locator, "c1", {"/a": 1})
     anonymous.post(locator.url + LOOKUP, {"lfns": ["/a", "/b"]})
-    status, raw = anonymous.raw("GET", locator.url + "/metrics")
+    status, raw = raw_request("GET", locator.url + "/metrics")
     metrics = raw.decode()
     assert status == 200
     assert "htda_locator_lookup_files_total 2" in metrics

@@ -9,6 +9,7 @@ import pytest
 from htda.node.auth import AuthError, Signer, Verifier, authority, body_hash, check_body, request_target
 from htda.node.client import Client, HTTPStatusError
 from htda.node.rest import receiver_names
+from testkit.http import raw as raw_request
 from testkit.nodes import SECRET
 
 KEY = SECRET.encode()
@@ -115,23 +116,21 @@ def test_unsigned_or_wrongly_signed_heartbeat_is_refused_and_changes_nothing(nod
 
 
 def test_stale_heartbeat_is_refused(node):
-    client = Client(retries=0)
     body = b'{"name":"late","url":"http://127.0.0.1:9","roles":[],"version":"t","started":1}'
     header = Signer(KEY).for_url("POST", f"{node.url}/api/v1/pool/heartbeat", body, now=time.time() - 3600)
-    status, answer = client.raw("POST", f"{node.url}/api/v1/pool/heartbeat", body,
+    status, answer = raw_request("POST", f"{node.url}/api/v1/pool/heartbeat", body,
                                 [f"Authorization: {header}", "Content-Type: application/json"])
     assert status == 401 and b"stale" in answer
     assert members(node) == {"auth-node"}
 
 
 def test_replayed_heartbeat_is_refused(node):
-    client = Client(retries=0)
     body = b'{"name":"once","url":"http://127.0.0.1:9","roles":[],"version":"t","started":1}'
     header = Signer(KEY).for_url("POST", f"{node.url}/api/v1/pool/heartbeat", body)
     headers = [f"Authorization: {header}", "Content-Type: application/json"]
-    assert client.raw("POST", f"{node.url}/api/v1/pool/heartbeat", body, headers)[0] == 200
+    assert raw_request("POST", f"{node.url}/api/v1/pool/heartbeat", body, headers)[0] == 200
     first_seen = node.pool.member("once").last_seen
-    status, answer = client.raw("POST", f"{node.url}/api/v1/pool/heartbeat", body, headers)
+    status, answer = raw_request("POST", f"{node.url}/api/v1/pool/heartbeat", body, headers)
     assert status == 401 and b"replayed" in answer
     assert node.pool.member("once").last_seen == first_seen  # the replay did not count as a heartbeat
 
@@ -151,7 +150,7 @@ def test_reads_need_a_signature_outside_the_read_networks(node):
 
 
 def send_heartbeat(url, header, body):
-    return Client(retries=0).raw("POST", f"{url}/api/v1/pool/heartbeat", body,
+    return raw_request("POST", f"{url}/api/v1/pool/heartbeat", body,
                                  [f"Authorization: {header}", "Content-Type: application/json"])
 
 

@@ -10,9 +10,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from htda.node.auth import Signer
-from htda.node.client import Client
+from htda.node.client import Client, HTTPStatusError
 from htda.node.rest import UNSIGNED_BODY, RestApp, RestServer, Route
 from htda.protocol.paths import HOLDINGS, LOOKUP
+from testkit.http import raw as raw_request
 from testkit.nodes import SECRET
 
 KEY = SECRET.encode()
@@ -116,9 +117,9 @@ def test_four_unsigned_large_posts_at_once_leave_memory_flat(locator):
 def test_the_pycurl_client_sees_the_answer_to_a_refused_body(locator):
     before = peak_rss(locator.proc.pid)
     for _ in range(3):  # the server closes before the body is sent: the client must still read the answer
-        status, answer = Client(None, retries=0, timeout=20).raw("POST", locator.url + HOLDINGS, b"0" * BIG,
-                                                                  ["Content-Type: application/json"])
-        assert status == 401 and b"missing Authorization" in answer
+        with pytest.raises(HTTPStatusError) as refused:
+            Client(None, retries=0, timeout=20).post(locator.url + HOLDINGS, "0" * BIG)
+        assert refused.value.status == 401 and "missing Authorization" in str(refused.value)
     assert peak_rss(locator.proc.pid) - before < 16 * 1024 * 1024
 
 
@@ -126,7 +127,7 @@ def test_a_body_other_than_the_signed_one_is_refused_after_reading(locator):
     signed = b'{"node":"n1","files":[{"lfn":"/a","size":1}],"replace":true}'
     swapped = b'{"node":"n1","files":[{"lfn":"/b","size":1}],"replace":true}'
     header = Signer(KEY).for_url("POST", locator.url + HOLDINGS, signed)
-    status, answer = Client(None, retries=0).raw("POST", locator.url + HOLDINGS, swapped,
+    status, answer = raw_request("POST", locator.url + HOLDINGS, swapped,
                                                  [f"Authorization: {header}", "Content-Type: application/json"])
     assert status == 401 and b"body does not match its signed hash" in answer
     lookup = Client(None).post(locator.url + LOOKUP, {"lfns": ["/a", "/b"]})["files"]
@@ -144,7 +145,7 @@ def test_unsigned_bodies_on_read_routes_are_capped_and_a_signature_lifts_the_cap
     lfns = [f"/data/file-{i:05d}.root" for i in range(UNSIGNED_BODY // 2)]  # past the lookup's 64 KB
     body = json.dumps({"lfns": lfns}).encode()
     assert len(body) > 64 * 1024
-    status, answer = Client(None, retries=0).raw("POST", locator.url + LOOKUP, body, ["Content-Type: application/json"])
+    status, answer = raw_request("POST", locator.url + LOOKUP, body, ["Content-Type: application/json"])
     assert status == 413 and b"unsigned" in answer
     assert len(Client(KEY).post(locator.url + LOOKUP, {"lfns": lfns})["files"]) == len(lfns)
     assert Client(None).post(locator.url + LOOKUP, {"lfns": lfns[:10]})["files"]  # small and unsigned: fine
@@ -165,10 +166,9 @@ def public_server():
 
 
 def test_routes_that_take_larger_unsigned_bodies_declare_it(public_server):
-    client = Client(None, retries=0)
-    assert client.raw("POST", public_server + "/small", b"x" * UNSIGNED_BODY)[0] == 200
-    assert client.raw("POST", public_server + "/small", b"x" * (UNSIGNED_BODY + 1))[0] == 413
-    assert json.loads(client.raw("POST", public_server + "/declared", b"x" * 90_000)[1]) == {"size": 90_000}
-    assert client.raw("POST", public_server + "/declared", b"x" * 100_001)[0] == 413
-    assert client.raw("POST", public_server + "/read-open", b"x" * 50_000)[0] == 200
-    assert client.raw("POST", public_server + "/read-open", b"x" * 50_001)[0] == 413
+    assert raw_request("POST", public_server + "/small", b"x" * UNSIGNED_BODY)[0] == 200
+    assert raw_request("POST", public_server + "/small", b"x" * (UNSIGNED_BODY + 1))[0] == 413
+    assert json.loads(raw_request("POST", public_server + "/declared", b"x" * 90_000)[1]) == {"size": 90_000}
+    assert raw_request("POST", public_server + "/declared", b"x" * 100_001)[0] == 413
+    assert raw_request("POST", public_server + "/read-open", b"x" * 50_000)[0] == 200
+    assert raw_request("POST", public_server + "/read-open", b"x" * 50_001)[0] == 413

@@ -9,6 +9,7 @@ import pytest
 from htda.node.client import Client
 from htda.node.rest import RestApp, RestServer, Route
 from htda.node.runtime import load_config
+from testkit.http import raw as raw_request
 from testkit.nodes import SECRET
 
 ALL_IN_ONE = Path(__file__).resolve().parents[2] / "config" / "all-in-one.toml"
@@ -48,13 +49,13 @@ def test_every_documented_get_without_parameters_is_served(node):
     doc = client.get(f"{node.url}/api/v1/openapi.json")
     for path, ops in doc["paths"].items():
         if "get" in ops and "{" not in path:
-            status, _ = client.raw("GET", node.url + path)
+            status, _ = raw_request("GET", node.url + path)
             assert status != 404, path
 
 
 def test_metrics_are_prometheus_text(node):
     Client().get(f"{node.url}/healthz")
-    status, body = Client().raw("GET", f"{node.url}/metrics")
+    status, body = raw_request("GET", f"{node.url}/metrics")
     text = body.decode()
     assert status == 200
     assert "# TYPE htda_http_requests_total counter" in text
@@ -85,7 +86,7 @@ def test_bad_requests_get_json_errors_with_fitting_status(node, method, path, bo
     from htda.node.auth import Signer
 
     header = Signer(SECRET.encode()).for_url(method, node.url + path, body)
-    code, answer = Client().raw(method, node.url + path, body, [f"Authorization: {header}"])
+    code, answer = raw_request(method, node.url + path, body, [f"Authorization: {header}"])
     assert code == status, answer
     error = json.loads(answer)["error"]
     assert error["status"] == status and error["message"]
@@ -93,7 +94,7 @@ def test_bad_requests_get_json_errors_with_fitting_status(node, method, path, bo
 
 def test_oversized_body_is_413_before_auth(node):
     body = b"x" * (2 * 1024 * 1024)
-    code, answer = Client().raw("POST", f"{node.url}/api/v1/pool/heartbeat", body)
+    code, answer = raw_request("POST", f"{node.url}/api/v1/pool/heartbeat", body)
     assert code == 413 and b"exceeds" in answer
 
 
@@ -108,7 +109,7 @@ def test_a_handler_bug_is_a_logged_500_and_the_server_keeps_serving(caplog):
     server.start()
     try:
         url = f"http://127.0.0.1:{server.port}"
-        code, answer = Client().raw("GET", url + "/broken")
+        code, answer = raw_request("GET", url + "/broken")
         assert code == 500 and b"boom" not in answer
         assert "boom" in caplog.text
         assert Client().get(url + "/fine") == {"ok": True}

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from htda.node.auth import Signer
-from htda.node.client import Client
+from testkit.http import RawClient
 from testkit.nodes import SECRET, NodeProcess, free_port, write_config
 from tests.condor.kit import shared_dir
 
@@ -42,7 +42,7 @@ class Raw:
     def __init__(self, base_url: str, secret: str = SECRET, timeout: float = 10.0):
         self.base_url = base_url.rstrip("/")
         self.signer = Signer(secret.encode())
-        self.client = Client(timeout=timeout, retries=0)
+        self.client = RawClient(timeout=timeout)
 
     def header(self, method: str, target: str, body: bytes) -> str:
         return "Authorization: " + self.signer.for_url(method, self.base_url + target, body)

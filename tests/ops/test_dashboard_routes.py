@@ -7,6 +7,7 @@ import pytest
 from htda.dashboard.summary import parse_metrics
 from htda.node.client import Client
 from htda.node.rest import API
+from testkit.http import raw as raw_request
 from testkit.nodes import wait_until
 
 
@@ -16,18 +17,17 @@ def service(inprocess_node):
 
 
 def test_page_and_static_files(service):
-    client = Client(retries=0)
-    status, page = client.raw("GET", f"{service.url}/dashboard")
+    status, page = raw_request("GET", f"{service.url}/dashboard")
     assert status == 200 and b"<title>HTDA pool</title>" in page
     assert b'data-settings="{&quot;refresh&quot;: 3.0}"' in page
     for name, marker in (("app.js", b"/api/v1/dashboard/summary"), ("style.css", b".meter")):
-        status, body = client.raw("GET", f"{service.url}/dashboard/static/{name}")
+        status, body = raw_request("GET", f"{service.url}/dashboard/static/{name}")
         assert status == 200 and marker in body
 
 
 @pytest.mark.parametrize("name", ["index.html", "..%2F..%2Fsetup.py", "%2e%2e", "nope.js", "..", "cli.py"])
 def test_only_the_pages_files_are_served(service, name):
-    status, _ = Client(retries=0).raw("GET", f"{service.url}/dashboard/static/{name}")
+    status, _ = raw_request("GET", f"{service.url}/dashboard/static/{name}")
     assert status == 404
 
 
@@ -49,9 +49,8 @@ def test_page_carries_a_content_security_policy(service):
 @pytest.mark.parametrize("public,expected", [(False, 401), (True, 200)])
 def test_access_outside_the_read_networks(inprocess_node, public, expected):
     node = inprocess_node("private", ["dashboard"], sections={"dashboard": {"public": public}}, read_networks=[])
-    client = Client(retries=0)
-    assert client.raw("GET", f"{node.url}/dashboard")[0] == expected
-    assert client.raw("GET", f"{node.url}{API}/dashboard/summary")[0] == expected
+    assert raw_request("GET", f"{node.url}/dashboard")[0] == expected
+    assert raw_request("GET", f"{node.url}{API}/dashboard/summary")[0] == expected
 
 
 def test_summary_of_a_live_pool(service, inprocess_node, tmp_path):
