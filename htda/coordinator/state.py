@@ -5,6 +5,10 @@ file the best key among its groups (the group max rule).  Keys of every
 shipped policy only grow with new accesses, so a file's key is updated
 incrementally: when a group was accessed (or gained files) since the last
 refresh, its key is pushed to its files — nothing else is looked at.
+
+Per file it keeps machine numbers in arrays indexed by the file id, the
+membership in CSR-like arrays, and only the LFNs the assignment lists need
+(:mod:`.columns`): about 30 bytes a file instead of ~600 (issue 18).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Iterable
 from operator import itemgetter
 
 from .admission import TinyLFUAdmission
+from .columns import Column, LfnCache, Membership, SizeColumn
 from .placement import GroupCandidate
 from .rating import GIB, NEVER, RatingPolicy, normalised_key, score_of
 from .store import Store
@@ -34,14 +39,13 @@ class RatingState:
         self.admission = admission  # counts every group access too, when the coordinator filters admissions
         self.per_size = per_size
         self.unknown_size = unknown_size
-        self.members: dict[int, set[int]] = {}
-        self.lfns: dict[int, str] = {}
-        self.sizes: dict[int, int | None] = {}
-        self.file_keys: dict[int, float] = {}
-        self.best_group: dict[int, int] = {}
+        self.members = Membership()  # group -> its files, a sorted tuple
+        self.lfns = LfnCache()  # the LFNs the assignment lists need; the rest from the database (rebuild())
+        self.sizes = SizeColumn()
+        self.file_keys = Column("d", NEVER)  # the best key among a file's groups
+        self.best_group = Column("i", 0)  # the group that key is of (ids start at 1)
         self._grown: set[int] = set()  # groups that gained files since the last refresh
         self._changed: set[int] = set()  # groups refreshed since the last work cycle took them
-        self._file_tuples: dict[int, tuple[int, ...]] = {}
         self.revision = 0  # counts size changes of known files (new files come with accessed groups)
         self.reference = NEVER  # the key that scores 1.0 in the placement's scale (the best candidate's)
         self._order: list[int] = []  # group ids by key, best first, as of the last candidates()
@@ -57,20 +61,16 @@ class RatingState:
     def add_files(self, files: dict[int, tuple[str, int | None]]) -> None:
         with self.lock:
             sizes = self.sizes
-            if any(fid in sizes and sizes[fid] != size for fid, (_, size) in files.items()):
+            if any(fid in sizes and sizes.get(fid) != size for fid, (_, size) in files.items()):
                 self.revision += 1  # a known file changed size: placed bytes may not fit any more
+            offer = self.lfns.offer
             for fid, (lfn, size) in files.items():
-                self.lfns[fid] = lfn
-                self.sizes[fid] = size
+                offer(fid, lfn)
+                sizes[fid] = size
 
     def add_members(self, pairs: Iterable[tuple[int, int]]) -> None:
         with self.lock:
-            for gid, fid in pairs:
-                files = self.members.setdefault(gid, set())
-                if fid not in files:
-                    files.add(fid)
-                    self._grown.add(gid)
-                    self._file_tuples.pop(gid, None)
+            self._grown |= self.members.add(pairs)
 
     def add_accesses(self, accesses: Iterable[tuple[int, int | None, float]]) -> None:
         """Accesses as (input group, task group or None, time): one job start touches both groups."""
@@ -98,10 +98,14 @@ class RatingState:
     def rebuild(self, store: Store) -> None:
         """Load everything from the database: the full rating (replays the whole history)."""
         with self.lock:
-            for fid, lfn, size in store.iter_files():
-                self.lfns[fid] = lfn
-                self.sizes[fid] = size
-            self.add_members(store.iter_members())
+            self.lfns.fetch = store.lfns
+            sizes = self.sizes
+            sizes.reserve(store.max_file_id())
+            self.file_keys.reserve(store.max_file_id())
+            self.best_group.reserve(store.max_file_id())
+            for fid, size in store.iter_sizes():
+                sizes[fid] = size
+            self.members.load(store.iter_members())  # every group's key is pushed to its files below
             self.add_accesses(store.iter_accesses())
             self.refresh()
 
@@ -138,7 +142,7 @@ class RatingState:
         """The ordering key of a group: its rating key, per GiB of its files when ``per_size``."""
         if not self.per_size:
             return key
-        return normalised_key(key, sum(self.size(fid) for fid in self.members.get(gid, ())))
+        return normalised_key(key, sum(map(self.size, self.members.get(gid, ()))))
 
     def file_order_key(self, fid: int) -> float:
         key = self.file_keys.get(fid, NEVER)
@@ -170,9 +174,9 @@ class RatingState:
                 if not files:
                     continue
                 chosen[gid] = self.group_order_key(gid, keys[gid])
-                new = files - seen
+                new = [fid for fid in files if fid not in seen]
                 if new:
-                    seen |= new
+                    seen.update(new)
                     total += sum(map(size, new))
             for fid in set(incumbents).difference(seen):
                 best = self.best_group.get(fid)
@@ -190,7 +194,7 @@ class RatingState:
         best key seen): the input of :func:`~htda.coordinator.placement.place` with ``current_scores``."""
         with self.lock:
             keys = self.policy.keys()
-            changed = {gid: self.group_order_key(gid, keys.get(gid, NEVER)) for gid in groups if self.members.get(gid)}
+            changed = {gid: self.group_order_key(gid, keys.get(gid, NEVER)) for gid in groups if self.members.count(gid)}
             self.reference = top = max([self.reference, *changed.values()])
             candidates = [GroupCandidate(gid, _relative(key, top), self._files_of(gid)) for gid, key in changed.items()]
             candidates += [GroupCandidate(("pin", fid), math.inf, (fid,)) for fid in self.pinned]
@@ -212,10 +216,8 @@ class RatingState:
         return order
 
     def _files_of(self, gid: int) -> tuple[int, ...]:
-        """The files of a group in a fixed order, cached until the group grows."""
-        files = self._file_tuples.get(gid)
-        if files is None:
-            files = self._file_tuples[gid] = tuple(sorted(self.members[gid]))
+        """The files of a group in a fixed order (by id)."""
+        files: tuple[int, ...] = self.members.get(gid)
         return files
 
     def hot_groups(self, n: int) -> list[GroupCandidate[int]]:
@@ -227,7 +229,7 @@ class RatingState:
             ranked: Iterable[tuple[int, float]] = keys.items()
             if self.per_size:
                 ranked = ((gid, self.group_order_key(gid, key)) for gid, key in keys.items())
-            best = heapq.nlargest(n, ((gid, key) for gid, key in ranked if gid not in tasks and members.get(gid)),
+            best = heapq.nlargest(n, ((gid, key) for gid, key in ranked if gid not in tasks and members.count(gid)),
                                   key=itemgetter(1))
             if not best:
                 return []
@@ -238,7 +240,7 @@ class RatingState:
         """(group id, score, number of files) of the ``n`` best groups."""
         with self.lock:
             best = heapq.nlargest(n, self.policy.keys().items(), key=itemgetter(1))
-            return [(gid, self.score(key, now), len(self.members.get(gid, ()))) for gid, key in best]
+            return [(gid, self.score(key, now), self.members.count(gid)) for gid, key in best]
 
     def top_files(self, n: int, now: float) -> list[tuple[int, float]]:
         """(file id, score) of the ``n`` best files."""

@@ -452,6 +452,21 @@ class Store:
         with self.engine.connect() as conn:
             yield from conn.execute(select(T_FILES.c.id, T_FILES.c.lfn, T_FILES.c.size)).yield_per(20_000)
 
+    def iter_sizes(self) -> Iterator[tuple[int, int | None]]:
+        """(id, size) of every file: what the rating state keeps of each (LFNs are read when needed)."""
+        with self.engine.connect() as conn:
+            yield from conn.execute(select(T_FILES.c.id, T_FILES.c.size)).yield_per(50_000)
+
+    def max_file_id(self) -> int:
+        """The largest file id (0 without files): the length of the state's per-file arrays."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.max(T_FILES.c.id))).scalar() or 0
+
+    def lfns(self, file_ids: Iterable[int]) -> dict[int, str]:
+        """The LFNs of the known ids among ``file_ids``."""
+        with self.engine.connect() as conn:
+            return dict(self._select_in(conn, [T_FILES.c.id, T_FILES.c.lfn], T_FILES.c.id, file_ids))
+
     def iter_members(self) -> Iterator[tuple[int, int]]:
         with self.engine.connect() as conn:
             yield from conn.execute(select(T_MEMBERS.c.group_id, T_MEMBERS.c.file_id)).yield_per(50_000)
