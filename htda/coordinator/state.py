@@ -108,6 +108,9 @@ class RatingState:
             self.members.load(store.iter_members())  # every group's key is pushed to its files below
             self.add_accesses(store.iter_accesses())
             self.refresh()
+            # every group is in _changed now: the first work cycle places everything anyway (a full one), and
+            # the set would hold tens of bytes a group until then
+            self._changed = set()
 
     def refresh(self) -> None:
         """Push the keys of groups touched since the last call to their files.
@@ -194,7 +197,8 @@ class RatingState:
         best key seen): the input of :func:`~htda.coordinator.placement.place` with ``current_scores``."""
         with self.lock:
             keys = self.policy.keys()
-            changed = {gid: self.group_order_key(gid, keys.get(gid, NEVER)) for gid in groups if self.members.count(gid)}
+            changed = {gid: self.group_order_key(gid, keys.get(gid, NEVER))
+                       for gid in groups if self.members.count(gid)}
             self.reference = top = max([self.reference, *changed.values()])
             candidates = [GroupCandidate(gid, _relative(key, top), self._files_of(gid)) for gid, key in changed.items()]
             candidates += [GroupCandidate(("pin", fid), math.inf, (fid,)) for fid in self.pinned]
