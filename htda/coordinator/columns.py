@@ -23,7 +23,7 @@ with the int key, the value object and the hash slot):
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,7 @@ OVERLAY_SHARE = 0.25
 OVERLAY_MIN = 50_000
 
 
-class Column:
+class Column(Mapping[int, Any]):
     """One number per file id, ``missing`` where there is none; a ``dict[int, number]`` look-alike.
 
     ``typecode`` is an :mod:`array` type code: ``"d"`` (8-byte float), ``"q"`` (8-byte int), ``"i"``
@@ -44,7 +44,7 @@ class Column:
 
     def __init__(self, typecode: str, missing: float | int):
         self.missing = missing
-        self.data = array(typecode)
+        self.data: array[Any] = array(typecode)
         self._count = 0
 
     def _grow(self, index: int) -> None:
