@@ -121,13 +121,11 @@ class RatingState:
             touched = self.policy.take_touched() | self._grown
             self._grown = set()
             self._changed |= touched
-            key_of, file_keys, best = self.policy.key, self.file_keys, self.best_group
+            key_of, members, file_keys, best = self.policy.key, self.members, self.file_keys, self.best_group
             for gid in touched:
                 key = key_of(gid)
-                for fid in self.members.get(gid, ()):
-                    if key > file_keys.get(fid, NEVER):
-                        file_keys[fid] = key
-                        best[fid] = gid
+                if key != NEVER:  # a file's key is NEVER already when none of its groups was accessed
+                    best.set_many(file_keys.raise_to(members.get(gid, ()), key), gid)
 
     def take_changed(self) -> set[int]:
         """Refresh, then hand over every group touched since the last call: the work cycle's input."""
