@@ -152,17 +152,17 @@ class Membership:
 
     def __init__(self) -> None:
         self._offsets = array("q", [0])  # the files of group g: _flat[_offsets[g]:_offsets[g + 1]]
-        self._flat = array("q")
+        self._flat = array("i")  # file ids are the database's 4-byte integers
         self._extra: dict[int, tuple[int, ...]] = {}  # groups changed since the arrays were built: all their files
 
     def load(self, pairs: Iterable[tuple[int, int]]) -> None:
         """Replace everything by these (group id, file id) pairs (start-up: a counting sort with numpy)."""
-        groups, files = array("q"), array("q")
+        groups, files = array("i"), array("i")
         for gid, fid in pairs:
             groups.append(gid)
             files.append(fid)
-        self._build(np.frombuffer(groups, dtype=np.int64) if groups else np.zeros(0, np.int64),
-                    np.frombuffer(files, dtype=np.int64) if files else np.zeros(0, np.int64))
+        self._build(np.frombuffer(groups, dtype=np.int32) if groups else np.zeros(0, np.int32),
+                    np.frombuffer(files, dtype=np.int32) if files else np.zeros(0, np.int32))
         self._extra = {}
 
     def _build(self, groups: np.ndarray, files: np.ndarray) -> None:
@@ -175,9 +175,9 @@ class Membership:
         counts = np.bincount(groups, minlength=1) if len(groups) else np.zeros(1, np.int64)
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        self._offsets, self._flat = array("q"), array("q")
+        self._offsets, self._flat = array("q"), array("i")
         self._offsets.frombytes(offsets.tobytes())
-        self._flat.frombytes(files.astype(np.int64).tobytes())
+        self._flat.frombytes(files.astype(np.int32).tobytes())
 
     def get(self, gid: int, default: Any = ()) -> Any:
         files = self._extra.get(gid)
@@ -217,12 +217,12 @@ class Membership:
     def _fold(self) -> None:
         """Move the overlay into the arrays (a pass over every membership, amortised over the overlay's groups)."""
         offsets = np.frombuffer(self._offsets, dtype=np.int64)
-        flat = np.frombuffer(self._flat, dtype=np.int64) if self._flat else np.zeros(0, np.int64)
-        groups = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
-        changed = np.fromiter(self._extra, dtype=np.int64, count=len(self._extra))
+        flat = np.frombuffer(self._flat, dtype=np.int32) if self._flat else np.zeros(0, np.int32)
+        groups = np.repeat(np.arange(len(offsets) - 1, dtype=np.int32), np.diff(offsets))
+        changed = np.fromiter(self._extra, dtype=np.int32, count=len(self._extra))
         keep = ~np.isin(groups, changed)
-        extra_groups = np.fromiter((g for g, fids in self._extra.items() for _ in fids), dtype=np.int64)
-        extra_files = np.fromiter((f for fids in self._extra.values() for f in fids), dtype=np.int64)
+        extra_groups = np.fromiter((g for g, fids in self._extra.items() for _ in fids), dtype=np.int32)
+        extra_files = np.fromiter((f for fids in self._extra.values() for f in fids), dtype=np.int32)
         self._build(np.concatenate([groups[keep], extra_groups]), np.concatenate([flat[keep], extra_files]))
         self._extra = {}
 
@@ -235,7 +235,7 @@ class Membership:
         yield from self._extra
 
     def nbytes(self) -> int:
-        return 8 * (len(self._offsets) + len(self._flat)) + sum(56 + 8 * len(t) for t in self._extra.values())
+        return 8 * len(self._offsets) + 4 * len(self._flat) + sum(56 + 8 * len(t) for t in self._extra.values())
 
 
 class LfnCache:

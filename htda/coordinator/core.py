@@ -74,6 +74,7 @@ class Coordinator:
         self.admission = make_admission(admission)
         self.state = RatingState(policy, per_size=per_size, unknown_size=unknown_size, admission=self.admission)
         self.state.lfns.fetch = store.lfns  # LFNs not in the assignment lists are read from the database
+        self.state.track_first_access = first_read_wait > 0
         self._sample = [0, 0, 0]  # accesses, their bytes and the bytes placed when they came: the window's climbing
         self.hysteresis = hysteresis
         self.fill = fill
@@ -104,7 +105,6 @@ class Coordinator:
         if self.admission is not None:
             self.admission.ensure_width(len(self.placement))  # before the history fills its sketch
         self.state.rebuild(self.store)
-        self._forget_first_accesses()
         self.cycle = self.store.cycle()
         self.draining = {row["name"] for row in self.store.nodes() if row["draining"]}
         self.state.pinned = self.store.pins()
@@ -196,7 +196,6 @@ class Coordinator:
                                     "free_bytes": n.free_bytes, "last_seen": now} for n in nodes])
             capacities = {n.name: int(n.capacity_bytes * self.fill) for n in nodes if n.name not in self.draining}
             touched = self.state.take_changed()
-            self._forget_first_accesses(now)
             rekeyed = len(touched)
             excluded = self.store.releases(now)
             readers, movable = self._readers(now)
@@ -282,12 +281,6 @@ class Coordinator:
                 if not any(fid in readers or fid in self.placement or fid in state.pinned for fid in files):
                     waiting.update(files)
         return waiting
-
-    def _forget_first_accesses(self, now: float | None = None) -> None:
-        """Without ``first_read_wait`` nobody asks which groups are new: forget them (the history replayed at
-        start-up names every group; ingest adds each new one)."""
-        if self.first_read_wait <= 0:
-            self.state.new_groups(math.inf if now is None else now)
 
     def _build_lists(self) -> None:
         # the LFNs of the files in the lists are kept in memory (the assignments name them); no others

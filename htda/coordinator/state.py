@@ -51,6 +51,9 @@ class RatingState:
         self._order: list[int] = []  # group ids by key, best first, as of the last candidates()
         self.pinned: set[int] = set()  # files placed first and never displaced, whatever their score
         self._first_access: dict[int, float] = {}  # groups accessed for the first time lately -> when
+        # whether to note first accesses at all: only new_groups() reads them (the coordinator's first_read_wait);
+        # untracked, the replayed history would note every group
+        self.track_first_access = True
         self.task_groups: set[int] = set()  # groups seen as a task's (the union of its jobs' inputs), not as inputs
         # Guards every field above and the policy's keys: ingest (REST workers) and the cycle write under it.
         # Re-entrant: rebuild() and take_changed() call the other locked methods.  Single lookups (the
@@ -76,6 +79,7 @@ class RatingState:
         """Accesses as (input group, task group or None, time): one job start touches both groups."""
         with self.lock:
             access, key, first, tasks = self.policy.access, self.policy.key, self._first_access, self.task_groups
+            track = self.track_first_access
             record = self.admission.record if self.admission is not None else None
             for input_group, task_group, t in accesses:
                 if task_group is not None and task_group != input_group:
@@ -83,7 +87,7 @@ class RatingState:
                 for gid in (input_group, task_group):
                     if gid is None:
                         continue
-                    if key(gid) == NEVER:
+                    if track and key(gid) == NEVER:
                         first[gid] = t
                     access(gid, t)
                     if record is not None:

@@ -438,8 +438,9 @@ class Store:
             ids = sorted(changes)
             for chunk in _chunks(ids):
                 conn.execute(delete(T_ASSIGN).where(T_ASSIGN.c.file_id.in_(chunk)))
-            rows = [{"file_id": fid, "node": changes[fid], "cycle": cycle} for fid in ids if changes[fid]]
-            if rows:
+            placed = [fid for fid in ids if changes[fid]]
+            for chunk in _chunks(placed, 10_000):  # a row dict per file: a full placement's would be 100s of MB
+                rows = [{"file_id": fid, "node": changes[fid], "cycle": cycle} for fid in chunk]
                 conn.execute(insert(T_ASSIGN), rows)
             self._set_meta(conn, "cycle", str(cycle))
 
