@@ -74,6 +74,8 @@ class Coordinator:
         self.first_read_wait = first_read_wait
         self.admission = make_admission(admission)
         self.state = RatingState(policy, per_size=per_size, unknown_size=unknown_size, admission=self.admission)
+        self.state.lfns.fetch = store.lfns  # LFNs not in the assignment lists are read from the database
+        self.state.track_first_access = first_read_wait > 0
         self._sample = [0, 0, 0]  # accesses, their bytes and the bytes placed when they came: the window's climbing
         self.hysteresis = hysteresis
         self.fill = fill
@@ -276,12 +278,14 @@ class Coordinator:
         state, waiting = self.state, set()
         with state.lock:
             for gid in state.new_groups(now - self.first_read_wait):
-                files = state.members.get(gid, set())
+                files = state.members.get(gid, ())
                 if not any(fid in readers or fid in self.placement or fid in state.pinned for fid in files):
-                    waiting |= files
+                    waiting.update(files)
         return waiting
 
     def _build_lists(self) -> None:
+        # the LFNs of the files in the lists are kept in memory (the assignments name them); no others
+        self.state.lfns.retain(set(self.placement).union(self.replicas, self.state.pinned))
         lists: dict[str, list[int]] = {}
         for fid, node in self.placement.items():
             lists.setdefault(node, []).append(fid)
@@ -307,7 +311,8 @@ class Coordinator:
         first = {gid for gid in set(groups.values()) if jobs.get(gid, 0) <= 1}
         state = self.state
         with state.lock:
-            deferred = {state.lfns[fid] for gid in first for fid in state.members.get(gid, ()) if fid in state.lfns}
+            files = {fid for gid in first for fid in state.members.get(gid, ())}
+        deferred = set(state.lfns.many(files).values())
         self.reads.report(node, lfns, ttl, now, deferred)
 
     def assignments(self, node: str, now: float | None = None) -> dict[str, Any]:
@@ -350,8 +355,10 @@ class Coordinator:
     def top_files(self, n: int, now: float) -> list[dict[str, Any]]:
         """The ``n`` best-rated files: LFN, score, size and the node they are placed on."""
         state = self.state
-        return [{"lfn": state.lfns[fid], "score": score, "size": state.sizes.get(fid),
-                 "node": self.placement.get(fid)} for fid, score in state.top_files(n, now)]
+        best = state.top_files(n, now)
+        lfns = state.lfns.many(fid for fid, _ in best)
+        return [{"lfn": lfns[fid], "score": score, "size": state.sizes.get(fid),
+                 "node": self.placement.get(fid)} for fid, score in best]
 
     def top_groups(self, n: int, now: float) -> list[dict[str, Any]]:
         """The ``n`` best-rated groups: name and kind (from the database), score and number of files."""
@@ -377,7 +384,8 @@ class Coordinator:
     def pinned_files(self) -> list[dict[str, Any]]:
         """Pinned files by LFN, with the node each is placed on."""
         state = self.state
-        files = [{"lfn": state.lfns[fid], "node": self.placement.get(fid)} for fid in state.pinned]
+        lfns = state.lfns.many(state.pinned)
+        files = [{"lfn": lfns[fid], "node": self.placement.get(fid)} for fid in state.pinned]
         return sorted(files, key=lambda f: f["lfn"])
 
     def storage_reads(self, now: float) -> dict[str, Any]:
@@ -391,7 +399,7 @@ class Coordinator:
 
     def sizes(self, now: float) -> dict[str, int]:
         """How much the coordinator tracks: rated groups, known, placed and deferred files (for metrics)."""
-        return {"groups": len(self.state.policy), "files": len(self.state.lfns), "placed": len(self.placement),
+        return {"groups": len(self.state.policy), "files": len(self.state.sizes), "placed": len(self.placement),
                 "replicas": sum(map(len, self.replicas.values())), "deferred": len(self.reads.deferred(now))}
 
     def describe_database(self) -> str:

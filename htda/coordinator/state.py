@@ -5,6 +5,10 @@ file the best key among its groups (the group max rule).  Keys of every
 shipped policy only grow with new accesses, so a file's key is updated
 incrementally: when a group was accessed (or gained files) since the last
 refresh, its key is pushed to its files — nothing else is looked at.
+
+Per file it keeps machine numbers in arrays indexed by the file id, the
+membership in CSR-like arrays, and only the LFNs the assignment lists need
+(:mod:`.columns`): about 30 bytes a file instead of ~600 (issue 18).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Iterable
 from operator import itemgetter
 
 from .admission import TinyLFUAdmission
+from .columns import Column, LfnCache, Membership, SizeColumn
 from .placement import GroupCandidate
 from .rating import GIB, NEVER, RatingPolicy, normalised_key, score_of
 from .store import Store
@@ -34,19 +39,21 @@ class RatingState:
         self.admission = admission  # counts every group access too, when the coordinator filters admissions
         self.per_size = per_size
         self.unknown_size = unknown_size
-        self.members: dict[int, set[int]] = {}
-        self.lfns: dict[int, str] = {}
-        self.sizes: dict[int, int | None] = {}
-        self.file_keys: dict[int, float] = {}
-        self.best_group: dict[int, int] = {}
+        self.members = Membership()  # group -> its files, a sorted tuple
+        self.lfns = LfnCache()  # the LFNs the assignment lists need; the rest from the database (rebuild())
+        self.sizes = SizeColumn()
+        self.file_keys = Column("d", NEVER)  # the best key among a file's groups
+        self.best_group = Column("i", 0)  # the group that key is of (ids start at 1)
         self._grown: set[int] = set()  # groups that gained files since the last refresh
         self._changed: set[int] = set()  # groups refreshed since the last work cycle took them
-        self._file_tuples: dict[int, tuple[int, ...]] = {}
         self.revision = 0  # counts size changes of known files (new files come with accessed groups)
         self.reference = NEVER  # the key that scores 1.0 in the placement's scale (the best candidate's)
         self._order: list[int] = []  # group ids by key, best first, as of the last candidates()
         self.pinned: set[int] = set()  # files placed first and never displaced, whatever their score
         self._first_access: dict[int, float] = {}  # groups accessed for the first time lately -> when
+        # whether to note first accesses at all: only new_groups() reads them (the coordinator's first_read_wait);
+        # untracked, the replayed history would note every group
+        self.track_first_access = True
         self.task_groups: set[int] = set()  # groups seen as a task's (the union of its jobs' inputs), not as inputs
         # Guards every field above and the policy's keys: ingest (REST workers) and the cycle write under it.
         # Re-entrant: rebuild() and take_changed() call the other locked methods.  Single lookups (the
@@ -57,25 +64,22 @@ class RatingState:
     def add_files(self, files: dict[int, tuple[str, int | None]]) -> None:
         with self.lock:
             sizes = self.sizes
-            if any(fid in sizes and sizes[fid] != size for fid, (_, size) in files.items()):
+            if any(fid in sizes and sizes.get(fid) != size for fid, (_, size) in files.items()):
                 self.revision += 1  # a known file changed size: placed bytes may not fit any more
+            offer = self.lfns.offer
             for fid, (lfn, size) in files.items():
-                self.lfns[fid] = lfn
-                self.sizes[fid] = size
+                offer(fid, lfn)
+                sizes[fid] = size
 
     def add_members(self, pairs: Iterable[tuple[int, int]]) -> None:
         with self.lock:
-            for gid, fid in pairs:
-                files = self.members.setdefault(gid, set())
-                if fid not in files:
-                    files.add(fid)
-                    self._grown.add(gid)
-                    self._file_tuples.pop(gid, None)
+            self._grown |= self.members.add(pairs)
 
     def add_accesses(self, accesses: Iterable[tuple[int, int | None, float]]) -> None:
         """Accesses as (input group, task group or None, time): one job start touches both groups."""
         with self.lock:
             access, key, first, tasks = self.policy.access, self.policy.key, self._first_access, self.task_groups
+            track = self.track_first_access
             record = self.admission.record if self.admission is not None else None
             for input_group, task_group, t in accesses:
                 if task_group is not None and task_group != input_group:
@@ -83,7 +87,7 @@ class RatingState:
                 for gid in (input_group, task_group):
                     if gid is None:
                         continue
-                    if key(gid) == NEVER:
+                    if track and key(gid) == NEVER:
                         first[gid] = t
                     access(gid, t)
                     if record is not None:
@@ -98,12 +102,19 @@ class RatingState:
     def rebuild(self, store: Store) -> None:
         """Load everything from the database: the full rating (replays the whole history)."""
         with self.lock:
-            for fid, lfn, size in store.iter_files():
-                self.lfns[fid] = lfn
-                self.sizes[fid] = size
-            self.add_members(store.iter_members())
+            self.lfns.fetch = store.lfns
+            sizes = self.sizes
+            sizes.reserve(store.max_file_id())
+            self.file_keys.reserve(store.max_file_id())
+            self.best_group.reserve(store.max_file_id())
+            for fid, size in store.iter_sizes():
+                sizes[fid] = size
+            self.members.load(store.iter_members())  # every group's key is pushed to its files below
             self.add_accesses(store.iter_accesses())
             self.refresh()
+            # every group is in _changed now: the first work cycle places everything anyway (a full one), and
+            # the set would hold tens of bytes a group until then
+            self._changed = set()
 
     def refresh(self) -> None:
         """Push the keys of groups touched since the last call to their files.
@@ -114,13 +125,11 @@ class RatingState:
             touched = self.policy.take_touched() | self._grown
             self._grown = set()
             self._changed |= touched
-            key_of, file_keys, best = self.policy.key, self.file_keys, self.best_group
+            key_of, members, file_keys, best = self.policy.key, self.members, self.file_keys, self.best_group
             for gid in touched:
                 key = key_of(gid)
-                for fid in self.members.get(gid, ()):
-                    if key > file_keys.get(fid, NEVER):
-                        file_keys[fid] = key
-                        best[fid] = gid
+                if key != NEVER:  # a file's key is NEVER already when none of its groups was accessed
+                    best.set_many(file_keys.raise_to(members.get(gid, ()), key), gid)
 
     def take_changed(self) -> set[int]:
         """Refresh, then hand over every group touched since the last call: the work cycle's input."""
@@ -138,7 +147,7 @@ class RatingState:
         """The ordering key of a group: its rating key, per GiB of its files when ``per_size``."""
         if not self.per_size:
             return key
-        return normalised_key(key, sum(self.size(fid) for fid in self.members.get(gid, ())))
+        return normalised_key(key, sum(map(self.size, self.members.get(gid, ()))))
 
     def file_order_key(self, fid: int) -> float:
         key = self.file_keys.get(fid, NEVER)
@@ -170,9 +179,9 @@ class RatingState:
                 if not files:
                     continue
                 chosen[gid] = self.group_order_key(gid, keys[gid])
-                new = files - seen
+                new = [fid for fid in files if fid not in seen]
                 if new:
-                    seen |= new
+                    seen.update(new)
                     total += sum(map(size, new))
             for fid in set(incumbents).difference(seen):
                 best = self.best_group.get(fid)
@@ -190,7 +199,8 @@ class RatingState:
         best key seen): the input of :func:`~htda.coordinator.placement.place` with ``current_scores``."""
         with self.lock:
             keys = self.policy.keys()
-            changed = {gid: self.group_order_key(gid, keys.get(gid, NEVER)) for gid in groups if self.members.get(gid)}
+            changed = {gid: self.group_order_key(gid, keys.get(gid, NEVER))
+                       for gid in groups if self.members.count(gid)}
             self.reference = top = max([self.reference, *changed.values()])
             candidates = [GroupCandidate(gid, _relative(key, top), self._files_of(gid)) for gid, key in changed.items()]
             candidates += [GroupCandidate(("pin", fid), math.inf, (fid,)) for fid in self.pinned]
@@ -212,10 +222,8 @@ class RatingState:
         return order
 
     def _files_of(self, gid: int) -> tuple[int, ...]:
-        """The files of a group in a fixed order, cached until the group grows."""
-        files = self._file_tuples.get(gid)
-        if files is None:
-            files = self._file_tuples[gid] = tuple(sorted(self.members[gid]))
+        """The files of a group in a fixed order (by id)."""
+        files: tuple[int, ...] = self.members.get(gid)
         return files
 
     def hot_groups(self, n: int) -> list[GroupCandidate[int]]:
@@ -227,7 +235,7 @@ class RatingState:
             ranked: Iterable[tuple[int, float]] = keys.items()
             if self.per_size:
                 ranked = ((gid, self.group_order_key(gid, key)) for gid, key in keys.items())
-            best = heapq.nlargest(n, ((gid, key) for gid, key in ranked if gid not in tasks and members.get(gid)),
+            best = heapq.nlargest(n, ((gid, key) for gid, key in ranked if gid not in tasks and members.count(gid)),
                                   key=itemgetter(1))
             if not best:
                 return []
@@ -238,7 +246,7 @@ class RatingState:
         """(group id, score, number of files) of the ``n`` best groups."""
         with self.lock:
             best = heapq.nlargest(n, self.policy.keys().items(), key=itemgetter(1))
-            return [(gid, self.score(key, now), len(self.members.get(gid, ()))) for gid, key in best]
+            return [(gid, self.score(key, now), self.members.count(gid)) for gid, key in best]
 
     def top_files(self, n: int, now: float) -> list[tuple[int, float]]:
         """(file id, score) of the ``n`` best files."""

@@ -438,8 +438,9 @@ class Store:
             ids = sorted(changes)
             for chunk in _chunks(ids):
                 conn.execute(delete(T_ASSIGN).where(T_ASSIGN.c.file_id.in_(chunk)))
-            rows = [{"file_id": fid, "node": changes[fid], "cycle": cycle} for fid in ids if changes[fid]]
-            if rows:
+            placed = [fid for fid in ids if changes[fid]]
+            for chunk in _chunks(placed, 10_000):  # a row dict per file: a full placement's would be 100s of MB
+                rows = [{"file_id": fid, "node": changes[fid], "cycle": cycle} for fid in chunk]
                 conn.execute(insert(T_ASSIGN), rows)
             self._set_meta(conn, "cycle", str(cycle))
 
@@ -448,13 +449,32 @@ class Store:
         with self.engine.connect() as conn:
             return int(conn.execute(select(T_META.c.value).where(T_META.c.key == "cycle")).scalar_one())
 
-    def iter_files(self) -> Iterator[tuple[int, str, int | None]]:
+    def _stream(self, query: Select) -> Iterator[Any]:
+        """The rows of a large query, a batch at a time: the ``yield_per`` option streams them from a server-side
+        cursor (PostgreSQL), where ``Result.yield_per`` alone would have the driver hold the whole result first
+        (hundreds of MB at millions of rows, which the process keeps as RSS)."""
         with self.engine.connect() as conn:
-            yield from conn.execute(select(T_FILES.c.id, T_FILES.c.lfn, T_FILES.c.size)).yield_per(20_000)
+            yield from conn.execution_options(yield_per=50_000).execute(query)
+
+    def iter_files(self) -> Iterator[tuple[int, str, int | None]]:
+        yield from self._stream(select(T_FILES.c.id, T_FILES.c.lfn, T_FILES.c.size))
+
+    def iter_sizes(self) -> Iterator[tuple[int, int | None]]:
+        """(id, size) of every file: what the rating state keeps of each (LFNs are read when needed)."""
+        yield from self._stream(select(T_FILES.c.id, T_FILES.c.size))
+
+    def max_file_id(self) -> int:
+        """The largest file id (0 without files): the length of the state's per-file arrays."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.max(T_FILES.c.id))).scalar() or 0
+
+    def lfns(self, file_ids: Iterable[int]) -> dict[int, str]:
+        """The LFNs of the known ids among ``file_ids``."""
+        with self.engine.connect() as conn:
+            return dict(self._select_in(conn, [T_FILES.c.id, T_FILES.c.lfn], T_FILES.c.id, file_ids))
 
     def iter_members(self) -> Iterator[tuple[int, int]]:
-        with self.engine.connect() as conn:
-            yield from conn.execute(select(T_MEMBERS.c.group_id, T_MEMBERS.c.file_id)).yield_per(50_000)
+        yield from self._stream(select(T_MEMBERS.c.group_id, T_MEMBERS.c.file_id))
 
     def iter_accesses(self) -> Iterator[tuple[int, int | None, float]]:
         """(input group, task group, time) of every access: the access history of the groups."""
@@ -463,8 +483,7 @@ class Store:
         else:
             query = (select(T_JOBS.c.input_group_id, T_JOBS.c.task_group_id, T_EVENTS.c.time)
                      .join(T_JOBS, T_JOBS.c.id == T_EVENTS.c.job).where(T_EVENTS.c.state == "started"))
-        with self.engine.connect() as conn:
-            yield from conn.execute(query).yield_per(50_000)
+        yield from self._stream(query)
 
     def placement(self) -> dict[int, str]:
         with self.engine.connect() as conn:
