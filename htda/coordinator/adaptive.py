@@ -44,12 +44,12 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .rating import NEVER, G, RatingPolicy
 
-__all__ = ["AdaptiveLRFUPolicy", "DEFAULT_HALF_LIVES", "adaptive_options"]
+__all__ = ["AdaptiveLRFUPolicy", "DEFAULT_HALF_LIVES"]
 
 #: candidate half-lives: 5 minutes, 1 hour, 1 day, 7 days
 DEFAULT_HALF_LIVES = (300.0, 3600.0, 86400.0, 604800.0)
@@ -283,20 +283,3 @@ def _log_add(a: float, b: float) -> float:
     if b == NEVER:
         return a
     return a + math.log2(1.0 + 2.0 ** (b - a))
-
-
-def adaptive_options(half_lives: str | Iterable[float], sample_rate: float) -> dict[str, Any]:
-    """Validated constructor options from configuration values (``half_lives`` as "300,3600" or numbers); raises
-    ValueError naming what is wrong."""
-    if isinstance(half_lives, str):
-        try:
-            values = [float(part) for part in half_lives.split(",") if part.strip()]
-        except ValueError:
-            raise ValueError(f"must be comma-separated seconds, not {half_lives!r}") from None
-    else:
-        values = [float(h) for h in half_lives]
-    if not values or any(not h > 0 for h in values):
-        raise ValueError("must list at least one half-life, each > 0 seconds")
-    if not 0.0 < sample_rate <= 1.0:
-        raise ValueError("sample rate must be in (0, 1]")
-    return {"half_lives": values, "sample_rate": sample_rate}

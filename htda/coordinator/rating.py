@@ -113,8 +113,9 @@ class RatingPolicy(ABC, Generic[G]):
     def offset(self, now: float) -> float:
         """The common shift of every key at time ``now``: ``log2(score) = key - offset(now)``."""
 
-    def access(self, group: G, t: float, weight: float = 1.0) -> None:
-        """Record one access of ``group`` at unix time ``t``, worth ``weight`` (> 0)."""
+    def access(self, group: G, t: float, weight: float = 1.0, size: float = 1.0) -> None:
+        """Record one access of ``group`` at unix time ``t``, worth ``weight`` (> 0).  ``size`` is the group's
+        size, for policies that model a cache (``lrfu-adaptive``, :mod:`.adaptive`); the others ignore it."""
         if not weight > 0:
             raise ValueError("access weight must be > 0")
         self._keys[group] = self._key_after(self._keys.get(group, NEVER), float(t), float(weight))
