@@ -113,7 +113,7 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
     name = "lrfu-adaptive"
 
     def __init__(self, half_life: float = 86400.0, epoch: float = 0.0,
-                 half_lives: Sequence[float] = DEFAULT_HALF_LIVES, sample_rate: float = 1.0, max_sampled: int = 4096,
+                 half_lives: Sequence[float] = DEFAULT_HALF_LIVES, sample_rate: float = 1.0, max_sampled: int = 16384,
                  capacity: float = 0.0, decision_every: int = 1000, hysteresis: float = 0.05,
                  patience: int = 2, decay: float = 0.5):
         super().__init__(half_life, epoch)

@@ -68,7 +68,7 @@ class CoordinatorComponent(Component):
                                      "policy lrfu-adaptive: the candidate half-lives (seconds) it chooses among "
                                      "online by shadow caches (docs/coordinator.rst)", item=float,
                                      check=_half_lives),
-        "adaptive_max_sampled": Field(int, 4096, "policy lrfu-adaptive: most groups its shadow caches sample",
+        "adaptive_max_sampled": Field(int, 16384, "policy lrfu-adaptive: most groups its shadow caches sample",
                                       check=positive),
         "admission": Field(str, "tinylfu", "admission filter before a group displaces placed ones: 'tinylfu' "
                                            "(only if a frequency sketch of recent accesses finds it more frequent "
