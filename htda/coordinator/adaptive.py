@@ -113,7 +113,8 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
     name = "lrfu-adaptive"
 
     def __init__(self, half_life: float = 86400.0, epoch: float = 0.0,
-                 half_lives: Sequence[float] = DEFAULT_HALF_LIVES, sample_rate: float = 1.0, max_sampled: int = 16384,
+                 half_lives: Sequence[float] = DEFAULT_HALF_LIVES, sample_rate: float = 1.0,
+                 max_sampled: int = 16384,
                  capacity: float = 0.0, decision_every: int = 1000, hysteresis: float = 0.05,
                  patience: int = 2, decay: float = 0.5):
         super().__init__(half_life, epoch)
@@ -139,6 +140,7 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         # hold it, as the simulator does)
         self._tables: list[dict[G, float]] = [self._keys if i == self.active else {} for i in range(len(candidates))]
         self._inverse = [1.0 / h for h in candidates]
+        self._candidates = list(zip(self._tables, self._inverse))  # (key table, 1 / half-life) of each candidate
         self._threshold = int(sample_rate * (1 << 64))
         self._shadows = [_Shadow(table) for table in self._tables]
         self._shadow_capacity = 0.0
@@ -174,12 +176,11 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         the capacity) for the shadow caches."""
         if not weight > 0:
             raise ValueError("access weight must be > 0")
-        t = float(t)
         self._now = t
         base = t - self.epoch
         lw = math.log2(weight) if weight != 1.0 else 0.0
         log2 = math.log2
-        for table, inverse in zip(self._tables, self._inverse):
+        for table, inverse in self._candidates:
             x = lw + base * inverse
             old = table.get(group)
             if old is None or old == NEVER:
@@ -190,7 +191,12 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
                 table[group] = x + log2(1.0 + 2.0 ** (old - x))
         self._touched.add(group)
         capacity = self._shadow_capacity
-        if capacity and _mixed(group) < self._threshold:
+        if not capacity:
+            return
+        h = (hash(group) * _MIX1) & _M64  # _mixed(group), inline: this is the hot path
+        h ^= h >> 29
+        h = (h * _MIX2) & _M64
+        if h ^ (h >> 32) < self._threshold:
             if group not in self._sampled_groups:
                 self._sampled_groups.add(group)
                 if len(self._sampled_groups) > self.max_sampled:
@@ -267,6 +273,7 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         self._tables[to] = self._keys
         self._shadows[old].keys = self._tables[old]
         self._shadows[to].keys = self._keys
+        self._candidates = list(zip(self._tables, self._inverse))
         self.active = to
         self.half_life = self.half_lives[to]
         self._challenger, self._wins = -1, 0

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import heapq
 
-from ..coordinator.admission import TinyLFUAdmission
+import numpy as np
+
+from ..coordinator.admission import FrequencySketch, TinyLFUAdmission
 from ..coordinator.rating import RatingPolicy, best_key, normalised_key
 from .policies import CachePolicy
 from .trace import NO_GROUP
@@ -160,7 +162,11 @@ class HTDAPolicy(CachePolicy):
         entry_key, cached_sizes, where, cap = self._entry_key, self._sizes, self._where, self.capacity
         main, window = self._heap, self._window_heap
         access, file_key, keys = rating.access, self.file_key, rating.keys()
-        record, frequency = admission.record, admission.frequency
+        record, frequency = admission.sketch.increment_mixed, admission.frequency
+        # the sketch's hashing of every request's group, for the whole chunk at once (numpy)
+        group_array = np.asarray(groups, dtype=np.int64)
+        mixes = FrequencySketch.mixes(np.where(group_array == NO_GROUP, -2 - np.asarray(ids, dtype=np.int64),
+                                               group_array))
         push, pop = heapq.heappush, heapq.heappop
         per_job = self.accesses == "job"
         group_bytes = self._group_bytes
@@ -181,7 +187,7 @@ class HTDAPolicy(CachePolicy):
                 entry_key[victim] = current
                 heapq.heapreplace(heap, (current, victim))
 
-        for t, oid, size, group in zip(times, ids, sizes, groups):
+        for t, oid, size, group, h, g in zip(times, ids, sizes, groups, *mixes):
             if group == NO_GROUP:
                 group = -2 - oid
             if group_bytes is not None and oid not in group_of:
@@ -195,7 +201,7 @@ class HTDAPolicy(CachePolicy):
                     access(group, t)
                 else:
                     access(group, t, 1.0, group_bytes[group])
-                record(group)
+                record(h, g)
             sampled += 1
             sample_bytes += size
             if sampled >= sample:  # a sample of requests: adapt the window to its byte hit ratio
