@@ -24,8 +24,10 @@ and ranks with the one that is currently best:
 - **decisions**: every ``decision_every`` sampled accesses the hit counts of
   the round are added to exponentially decayed totals (``decay``); a
   candidate replaces the active one only if its total beats the active one's
-  by more than ``hysteresis`` (relative) in ``patience`` decisions in a row,
-  so that the choice does not flap on noise.
+  by more than ``hysteresis`` times the smaller of the active one's hits and
+  misses (so a small relative gain counts when the active one misses little,
+  as in a large cache), in ``patience`` decisions in a row, so that the choice
+  does not flap on noise.
 
 Time is only ever the accesses' own timestamps (the keys); decisions count
 accesses, never seconds, so a replay gives the same choices whatever the
@@ -145,6 +147,8 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         self._shadows = [_Shadow(table) for table in self._tables]
         self._shadow_capacity = 0.0
         self._sampled = 0  # sampled accesses in the current round
+        self._round_bytes = 0.0  # their sizes
+        self.requested = 0.0  # decayed sizes of past rounds' sampled accesses (each shadow's hits + misses)
         self._challenger = -1
         self._wins = 0  # decisions in a row the challenger has won
         self._now = epoch  # the latest access time seen (to translate restored keys)
@@ -207,6 +211,7 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
             for shadow in self._shadows:
                 shadow.access(group, size, capacity)
             self._sampled += 1
+            self._round_bytes += size
             if self._sampled >= self.decision_every:
                 self._decide()
 
@@ -254,9 +259,12 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         for shadow in self._shadows:
             shadow.total = self.decay * shadow.total + shadow.hits
             shadow.hits = 0.0
+        self.requested = self.decay * self.requested + self._round_bytes
+        self._round_bytes = 0.0
         totals = self.scores()
         best = max(range(len(totals)), key=totals.__getitem__)
-        if best == self.active or totals[best] <= totals[self.active] * (1.0 + self.hysteresis):
+        mine = totals[self.active]
+        if best == self.active or totals[best] - mine <= self.hysteresis * min(mine, self.requested - mine):
             self._challenger, self._wins = -1, 0
             return
         self._wins = self._wins + 1 if best == self._challenger else 1

@@ -76,17 +76,25 @@ def test_the_active_keys_are_lrfu_keys_at_the_active_half_life():
 
 
 def test_a_switch_needs_a_clear_margin_in_several_decisions_in_a_row():
-    policy = adaptive(start=LONG, patience=2, hysteresis=0.1)
-    short, middle, long = policy._shadows
-    long.hits, short.hits = 100.0, 105.0  # within the hysteresis: nothing happens
-    policy._decide()
+    policy = adaptive(start=LONG, patience=2, hysteresis=0.1, decay=0.0)
+
+    def round_of(long_hits: float, short_hits: float, requested: float = 1000.0) -> None:
+        short, middle, long = policy._shadows
+        long.hits, short.hits, policy._round_bytes = long_hits, short_hits, requested
+        policy._decide()
+
+    round_of(100.0, 105.0)  # within the hysteresis (0.1 of the active one's hits, fewer than its misses): nothing
     assert (policy.half_life, policy._wins) == (LONG, 0)
-    long.hits, short.hits = 100.0, 400.0  # a clear win, once: not yet
-    policy._decide()
+    round_of(100.0, 400.0)  # a clear win, once: not yet
     assert policy.half_life == LONG and policy._wins == 1
-    long.hits, short.hits = 100.0, 400.0  # twice in a row: switch
-    policy._decide()
+    round_of(100.0, 400.0)  # twice in a row: switch
     assert policy.half_life == SHORT and policy.switches == 1
+    round_of(905.0, 900.0)  # few misses: the margin is 0.1 of the misses (10), not of the hits (90): nothing
+    round_of(905.0, 900.0)
+    assert policy.half_life == SHORT
+    round_of(960.0, 900.0)  # removing 60 of 100 misses is a clear win, though a small share of the hits
+    round_of(960.0, 900.0)
+    assert policy.half_life == LONG and policy.switches == 2
 
 
 def test_noise_does_not_flap_the_choice():
