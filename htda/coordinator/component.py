@@ -19,9 +19,11 @@ from ..node.config import ConfigError, Field, Section, one_of, plugin_of, positi
 from ..node.periodic import Periodic
 from ..node.rest import HTTPError, Request
 from . import api
+from .adaptive import AdaptiveLRFUPolicy
 from .admission import ADMISSIONS
 from .core import CacheNode, Coordinator, CycleReport
 from .leader import leadership_for
+from .rating import LRFUPolicy
 from .store import ACCESS_ON, Store
 
 if TYPE_CHECKING:
@@ -64,13 +66,16 @@ class CoordinatorComponent(Component):
                         check=plugin_of("htda.policies")),
         "half_life": Field(float, 86400.0, "seconds after which an access weighs half", check=positive),
         "epoch": Field(float, 0.0, "reference time T0 of the rating keys (any fixed unix time)"),
+        "adaptive": Field(bool, True, "with policy lrfu: choose the half-life online among adaptive_half_lives by "
+                                      "shadow caches, starting at half_life (the lrfu-adaptive policy; "
+                                      "docs/coordinator.rst); false: always half_life"),
         "adaptive_half_lives": Field(list, [300.0, 3600.0, 86400.0, 604800.0],
                                      "policy lrfu-adaptive: the candidate half-lives (seconds) it chooses among "
                                      "online by shadow caches (docs/coordinator.rst)", item=float,
                                      check=_half_lives),
         "adaptive_max_sampled": Field(int, 16384, "policy lrfu-adaptive: most groups its shadow caches sample",
                                       check=positive),
-        "admission": Field(str, "tinylfu", "admission filter before a group displaces placed ones: 'tinylfu' "
+        "admission": Field(str, "none", "admission filter before a group displaces placed ones: 'tinylfu' "
                                            "(only if a frequency sketch of recent accesses finds it more frequent "
                                            "than their groups; docs/coordinator.rst) or 'none' (the rating alone)",
                            check=one_of(*ADMISSIONS)),
@@ -117,7 +122,9 @@ class CoordinatorComponent(Component):
         url = config["database"] or f"sqlite:///{node.data_dir / 'coordinator.db'}"
         store = Store(url, schema=config["db_schema"] or None, access_on=config["access_on"])
         options: dict[str, Any] = {}
-        if getattr(policy_cls, "name", "") == "lrfu-adaptive":
+        if policy_cls is LRFUPolicy and config["adaptive"]:
+            policy_cls = AdaptiveLRFUPolicy
+        if policy_cls is AdaptiveLRFUPolicy:
             options = {"half_lives": config["adaptive_half_lives"], "max_sampled": config["adaptive_max_sampled"]}
         self.core = Coordinator(store, policy_cls(half_life=config["half_life"], epoch=config["epoch"], **options),
                                 per_size=config["per_size"], hysteresis=config["hysteresis"], fill=config["fill"],

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parser", "parse_duration"]
 
-SIMULATE_HALF_LIVES = "5m,1h,1d"
-SUITE_HALF_LIVES = "1d,5m,1h"  # the coordinator's default first: the suite's verdict is on it
-DEFAULT_ADMISSION = "tinylfu,none"  # the coordinator's default first
+SIMULATE_HALF_LIVES = "auto,5m,1h,1d"
+SUITE_HALF_LIVES = "auto,1d"  # the coordinator's default (adaptive) first: the suite's verdict is on it
+DEFAULT_ADMISSION = "none,tinylfu"  # the coordinator's default first
 
 _DURATIONS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 

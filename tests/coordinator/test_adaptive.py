@@ -152,3 +152,17 @@ def test_the_simulator_re_sorts_its_cache_on_a_switch():
     assert hits > 2 * plain_hits
     for key, oid in cache._heap:
         assert key == cache._entry_key[oid] or key < cache.file_key(oid)  # only lazily stale, never too high
+
+
+def test_the_coordinator_rates_with_the_adaptive_half_life_by_default(inprocess_node):
+    node = inprocess_node("coord", ["coordinator"], sections={"coordinator": {
+        "half_life": 3600.0, "adaptive_half_lives": [600.0, 7200.0], "adaptive_max_sampled": 100}})
+    policy = node.components["coordinator"].core.state.policy
+    assert isinstance(policy, AdaptiveLRFUPolicy)
+    assert policy.half_lives == [600.0, 3600.0, 7200.0] and policy.half_life == 3600.0
+    assert policy.max_sampled == 100
+
+
+def test_adaptive_false_keeps_the_fixed_half_life(inprocess_node):
+    node = inprocess_node("coord", ["coordinator"], sections={"coordinator": {"adaptive": False}})
+    assert type(node.components["coordinator"].core.state.policy) is LRFUPolicy
