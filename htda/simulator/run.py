@@ -144,7 +144,8 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
                 label += f"-{spec.rating}"
             if spec.nodes == 1:
                 makers.append(htda(half_life, label, admission))
-            if spec.cycle is not None and admission == spec.admissions[0]:
+            if spec.cycle is not None and admission == spec.admissions[0] and half_life != AUTO:
+                # (the cycle-driven replay has no adaptive half-life yet: its rating would never size its shadows)
                 makers.append(placed(half_life, label + " placed", spec.cycle))
     policies = []
     for capacity in spec.capacities:
