@@ -209,7 +209,15 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
                     if _mixed(group) >= self._threshold:
                         return
             for shadow in self._shadows:
-                shadow.access(group, size, capacity)
+                resident = shadow.resident
+                old = resident.get(group)
+                if old is None:
+                    shadow.access(group, size, capacity)
+                else:  # a hit: shadow.access's first branch, inline
+                    shadow.hits += size
+                    if old != size:
+                        shadow.used += size - old
+                        resident[group] = size
             self._sampled += 1
             self._round_bytes += size
             if self._sampled >= self.decision_every:
