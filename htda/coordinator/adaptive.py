@@ -251,6 +251,7 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         super().forget(group)
         for table in self._tables:
             table.pop(group, None)
+        self._sampled_groups.discard(group)
         for shadow in self._shadows:
             if shadow.resident.pop(group, None) is not None:
                 shadow.heap = [e for e in shadow.heap if e[1] != group]

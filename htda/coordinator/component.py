@@ -269,10 +269,12 @@ class CoordinatorComponent(Component):
     def _size_shadows(self) -> None:
         """lrfu-adaptive's shadow caches model a cache of as many groups as the placement holds (the coordinator
         records accesses without sizes: its shadows count groups)."""
-        set_capacity = getattr(self.core.state.policy, "set_capacity", None)
+        state = self.core.state
+        set_capacity = getattr(state.policy, "set_capacity", None)
         if set_capacity is not None:
-            best = self.core.state.best_group
-            set_capacity(len({best.get(fid) for fid in list(self.core.placement)} - {None}))
+            with state.lock:  # the shadows change under the lock the accesses take
+                best = state.best_group
+                set_capacity(len({best.get(fid) for fid in list(self.core.placement)} - {None}))
 
     def wake(self) -> None:
         """Run the next cycle soon (pool change, release, drain)."""

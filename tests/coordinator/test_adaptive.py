@@ -166,3 +166,12 @@ def test_the_coordinator_rates_with_the_adaptive_half_life_by_default(inprocess_
 def test_adaptive_false_keeps_the_fixed_half_life(inprocess_node):
     node = inprocess_node("coord", ["coordinator"], sections={"coordinator": {"adaptive": False}})
     assert type(node.components["coordinator"].core.state.policy) is LRFUPolicy
+
+
+def test_forgetting_a_group_drops_it_from_every_table_and_shadow():
+    policy = adaptive(start=LONG, capacity=50)
+    for t, g in drifting(phases=1, rounds=2):
+        policy.access(g, t, size=1.0)
+    policy.forget(3)
+    assert 3 not in policy and all(3 not in table for table in policy._tables)
+    assert all(3 not in s.resident and s.used == sum(s.resident.values()) for s in policy._shadows)
