@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -116,9 +117,8 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
 
     def __init__(self, half_life: float = 86400.0, epoch: float = 0.0,
                  half_lives: Sequence[float] = DEFAULT_HALF_LIVES, sample_rate: float = 1.0,
-                 max_sampled: int = 16384,
-                 capacity: float = 0.0, decision_every: int = 1000, hysteresis: float = 0.05,
-                 patience: int = 2, decay: float = 0.5):
+                 max_sampled: int = 16384, capacity: float = 0.0, decision_every: int = 1000,
+                 hysteresis: float = 0.05, patience: int = 2, decay: float = 0.5):
         super().__init__(half_life, epoch)
         candidates = sorted({float(h) for h in half_lives} | {self.half_life})
         if any(not h > 0 for h in candidates):
@@ -153,7 +153,7 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         self._wins = 0  # decisions in a row the challenger has won
         self._now = epoch  # the latest access time seen (to translate restored keys)
         self.switches = 0
-        self.history: list[tuple[float, float]] = []  # (time of the switch, new half-life)
+        self.history: deque[tuple[float, float]] = deque(maxlen=100)  # the latest (time of a switch, new half-life)
         self.on_switch: Callable[[], None] | None = None
         self.set_capacity(capacity)
 
