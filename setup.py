@@ -42,6 +42,7 @@ ENTRY_POINTS = {
         "lrfu = htda.coordinator.rating:LRFUPolicy",
         "lru = htda.coordinator.rating:LRUPolicy",
         "lfu = htda.coordinator.rating:LFUPolicy",
+        "lrfu-adaptive = htda.coordinator.adaptive:AdaptiveLRFUPolicy",
     ],
     # cache replacement policies the simulator compares HTDA's with
     "htda.simulator.policies": [

@@ -122,6 +122,41 @@ class FrequencySketch:
         if self.samples >= self.sample_size:
             self.halve()
 
+    @staticmethod
+    def mixes(keys: np.ndarray) -> tuple[list[int], list[int]]:
+        """The two 64-bit mixes :meth:`increment` computes from each key's hash, for a whole array of integer keys
+        at once (numpy; Python's hash of an int is the int for magnitudes below 2**61, -1 excepted, which is no
+        key here): pass them to :meth:`increment_mixed`.  They do not depend on the width."""
+        h = np.asarray(keys, dtype=np.int64).view(np.uint64) * np.uint64(_MIX1)  # wraps mod 2**64, as & _M64 does
+        h ^= h >> np.uint64(31)
+        g = h * np.uint64(_MIX2)
+        return h.tolist(), g.tolist()
+
+    def increment_mixed(self, h: int, g: int) -> None:
+        """:meth:`increment` of the key whose mixes (:meth:`mixes`) are ``h`` and ``g``."""
+        mask, door, dmask = self._mask, self._door, self._door_mask
+        x = (h >> 16) & dmask
+        y = (g >> 8) & dmask
+        if not (door[x] and door[y]):
+            door[x] = door[y] = 1
+        else:
+            counters, w = self._counters, self.width
+            a = h & mask
+            if counters[a] < _MAX_COUNT:
+                counters[a] += 1
+            b = w + ((h >> 32) & mask)
+            if counters[b] < _MAX_COUNT:
+                counters[b] += 1
+            c = 2 * w + (g & mask)
+            if counters[c] < _MAX_COUNT:
+                counters[c] += 1
+            d = 3 * w + ((g >> 32) & mask)
+            if counters[d] < _MAX_COUNT:
+                counters[d] += 1
+        self.samples += 1
+        if self.samples >= self.sample_size:
+            self.halve()
+
     def estimate(self, key: Hashable) -> int:
         """The estimated number of accesses of ``key`` in the recent sample: the doorkeeper's one plus the
         least of its counters (collisions only raise it; the cap and the halvings lower it)."""

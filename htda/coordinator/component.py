@@ -19,9 +19,11 @@ from ..node.config import ConfigError, Field, Section, one_of, plugin_of, positi
 from ..node.periodic import Periodic
 from ..node.rest import HTTPError, Request
 from . import api
+from .adaptive import AdaptiveLRFUPolicy
 from .admission import ADMISSIONS
 from .core import CacheNode, Coordinator, CycleReport
 from .leader import leadership_for
+from .rating import LRFUPolicy
 from .store import ACCESS_ON, Store
 
 if TYPE_CHECKING:
@@ -43,6 +45,10 @@ def _fraction(value: float) -> str | None:
     return None if 0.0 < value <= 1.0 else "must be in (0, 1]"
 
 
+def _half_lives(values: list[float]) -> str | None:
+    return None if values and all(v > 0 for v in values) else "must list at least one half-life, each > 0 seconds"
+
+
 def _byte_count(value: Any) -> TypeGuard[int]:
     """A believable number of bytes from a heartbeat (it fits the database's 64-bit columns)."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
@@ -56,11 +62,20 @@ class CoordinatorComponent(Component):
         "database": Field(str, "", "SQLAlchemy URL of the database (default: SQLite file coordinator.db in the "
                                    "node's data_dir)"),
         "db_schema": Field(str, "", "PostgreSQL schema holding the tables (default: the search path)"),
-        "policy": Field(str, "lrfu", "rating policy: an htda.policies entry point (lrfu, lru, lfu)",
+        "policy": Field(str, "lrfu", "rating policy: an htda.policies entry point (lrfu, lru, lfu, lrfu-adaptive)",
                         check=plugin_of("htda.policies")),
         "half_life": Field(float, 86400.0, "seconds after which an access weighs half", check=positive),
         "epoch": Field(float, 0.0, "reference time T0 of the rating keys (any fixed unix time)"),
-        "admission": Field(str, "tinylfu", "admission filter before a group displaces placed ones: 'tinylfu' "
+        "adaptive": Field(bool, True, "with policy lrfu: choose the half-life online among adaptive_half_lives by "
+                                      "shadow caches, starting at half_life (the lrfu-adaptive policy; "
+                                      "docs/coordinator.rst); false: always half_life"),
+        "adaptive_half_lives": Field(list, [300.0, 3600.0, 86400.0, 604800.0],
+                                     "policy lrfu-adaptive: the candidate half-lives (seconds) it chooses among "
+                                     "online by shadow caches (docs/coordinator.rst)", item=float,
+                                     check=_half_lives),
+        "adaptive_max_sampled": Field(int, 16384, "policy lrfu-adaptive: most groups its shadow caches sample",
+                                      check=positive),
+        "admission": Field(str, "none", "admission filter before a group displaces placed ones: 'tinylfu' "
                                            "(only if a frequency sketch of recent accesses finds it more frequent "
                                            "than their groups; docs/coordinator.rst) or 'none' (the rating alone)",
                            check=one_of(*ADMISSIONS)),
@@ -109,7 +124,12 @@ class CoordinatorComponent(Component):
             raise ConfigError(f"{node.source}: 'coordinator.policy': {exc}") from None
         url = config["database"] or f"sqlite:///{node.data_dir / 'coordinator.db'}"
         store = Store(url, schema=config["db_schema"] or None, access_on=config["access_on"])
-        self.core = Coordinator(store, policy_cls(half_life=config["half_life"], epoch=config["epoch"]),
+        options: dict[str, Any] = {}
+        if policy_cls is LRFUPolicy and config["adaptive"]:
+            policy_cls = AdaptiveLRFUPolicy
+        if policy_cls is AdaptiveLRFUPolicy:
+            options = {"half_lives": config["adaptive_half_lives"], "max_sampled": config["adaptive_max_sampled"]}
+        self.core = Coordinator(store, policy_cls(half_life=config["half_life"], epoch=config["epoch"], **options),
                                 per_size=config["per_size"], hysteresis=config["hysteresis"], fill=config["fill"],
                                 candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],
                                 release_ttl=config["release_ttl"], full_every=config["full_every"],
@@ -244,10 +264,21 @@ class CoordinatorComponent(Component):
             self._cycles.inc(outcome="error")
             raise
         self._cycles.inc(outcome="ok")
+        self._size_shadows()
         self._cycle_seconds.inc(report.seconds)
         self._moved.inc(report.moved)
         self.reports.append(report)
         return report
+
+    def _size_shadows(self) -> None:
+        """lrfu-adaptive's shadow caches model a cache of as many groups as the placement holds (the coordinator
+        records accesses without sizes: its shadows count groups)."""
+        state = self.core.state
+        set_capacity = getattr(state.policy, "set_capacity", None)
+        if set_capacity is not None:
+            with state.lock:  # the shadows change under the lock the accesses take
+                best = state.best_group
+                set_capacity(len({best.get(fid) for fid in list(self.core.placement)} - {None}))
 
     def wake(self) -> None:
         """Run the next cycle soon (pool change, release, drain)."""

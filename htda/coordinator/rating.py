@@ -113,8 +113,9 @@ class RatingPolicy(ABC, Generic[G]):
     def offset(self, now: float) -> float:
         """The common shift of every key at time ``now``: ``log2(score) = key - offset(now)``."""
 
-    def access(self, group: G, t: float, weight: float = 1.0) -> None:
-        """Record one access of ``group`` at unix time ``t``, worth ``weight`` (> 0)."""
+    def access(self, group: G, t: float, weight: float = 1.0, size: float = 1.0) -> None:
+        """Record one access of ``group`` at unix time ``t``, worth ``weight`` (> 0).  ``size`` is the group's
+        size, for policies that model a cache (``lrfu-adaptive``, :mod:`.adaptive`); the others ignore it."""
         if not weight > 0:
             raise ValueError("access weight must be > 0")
         self._keys[group] = self._key_after(self._keys.get(group, NEVER), float(t), float(weight))
@@ -173,6 +174,23 @@ class LRFUPolicy(RatingPolicy[G]):
 
     def _key_after(self, key: float, t: float, weight: float) -> float:
         return log_add(key, math.log2(weight) + (t - self.epoch) / self.half_life)
+
+    def access(self, group: G, t: float, weight: float = 1.0, size: float = 1.0) -> None:
+        """:meth:`RatingPolicy.access` with :meth:`_key_after` and :func:`log_add` inlined (the same arithmetic,
+        the same keys): the hot path of the coordinator's history rebuild and of every simulator replay."""
+        if weight == 1.0:
+            x = (t - self.epoch) / self.half_life  # math.log2(1.0) + ... is exactly this
+        elif weight > 0:
+            x = math.log2(weight) + (t - self.epoch) / self.half_life
+        else:
+            raise ValueError("access weight must be > 0")
+        keys = self._keys
+        old = keys.get(group, NEVER)
+        if old < x:
+            keys[group] = x if old == NEVER else x + math.log2(1.0 + 2.0 ** (old - x))
+        else:
+            keys[group] = old + math.log2(1.0 + 2.0 ** (x - old))  # old >= x > -inf
+        self._touched.add(group)
 
     def offset(self, now: float) -> float:
         return (now - self.epoch) / self.half_life

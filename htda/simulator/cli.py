@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parser", "parse_duration"]
 
-SIMULATE_HALF_LIVES = "5m,1h,1d"
-SUITE_HALF_LIVES = "1d,5m,1h"  # the coordinator's default first: the suite's verdict is on it
-DEFAULT_ADMISSION = "tinylfu,none"  # the coordinator's default first
+SIMULATE_HALF_LIVES = "auto,5m,1h,1d"
+SUITE_HALF_LIVES = "auto,1d"  # the coordinator's default (adaptive) first: the suite's verdict is on it
+DEFAULT_ADMISSION = "none,tinylfu"  # the coordinator's default first
 
 _DURATIONS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -29,6 +29,8 @@ _DURATIONS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 def parse_duration(text: str, what: str = "half-life") -> float:
     """``"300"``, ``"90s"``, ``"15m"``, ``"6h"``, ``"2d"``, ``"1w"`` -> seconds."""
     value = text.strip().lower()
+    if value == "auto" and what == "half-life":
+        return 0.0  # run.AUTO: the adaptive half-life (imported lazily: see above)
     unit = _DURATIONS.get(value[-1:], None)
     try:
         seconds = float(value[:-1]) * unit if unit else float(value)
@@ -214,7 +216,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--sizes", default="5%,10%,20%,30%,50%",
                    help="cache sizes: bytes (500G, 1.5TiB) or %% of the trace's footprint, the bytes of its "
                         "distinct objects (default %(default)s)")
-    p.add_argument("--half-lives", help=f"HTDA half-lives to compare (default {SIMULATE_HALF_LIVES}; with --suite "
+    p.add_argument("--half-lives", help=f"HTDA half-lives to compare, 'auto' for the adaptive one (lrfu-adaptive) "
+                                        f"(default {SIMULATE_HALF_LIVES}; with --suite "
                                         f"{SUITE_HALF_LIVES}: the first is the one judged)")
     p.add_argument("--suite", metavar="DIR", help="replay every *.csv trace of DIR (and --synthetic) at 1-50 %% of "
                                                   "each footprint against every baseline; print reST tables")

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import heapq
 
-from ..coordinator.admission import TinyLFUAdmission
+import numpy as np
+
+from ..coordinator.admission import FrequencySketch, TinyLFUAdmission
 from ..coordinator.rating import RatingPolicy, best_key, normalised_key
 from .policies import CachePolicy
 from .trace import NO_GROUP
@@ -60,12 +62,33 @@ class HTDAPolicy(CachePolicy):
         self._entry_key: dict[int, float] = {}  # cached file -> key of its one live heap entry
         self._sizes: dict[int, int] = {}  # cached file -> size
         self._heap: list[tuple[float, int]] = []
+        # an adaptive rating (``lrfu-adaptive``) sizes its shadow caches by this cache and re-keys it on a switch
+        self._group_bytes: dict[int, int] | None = None
+        if callable(getattr(rating, "set_capacity", None)):
+            rating.set_capacity(capacity)  # type: ignore[attr-defined]
+            rating.on_switch = self._rekey  # type: ignore[attr-defined]
+            self._group_bytes = {}  # group -> bytes of the files first requested in it (its shadows' size)
 
     def file_key(self, oid: int) -> float:
         """The file's current key: the best of its groups' keys (per byte if ``per_size``)."""
         groups = self._more_groups.get(oid)
         key = self.rating.key(self._group_of[oid]) if groups is None else best_key(map(self.rating.key, groups))
         return normalised_key(key, self._sizes.get(oid)) if self.per_size else key
+
+    def _rekey(self) -> None:
+        """Every key changed (an adaptive rating switched half-life): re-key the cached files and rebuild the heaps
+        in place (the replay loops hold them)."""
+        entry_key = self._entry_key
+        for oid in entry_key:
+            entry_key[oid] = self.file_key(oid)
+        if self.admission is None:
+            self._heap[:] = [(key, oid) for oid, key in entry_key.items()]
+        else:
+            where = self._where
+            self._heap[:] = [(entry_key[oid], oid) for oid, in_window in where.items() if not in_window]
+            self._window_heap[:] = [(entry_key[oid], oid) for oid, in_window in where.items() if in_window]
+            heapq.heapify(self._window_heap)
+        heapq.heapify(self._heap)
 
     def replay(self, times, ids, sizes, groups):
         if self.admission is not None:
@@ -75,6 +98,7 @@ class HTDAPolicy(CachePolicy):
         access, file_key, keys = rating.access, self.file_key, rating.keys()
         push, pop = heapq.heappush, heapq.heappop
         per_job = self.accesses == "job"
+        group_bytes = self._group_bytes
         # Fast path: a file of one group, not rated per size, has its group's key, read straight from the
         # rating's key table (its public read-only view) instead of through two method calls.  Every group read
         # there was accessed first, so it has a key.
@@ -83,12 +107,17 @@ class HTDAPolicy(CachePolicy):
         for t, oid, size, group in zip(times, ids, sizes, groups):
             if group == NO_GROUP:
                 group = -2 - oid  # a file without a group is its own group; ids never collide
+            if group_bytes is not None and oid not in group_of:
+                group_bytes[group] = group_bytes.get(group, 0) + size
             known = group_of.setdefault(oid, group)
             if known != group:
                 more_groups.setdefault(oid, {known}).add(group)
             if not per_job or last_access.get(group) != t:
                 last_access[group] = t
-                access(group, t)
+                if group_bytes is None:
+                    access(group, t)
+                else:
+                    access(group, t, 1.0, group_bytes[group])
             if oid in entry_key:
                 hits += 1
                 hit_bytes += size
@@ -133,9 +162,14 @@ class HTDAPolicy(CachePolicy):
         entry_key, cached_sizes, where, cap = self._entry_key, self._sizes, self._where, self.capacity
         main, window = self._heap, self._window_heap
         access, file_key, keys = rating.access, self.file_key, rating.keys()
-        record, frequency = admission.record, admission.frequency
+        record, frequency = admission.sketch.increment_mixed, admission.frequency
+        # the sketch's hashing of every request's group, for the whole chunk at once (numpy)
+        group_array = np.asarray(groups, dtype=np.int64)
+        mixes = FrequencySketch.mixes(np.where(group_array == NO_GROUP, -2 - np.asarray(ids, dtype=np.int64),
+                                               group_array))
         push, pop = heapq.heappush, heapq.heappop
         per_job = self.accesses == "job"
+        group_bytes = self._group_bytes
         fast = not self.per_size
         used, window_used = self.used, self.window_used
         window_cap = admission.window * cap
@@ -153,16 +187,21 @@ class HTDAPolicy(CachePolicy):
                 entry_key[victim] = current
                 heapq.heapreplace(heap, (current, victim))
 
-        for t, oid, size, group in zip(times, ids, sizes, groups):
+        for t, oid, size, group, h, g in zip(times, ids, sizes, groups, *mixes):
             if group == NO_GROUP:
                 group = -2 - oid
+            if group_bytes is not None and oid not in group_of:
+                group_bytes[group] = group_bytes.get(group, 0) + size
             known = group_of.setdefault(oid, group)
             if known != group:
                 more_groups.setdefault(oid, {known}).add(group)
             if not per_job or last_access.get(group) != t:
                 last_access[group] = t
-                access(group, t)
-                record(group)
+                if group_bytes is None:
+                    access(group, t)
+                else:
+                    access(group, t, 1.0, group_bytes[group])
+                record(h, g)
             sampled += 1
             sample_bytes += size
             if sampled >= sample:  # a sample of requests: adapt the window to its byte hit ratio

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ..coordinator.adaptive import AdaptiveLRFUPolicy
 from ..coordinator.admission import ADMISSIONS, make_admission
 from ..node.plugins import PluginError, load
 from .engine import ReplayResult, replay
@@ -27,10 +28,15 @@ from .placed import PlacedHTDAPolicy
 from .policies import CachePolicy
 from .trace import NO_GROUP, Chunk
 
-__all__ = ["RunSpec", "PartitionedPolicy", "simulate", "htda_label", "SIMULATOR_POLICIES", "RATING_POLICIES"]
+__all__ = ["AUTO", "RunSpec", "PartitionedPolicy", "simulate", "htda_label", "SIMULATOR_POLICIES", "RATING_POLICIES"]
 
 SIMULATOR_POLICIES = "htda.simulator.policies"
 RATING_POLICIES = "htda.policies"
+
+#: the half-life "auto": HTDA with the coordinator's ``lrfu-adaptive`` rating (:mod:`htda.coordinator.adaptive`),
+#: starting at 1 day and choosing among its candidate half-lives online
+AUTO = 0.0
+AUTO_START = 86400.0
 
 
 @dataclass
@@ -59,8 +65,8 @@ class RunSpec:
             raise ValueError("the placement cycle must be > 0 seconds")
         if not self.capacities or any(c < 0 for c in self.capacities):
             raise ValueError("give at least one cache size, each >= 0 bytes")
-        if any(not h > 0 for h in self.half_lives):
-            raise ValueError("half-lives must be > 0 seconds")
+        if any(not (h > 0 or h == AUTO) for h in self.half_lives):
+            raise ValueError("half-lives must be > 0 seconds (or auto)")
         if self.nodes < 1:
             raise ValueError("nodes must be >= 1")
         if not self.admissions or any(a not in ADMISSIONS for a in self.admissions):
@@ -70,6 +76,8 @@ class RunSpec:
 def htda_label(half_life: float, admission: str = "none") -> str:
     """``htda(6h)``-style label of HTDA's policy at one half-life; ``htda(6h)+tinylfu`` with an admission filter."""
     suffix = "" if admission == "none" else f"+{admission}"
+    if half_life == AUTO:
+        return f"htda(auto){suffix}"
     for unit, seconds in (("d", 86400), ("h", 3600), ("m", 60)):
         if half_life >= seconds and half_life % seconds == 0:
             return f"htda({int(half_life // seconds)}{unit}){suffix}"
@@ -118,22 +126,26 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
         makers.append(_plugin(SIMULATOR_POLICIES, name))  # a baseline policy class is built as cls(capacity)
     rating_cls = _plugin(RATING_POLICIES, spec.rating)
 
+    def rating(h: float):
+        return AdaptiveLRFUPolicy(half_life=AUTO_START) if h == AUTO else rating_cls(half_life=h)
+
     def htda(h: float, label: str, admission: str) -> Callable[[int], CachePolicy]:
-        return lambda cap: HTDAPolicy(cap, rating_cls(half_life=h), label=label, per_size=spec.per_size,
+        return lambda cap: HTDAPolicy(cap, rating(h), label=label, per_size=spec.per_size,
                                       accesses=spec.accesses, admission=make_admission(admission))
 
     def placed(h: float, label: str, cycle: float) -> Callable[[int], CachePolicy]:
-        return lambda cap: PlacedHTDAPolicy(cap, rating_cls(half_life=h), nodes=spec.nodes, cycle=cycle,
+        return lambda cap: PlacedHTDAPolicy(cap, rating(h), nodes=spec.nodes, cycle=cycle,
                                             hysteresis=spec.hysteresis, label=label, accesses=spec.accesses)
 
     for admission in spec.admissions:
         for half_life in spec.half_lives:
             label = htda_label(half_life, admission)
-            if spec.rating != "lrfu":
+            if spec.rating != "lrfu" and half_life != AUTO:
                 label += f"-{spec.rating}"
             if spec.nodes == 1:
                 makers.append(htda(half_life, label, admission))
-            if spec.cycle is not None and admission == spec.admissions[0]:
+            if spec.cycle is not None and admission == spec.admissions[0] and half_life != AUTO:
+                # (the cycle-driven replay has no adaptive half-life yet: its rating would never size its shadows)
                 makers.append(placed(half_life, label + " placed", spec.cycle))
     policies = []
     for capacity in spec.capacities:

@@ -49,7 +49,7 @@ def test_generate_json_gives_exact_numbers(tmp_path):
 def test_json_output_of_a_synthetic_run():
     data = run_cli("--json", "simulate", "--synthetic", "--requests", "3000", "--sizes", "20G", "--half-lives", "600",
                    "--policies", "lru", "--no-belady")
-    assert [r["policy"] for r in data["results"]] == ["lru", "htda(10m)+tinylfu", "htda(10m)", "pfoo-l"]
+    assert [r["policy"] for r in data["results"]] == ["lru", "htda(10m)", "htda(10m)+tinylfu", "pfoo-l"]
     assert data["results"][0]["capacity_bytes"] == 20 * 10**9
 
 

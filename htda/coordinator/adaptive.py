@@ -1,0 +1,309 @@
+"""``lrfu-adaptive``: LRFU whose half-life follows the workload, chosen online by shadow caches.
+
+No fixed half-life wins everywhere (``docs/simulator.rst``): a short one
+(LRU-like) wins where the working set drifts, a long one (LFU-like) where a
+stable popular set is read among scans.  This policy keeps the LRFU key of
+every group at each of a few candidate half-lives (:data:`DEFAULT_HALF_LIVES`)
+and ranks with the one that is currently best:
+
+- **keys at every half-life**: LRFU keys are log-scaled sums
+  (:mod:`.rating`), so an access updates each candidate's key of the group in
+  O(1); the *active* candidate's keys are the policy's keys
+  (:meth:`~.rating.RatingPolicy.keys`), the others wait in their own tables;
+- **shadow caches** (miniature simulations, as in SHARDS: C. Waldspurger et
+  al., *Efficient MRC Construction with SHARDS*, FAST'15, and *Cache
+  Modeling and Optimization using Miniature Simulations*, ATC'17): the groups
+  whose mixed hash falls below a *rate* of the hash space are replayed
+  through one small cache per candidate, of *rate* times the real cache's
+  size (:meth:`set_capacity`), evicting the lowest key of that candidate;
+  each counts the bytes it would have hit.  The rate starts at
+  ``sample_rate`` and halves whenever more than ``max_sampled`` groups are
+  sampled (SHARDS' fixed-size variant, by halving): a workload of few large
+  groups is replayed whole, one of millions of small ones by a sample of
+  bounded cost;
+- **decisions**: every ``decision_every`` sampled accesses the hit counts of
+  the round are added to exponentially decayed totals (``decay``); a
+  candidate replaces the active one only if its total beats the active one's
+  by more than ``hysteresis`` times the smaller of the active one's hits and
+  misses (so a small relative gain counts when the active one misses little,
+  as in a large cache), in ``patience`` decisions in a row, so that the choice
+  does not flap on noise.
+
+Time is only ever the accesses' own timestamps (the keys); decisions count
+accesses, never seconds, so a replay gives the same choices whatever the
+clock.  When the active half-life changes every key changes (all groups are
+*touched*, :meth:`~.rating.RatingPolicy.take_touched`) and ``on_switch``, if
+set, is called: a cache ordered by the old keys re-sorts itself.
+
+Without :meth:`set_capacity` (or with 0) there are no shadow caches and the
+policy is plain LRFU at ``half_life``.  Sizes are whatever unit the capacity
+is in: bytes in the simulator; the coordinator, which records accesses
+without sizes, counts groups (size 1 each) against its number of placed
+groups.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .rating import NEVER, G, RatingPolicy
+
+__all__ = ["AdaptiveLRFUPolicy", "DEFAULT_HALF_LIVES"]
+
+#: candidate half-lives: 5 minutes, 1 hour, 1 day, 7 days
+DEFAULT_HALF_LIVES = (300.0, 3600.0, 86400.0, 604800.0)
+
+_MIX1 = 0x9E3779B97F4A7C15
+_MIX2 = 0xBF58476D1CE4E5B9
+_M64 = (1 << 64) - 1
+
+
+def _mixed(group: object) -> int:
+    """A well-spread 64-bit hash of ``group`` (splitmix64's finaliser over Python's hash)."""
+    h = (hash(group) * _MIX1) & _M64
+    h ^= h >> 29
+    h = (h * _MIX2) & _M64
+    return h ^ (h >> 32)
+
+
+class _Shadow:
+    """A miniature cache of the sampled groups, evicting the lowest key of one candidate half-life."""
+
+    __slots__ = ("keys", "resident", "heap", "used", "hits", "total")
+
+    def __init__(self, keys: dict):
+        self.keys = keys  # this candidate's key table (shared with the policy)
+        self.resident: dict[Any, float] = {}  # group -> its size when last accessed
+        self.heap: list[tuple[float, Any]] = []  # lazy: (key when pushed, group)
+        self.used = 0.0
+        self.hits = 0.0  # bytes hit in the current round
+        self.total = 0.0  # decayed hits of past rounds
+
+    def access(self, group: Any, size: float, capacity: float) -> None:
+        resident = self.resident
+        old = resident.get(group)
+        if old is not None:
+            self.hits += size
+            self.used += size - old
+            resident[group] = size
+            return
+        if size > capacity:
+            return
+        resident[group] = size
+        heapq.heappush(self.heap, (self.keys[group], group))
+        self.used += size
+        self.evict(capacity)
+
+    def evict(self, capacity: float) -> None:
+        heap, keys, resident = self.heap, self.keys, self.resident
+        while self.used > capacity and heap:
+            key, victim = heap[0]
+            current = keys[victim]
+            if current != key:  # accessed since it was pushed: keys only grow, re-push it
+                heapq.heapreplace(heap, (current, victim))
+                continue
+            heapq.heappop(heap)
+            self.used -= resident.pop(victim)
+
+
+class AdaptiveLRFUPolicy(RatingPolicy[G]):
+    """LRFU at the candidate half-life whose shadow cache hits most lately (see the module docstring)."""
+
+    name = "lrfu-adaptive"
+
+    def __init__(self, half_life: float = 86400.0, epoch: float = 0.0,
+                 half_lives: Sequence[float] = DEFAULT_HALF_LIVES, sample_rate: float = 1.0,
+                 max_sampled: int = 16384, capacity: float = 0.0, decision_every: int = 1000,
+                 hysteresis: float = 0.05, patience: int = 2, decay: float = 0.5):
+        super().__init__(half_life, epoch)
+        candidates = sorted({float(h) for h in half_lives} | {self.half_life})
+        if any(not h > 0 for h in candidates):
+            raise ValueError("half_lives must be > 0 seconds")
+        if not 0.0 < sample_rate <= 1.0:
+            raise ValueError("sample_rate must be in (0, 1]")
+        if decision_every < 1 or patience < 1 or max_sampled < 1:
+            raise ValueError("decision_every, patience and max_sampled must be >= 1")
+        if hysteresis < 0 or not 0.0 <= decay < 1.0:
+            raise ValueError("hysteresis must be >= 0 and decay in [0, 1)")
+        self.half_lives = candidates
+        self.sample_rate = sample_rate
+        self.max_sampled = max_sampled
+        self._sampled_groups: set = set()  # the distinct groups sampled so far (at most max_sampled)
+        self.decision_every = decision_every
+        self.hysteresis = hysteresis
+        self.patience = patience
+        self.decay = decay
+        self.active = candidates.index(self.half_life)
+        # one key table per candidate; the active one is self._keys (the same dict object for ever: a reader may
+        # hold it, as the simulator does)
+        self._tables: list[dict[G, float]] = [self._keys if i == self.active else {} for i in range(len(candidates))]
+        self._inverse = [1.0 / h for h in candidates]
+        self._candidates = list(zip(self._tables, self._inverse))  # (key table, 1 / half-life) of each candidate
+        self._threshold = int(sample_rate * (1 << 64))
+        self._shadows = [_Shadow(table) for table in self._tables]
+        self._shadow_capacity = 0.0
+        self._sampled = 0  # sampled accesses in the current round
+        self._round_bytes = 0.0  # their sizes
+        self.requested = 0.0  # decayed sizes of past rounds' sampled accesses (each shadow's hits + misses)
+        self._challenger = -1
+        self._wins = 0  # decisions in a row the challenger has won
+        self._now = epoch  # the latest access time seen (to translate restored keys)
+        self.switches = 0
+        self.history: deque[tuple[float, float]] = deque(maxlen=100)  # the latest (time of a switch, new half-life)
+        self.on_switch: Callable[[], None] | None = None
+        self.set_capacity(capacity)
+
+    # -- configuration ------------------------------------------------------
+    def set_capacity(self, capacity: float) -> None:
+        """The real cache's size (bytes, or groups when accesses carry no size): the shadows get ``sample_rate``
+        of it.  0 turns the adaptation off."""
+        if capacity < 0:
+            raise ValueError("capacity must be >= 0")
+        self.capacity = float(capacity)
+        self._shadow_capacity = self.sample_rate * self.capacity
+        for shadow in self._shadows:
+            shadow.evict(self._shadow_capacity)
+
+    # -- updating -------------------------------------------------------------
+    def _key_after(self, key: float, t: float, weight: float) -> float:  # the active candidate's rule
+        return _log_add(key, math.log2(weight) + (t - self.epoch) / self.half_life)
+
+    def offset(self, now: float) -> float:
+        return (now - self.epoch) / self.half_life
+
+    def access(self, group: G, t: float, weight: float = 1.0, size: float = 1.0) -> None:
+        """Record one access of ``group`` at ``t`` worth ``weight``; ``size`` is the group's size (in the unit of
+        the capacity) for the shadow caches."""
+        if not weight > 0:
+            raise ValueError("access weight must be > 0")
+        self._now = t
+        base = t - self.epoch
+        lw = math.log2(weight) if weight != 1.0 else 0.0
+        log2 = math.log2
+        for table, inverse in self._candidates:
+            x = lw + base * inverse
+            old = table.get(group)
+            if old is None or old == NEVER:
+                table[group] = x
+            elif old >= x:
+                table[group] = old + log2(1.0 + 2.0 ** (x - old))
+            else:
+                table[group] = x + log2(1.0 + 2.0 ** (old - x))
+        self._touched.add(group)
+        capacity = self._shadow_capacity
+        if not capacity:
+            return
+        h = (hash(group) * _MIX1) & _M64  # _mixed(group), inline: this is the hot path
+        h ^= h >> 29
+        h = (h * _MIX2) & _M64
+        if h ^ (h >> 32) < self._threshold:
+            if group not in self._sampled_groups:
+                self._sampled_groups.add(group)
+                if len(self._sampled_groups) > self.max_sampled:
+                    self._halve_rate()
+                    capacity = self._shadow_capacity
+                    if _mixed(group) >= self._threshold:
+                        return
+            for shadow in self._shadows:
+                resident = shadow.resident
+                old = resident.get(group)
+                if old is None:
+                    shadow.access(group, size, capacity)
+                else:  # a hit: shadow.access's first branch, inline
+                    shadow.hits += size
+                    if old != size:
+                        shadow.used += size - old
+                        resident[group] = size
+            self._sampled += 1
+            self._round_bytes += size
+            if self._sampled >= self.decision_every:
+                self._decide()
+
+    def _halve_rate(self) -> None:
+        """Sample half as many groups: those above the new threshold leave the sample and the shadows."""
+        self.sample_rate /= 2
+        self._threshold //= 2
+        self._shadow_capacity = self.sample_rate * self.capacity
+        threshold = self._threshold
+        self._sampled_groups = {g for g in self._sampled_groups if _mixed(g) < threshold}
+        for shadow in self._shadows:
+            shadow.resident = {g: size for g, size in shadow.resident.items() if _mixed(g) < threshold}
+            shadow.heap = [(key, g) for key, g in shadow.heap if g in shadow.resident]
+            heapq.heapify(shadow.heap)
+            shadow.used = sum(shadow.resident.values())
+            shadow.evict(self._shadow_capacity)
+
+    def set_key(self, group: G, key: float) -> None:
+        """Restore the active key of ``group``; the other candidates get the key of the same score at the latest
+        access time seen (an approximation: the history behind the key is gone)."""
+        super().set_key(group, key)
+        active_h = self.half_life
+        ref = self._now - self.epoch
+        for i, (table, h) in enumerate(zip(self._tables, self.half_lives)):
+            if i != self.active:
+                table[group] = NEVER if key == NEVER else key - ref / active_h + ref / h
+
+    def forget(self, group: G) -> None:
+        super().forget(group)
+        for table in self._tables:
+            table.pop(group, None)
+        self._sampled_groups.discard(group)
+        for shadow in self._shadows:
+            if shadow.resident.pop(group, None) is not None:
+                shadow.heap = [e for e in shadow.heap if e[1] != group]
+                heapq.heapify(shadow.heap)
+                shadow.used = sum(shadow.resident.values())
+
+    # -- choosing -------------------------------------------------------------
+    def scores(self) -> list[float]:
+        """Each candidate's decayed shadow hits (the last decision's totals)."""
+        return [s.total for s in self._shadows]
+
+    def _decide(self) -> None:
+        self._sampled = 0
+        for shadow in self._shadows:
+            shadow.total = self.decay * shadow.total + shadow.hits
+            shadow.hits = 0.0
+        self.requested = self.decay * self.requested + self._round_bytes
+        self._round_bytes = 0.0
+        totals = self.scores()
+        best = max(range(len(totals)), key=totals.__getitem__)
+        mine = totals[self.active]
+        if best == self.active or totals[best] - mine <= self.hysteresis * min(mine, self.requested - mine):
+            self._challenger, self._wins = -1, 0
+            return
+        self._wins = self._wins + 1 if best == self._challenger else 1
+        self._challenger = best
+        if self._wins >= self.patience:
+            self._switch(best)
+
+    def _switch(self, to: int) -> None:
+        """Rank with candidate ``to`` from now on: its keys move into the active table (the same dict object)."""
+        old = self.active
+        self._tables[old] = dict(self._keys)
+        self._keys.clear()
+        self._keys.update(self._tables[to])
+        self._tables[to] = self._keys
+        self._shadows[old].keys = self._tables[old]
+        self._shadows[to].keys = self._keys
+        self._candidates = list(zip(self._tables, self._inverse))
+        self.active = to
+        self.half_life = self.half_lives[to]
+        self._challenger, self._wins = -1, 0
+        self.switches += 1
+        self.history.append((self._now, self.half_life))
+        self._touched.update(self._keys)
+        if self.on_switch is not None:
+            self.on_switch()
+
+
+def _log_add(a: float, b: float) -> float:
+    if a < b:
+        a, b = b, a
+    if b == NEVER:
+        return a
+    return a + math.log2(1.0 + 2.0 ** (b - a))

@@ -1,0 +1,44 @@
+"""The simulator replays the coordinator's lrfu-adaptive rating as ``--half-lives auto`` (issue 16)."""
+
+from __future__ import annotations
+
+from htda.coordinator.adaptive import AdaptiveLRFUPolicy
+from htda.coordinator.admission import TinyLFUAdmission
+from htda.coordinator.rating import LRFUPolicy
+from htda.simulator.cli import parse_duration
+from htda.simulator.htda_policy import HTDAPolicy
+from htda.simulator.run import AUTO, RunSpec, build_policies, htda_label
+
+from .helpers import chunk_of, run
+
+
+def _drifting(phases: int = 10, width: int = 40, rounds: int = 15) -> list:
+    """Recency-heavy: a new working set each phase, read round after round; old sets never come back."""
+    return [f"p{p}-{i}" for p in range(phases) for _ in range(rounds) for i in range(width)]
+
+
+def test_auto_is_a_half_life_of_the_command_line_and_a_label():
+    assert parse_duration("auto") == AUTO
+    assert htda_label(AUTO) == "htda(auto)" and htda_label(AUTO, "tinylfu") == "htda(auto)+tinylfu"
+    policies = build_policies(RunSpec(capacities=[100], half_lives=[AUTO, 86400.0], baselines=[]))
+    assert [type(p.rating).__name__ for p in policies] == ["AdaptiveLRFUPolicy", "LRFUPolicy"]
+    assert policies[0].rating.capacity == 100  # its miniature caches are scaled from the cache's size
+
+
+def test_the_adaptive_rating_finds_the_short_half_life_in_a_replay_with_and_without_admission():
+    names = _drifting()
+    capacity = 40
+
+    def htda(rating, label, admission=None):
+        return HTDAPolicy(capacity, rating, label=label, admission=admission)
+
+    def adaptive():
+        return AdaptiveLRFUPolicy(half_life=100_000.0, half_lives=(10.0, 100_000.0), decision_every=200)
+
+    auto, auto_admitted = adaptive(), adaptive()
+    policies = [htda(auto, "auto"), htda(LRFUPolicy(half_life=100_000.0), "long"),
+                htda(auto_admitted, "auto+tinylfu", TinyLFUAdmission(width=64, window=0.5, adaptive=False))]
+    results = run(chunk_of(names), policies, capacity, bound=False)
+    assert auto.half_life == 10.0 and auto.switches == 1
+    assert auto_admitted.half_life == 10.0
+    assert results["auto"].hits > 1.5 * results["long"].hits
