@@ -180,6 +180,7 @@ def test_forgetting_a_group_drops_it_from_every_table_and_shadow():
 def test_the_coordinator_sizes_the_shadows_by_the_placed_groups(inprocess_node):
     component = inprocess_node("coord", ["coordinator"]).components["coordinator"]
     component.core.placement = {1: "w1", 2: "w1", 3: "w2", 4: "w2"}
-    component.core.state.best_group.update({1: 10, 2: 10, 3: 11})  # file 4: no group known yet
+    for fid, gid in {1: 10, 2: 10, 3: 11}.items():  # file 4: no group known yet
+        component.core.state.best_group[fid] = gid
     component._size_shadows()
     assert component.core.state.policy.capacity == 2
