@@ -27,7 +27,7 @@ from .backends.base import CacheDevice, StorageBackend
 from .backends.logical import LogicalDevice
 from .checksum import KINDS
 from .ownership import RemoteRule, account_id, parse_mode
-from .peers import MAX_RANGE, PeerSource, serve_range
+from .peers import MAX_RANGE, PEER_CHUNK, PeerSource, serve_range
 from .reporting import HoldingsReporter
 from .service import Assignment, CacheService, Marks
 from .staging import Stager
@@ -340,7 +340,8 @@ class CacheComponent(Component):
         """The named pool members that run a cache, as sources to copy from, in the order named; this node
         and names not in the pool (or not caches) are skipped."""
         members = {m.name: m for m in self.node.members("cache")}
-        return [PeerSource(name, members[name].url, self.node.client, chunk=self.config["buffer_size"],
+        chunk = min(self.config["buffer_size"], PEER_CHUNK)
+        return [PeerSource(name, members[name].url, self.node.client, chunk=chunk,
                            timeout=self.config["storage_timeout"], check_mtime=self.config["peer_mtime_check"])
                 for name in dict.fromkeys(names) if name != self.node.name and name in members]
 
