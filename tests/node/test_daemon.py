@@ -1,5 +1,6 @@
 """Daemon behaviour: systemd readiness notification and readable logs."""
 
+import platform
 import socket
 import subprocess
 import sys
@@ -48,3 +49,9 @@ def test_a_component_that_fails_to_start_ends_the_process(tmp_path):
     node = NodeProcess(config).start(wait=False)
     assert node.proc.wait(timeout=20) != 0
     assert "submit" in node.log.read_text()
+
+
+def test_large_blocks_are_given_back_to_the_system_where_glibc_allows_it():
+    from htda.node.daemon import return_large_blocks
+
+    assert return_large_blocks() is (platform.libc_ver()[0] == "glibc")
