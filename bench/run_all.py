@@ -31,6 +31,7 @@ QUICK: dict[str, tuple[list[str], bool]] = {
     "halfopen": ([str(BENCH / "halfopen_bench.py"), "--seconds", "5", "--connections", "100"], False),
     "simulator": ([str(BENCH / "simulator_bench.py")], False),
     "scale": ([str(BENCH / "scale.py"), "--quick"], False),
+    "state-memory": ([str(BENCH / "state_memory.py"), "--files", "20000"], False),
     "protocol": ([str(BENCH / "protocol_bench.py")], False),
     "attacks": ([str(BENCH / "attacks.py")], True),
     "cluster": (["-m", "bench.cluster", "run", "--small"], True),
