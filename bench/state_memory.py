@@ -16,15 +16,18 @@ import os
 import sys
 import time
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
 
-from bench.scale_coordinator import load_history
-from htda.coordinator.core import Coordinator
-from htda.coordinator.rating import LRFUPolicy
-from htda.coordinator.store import Store, with_driver
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: run as a script, bench/ is not installed
+
+from bench.scale_coordinator import load_history  # noqa: E402
+from htda.coordinator.core import Coordinator  # noqa: E402
+from htda.coordinator.rating import LRFUPolicy  # noqa: E402
+from htda.coordinator.store import Store, with_driver  # noqa: E402
 
 
 def deep_size(obj: Any, seen: set[int]) -> int:
