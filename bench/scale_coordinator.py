@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import io
 import re
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,12 +35,12 @@ from pathlib import Path
 import numpy as np
 import sqlalchemy as sa
 
+from bench.coordinator_bench import CACHE_NODES, CacheMembers
 from htda.coordinator.store import Store, file_key, group_name, with_driver
 from htda.node.client import Client
 from testkit.nodes import SECRET, NodeProcess, free_port, write_config
 
 BASE = "/api/v1/coordinator"
-CACHE_NODES = 4
 MB = 1 << 20
 DAY = 86400.0
 TARGET_INGEST = 5_000
@@ -134,29 +133,6 @@ def proc_mb(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
-class CacheBeats(threading.Thread):
-    """Heartbeats as four cache nodes, each with room for a quarter of ``capacity``."""
-
-    def __init__(self, client: Client, url: str, capacity: int):
-        super().__init__(daemon=True)
-        self.client, self.url, self.each = client, url, capacity // CACHE_NODES
-        self.stop = threading.Event()
-
-    def beat(self) -> None:
-        for i in range(CACHE_NODES):
-            self.client.post(self.url + "/api/v1/pool/heartbeat", {
-                "name": f"cache{i}", "url": f"http://127.0.0.1:9/cache{i}", "roles": ["cache"], "version": "bench",
-                "started": 1.0, "info": {"cache": {"capacity_bytes": self.each, "free_bytes": self.each,
-                                                   "used_bytes": 0, "files": 0, "staging": 0}}})
-
-    def run(self) -> None:
-        while not self.stop.wait(1.0):
-            try:
-                self.beat()
-            except Exception as exc:  # noqa: BLE001 - a bench helper: report and keep beating
-                print(f"heartbeat failed: {exc}")
-
-
 def new_jobs(first: int, count: int, groups: int, per_group: int) -> list[dict]:
     """``count`` new jobs (ids from ``first``) reading existing groups, submitted now."""
     now = time.time()
@@ -184,7 +160,7 @@ def measure_size(url: str, schema: str, files: int, args, tmp: Path) -> SizeResu
     rss_loaded, _ = proc_mb(node.proc.pid)
     rebuild = _rebuild_seconds(node.log)
     client = Client(SECRET.encode(), timeout=3600, retries=0)
-    beats = CacheBeats(client, node.url, int(args.cached * files * 2 * (1 << 30)))
+    beats = CacheMembers(client, node.url, int(args.cached * files * 2 * (1 << 30)) // CACHE_NODES)
     try:
         beats.beat()
         beats.start()
