@@ -151,10 +151,20 @@ class Client:
     def text(self, url: str, timeout: float | None = None) -> str:
         """An unsigned GET of a page that is not JSON (``/metrics``, readable from the pool's read networks
         without a signature): its body as text.  Not retried; an error status is an :class:`HTTPStatusError`."""
-        status, raw = self._perform("GET", url, b"", self.timeout if timeout is None else timeout, sign=False)
+        status, raw = self.exchange("GET", url, timeout=timeout, sign=False)
         if status >= 400:
             raise HTTPStatusError(status, raw[:200].decode("utf-8", "replace"), url)
         return raw.decode("utf-8", "replace")
+
+    def exchange(self, method: str, url: str, body: bytes = b"", headers: list[str] | None = None,
+                 timeout: float | None = None, sign: bool = True) -> tuple[int, bytes]:
+        """One request of bytes as they are, answered in bytes whatever its status: (status, body).
+
+        For callers that read the status themselves (probes, tools that show an error page); ``headers``
+        are added as they are.  Not retried; failures to connect and time-outs raise as for
+        :meth:`request`.
+        """
+        return self._perform(method, url, body, self.timeout if timeout is None else timeout, headers, sign=sign)
 
     # -- internals ---------------------------------------------------------
     def _perform(self, method: str, url: str, body: bytes, timeout: float,
