@@ -26,9 +26,11 @@ class OpenAPIDirective(Directive):
             for route, method, op in sorted(by_tag[tag]):
                 access = "signed" if op.get("security") else "public"
                 lines += [f"``{method} {route}``", f"    {op['summary']} (*{access}*)", ""]
-                body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
-                if body:
-                    lines += _literal("Request body schema", body)
+                request = op.get("requestBody", {}).get("content", {}).get("application/json", {})
+                if request.get("schema"):
+                    lines += _literal("Request body schema", request["schema"])
+                if "example" in request:
+                    lines += _literal("Example request", request["example"])
                 for content in op["responses"]["200"].get("content", {}).values():
                     ref = content.get("schema", {}).get("$ref", "")
                     if ref:

@@ -1,7 +1,8 @@
 """The OpenAPI 3.1 document, generated from the node's route table.
 
 Request and answer schemas are those :mod:`msgspec` writes for the routes' types (:mod:`htda.protocol`); they
-are JSON Schema 2020-12, which OpenAPI 3.1 uses as it is.  A request body's own schema is written in place (a
+are JSON Schema 2020-12, which OpenAPI 3.1 uses as it is.  Examples: a request's from its type, an answer's
+from its route (a real node's answer) or else from its type.  A request body's own schema is written in place (a
 reader sees its fields at once), the types it and the answers refer to under ``components/schemas``.
 """
 
@@ -67,8 +68,9 @@ def _operation(route: Route, by_kind: dict[Any, dict[str, Any]], components: dic
             "404": _error_response("not found"),
         },
     }
-    if route.example is not None:
-        op["responses"]["200"]["content"][route.content_type]["example"] = route.example
+    example = route.example if route.example is not None else getattr(route.response, "example", None)
+    if example is not None:
+        op["responses"]["200"]["content"][route.content_type]["example"] = example
     parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
                   for name in route.params]
     parameters += [{"name": name, "in": "query", "required": False, "description": text,
@@ -81,8 +83,10 @@ def _operation(route: Route, by_kind: dict[Any, dict[str, Any]], components: dic
     if parameters:
         op["parameters"] = parameters
     if route.body is not None:
-        op["requestBody"] = {"required": True,
-                             "content": {"application/json": {"schema": _in_place(by_kind[route.body], components)}}}
+        body: dict[str, Any] = {"schema": _in_place(by_kind[route.body], components)}
+        if getattr(route.body, "example", None) is not None:
+            body["example"] = route.body.example
+        op["requestBody"] = {"required": True, "content": {"application/json": body}}
         op["responses"]["413"] = _error_response("request body too large")
     if route.access != "public":
         op["security"] = [{"htdaHmac": []}]

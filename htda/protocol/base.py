@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 from urllib.parse import quote
 
 import msgspec
@@ -36,11 +36,21 @@ Time = Annotated[float, Meta(ge=0)]
 
 
 class Body(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """A request body: every field declared, nothing else accepted."""
+    """A request body: every field declared, nothing else accepted.
+
+    ``example`` (a class variable, not a field) is a typical request as a client sends it: the OpenAPI
+    document shows it, and the tests decode it with this type."""
+
+    example: ClassVar[dict[str, Any] | None] = None
 
 
 class Answer(msgspec.Struct, kw_only=True):
-    """An answer body: the fields a server sends; a client ignores others."""
+    """An answer body: the fields a server sends; a client ignores others.
+
+    ``example`` (a class variable) is a typical answer, shown where a route gives none of its own (a route's
+    example is a real node's answer, checked against one by the tests)."""
+
+    example: ClassVar[dict[str, Any] | None] = None
 
 
 T = TypeVar("T")

@@ -169,10 +169,10 @@ class CacheClient(RoleClient):
     def evictions(self, **kw: Any) -> cache.Evictions:
         return self.call(cache.EVICTIONS, **kw)
 
-    def view(self, **kw: Any) -> dict[str, Any]:
+    def view(self, **kw: Any) -> cache.ViewInfo:
         return self.call(cache.VIEW, **kw)
 
-    def cycle(self, **kw: Any) -> dict[str, Any]:
+    def cycle(self, **kw: Any) -> cache.CacheCycle:
         return self.call(cache.CYCLE, cache.CacheCycleRequest(), **kw)
 
     def evict(self, lfns: list[str], **kw: Any) -> cache.EvictAnswer:

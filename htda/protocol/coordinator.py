@@ -10,6 +10,10 @@ from msgspec import UNSET, Meta, UnsetType
 from . import paths
 from .base import Answer, Body, Endpoint, Lfn, Name, Text, Time
 
+# the files of the examples: a dataset of two files as the demo writes it
+_LFN1, _LFN2 = "/store/demo/dataset1/events_001.root", "/store/demo/dataset1/events_002.root"
+_JOB = "submit.example.org#1234.0"
+
 __all__ = ["ASSIGNMENTS", "AssignedFile", "Assignments", "BASE", "CYCLE", "CacheNodeSummary", "CycleAnswer",
            "CycleReport", "CycleRequest", "DRAIN", "DrainAnswer", "DrainRequest", "EVENTS", "Event", "EventsAnswer",
            "EventsRequest", "FILE", "FileInfo", "GroupInfo", "JOBS", "Job", "JobsAnswer", "JobsRequest", "NODES",
@@ -36,6 +40,10 @@ class Job(Body):
 class JobsRequest(Body):
     jobs: list[Job]
 
+    example = {"jobs": [{"job_id": _JOB, "owner": "alice", "inputs": [_LFN1, _LFN2], "cpus": 1, "memory": 2048,
+                         "submit_time": 1795642839.3, "task": "ttbar-selection",
+                         "sizes": {_LFN1: 2_147_483_648, _LFN2: 1_932_735_283}}]}
+
 
 class JobsAnswer(Answer):
     accepted: int
@@ -55,6 +63,9 @@ class Event(Body):
 class EventsRequest(Body):
     events: list[Event]
 
+    example = {"events": [{"job_id": _JOB, "state": "started", "time": 1795642845.0, "node": "worker-07",
+                           "owner": "alice"}]}
+
 
 class EventsAnswer(Answer):
     accepted: int
@@ -70,9 +81,13 @@ class ReleasesRequest(Body):
     lfns: list[Lfn]
     reason: Annotated[str, Meta(max_length=1024)] | UnsetType = UNSET
 
+    example = {"node": "worker-07", "lfns": [_LFN2], "reason": "no room"}
+
 
 class ReleasesAnswer(Answer):
     released: int
+
+    example = {"released": 1}
 
 
 class ReadsRequest(Body):
@@ -82,9 +97,13 @@ class ReadsRequest(Body):
     lfns: list[Lfn]
     ttl: Annotated[float, Meta(ge=0, le=3600)]
 
+    example = {"node": "worker-07", "lfns": [_LFN1, _LFN2], "ttl": 60.0}
+
 
 class ReadsAnswer(Answer):
     reported: int
+
+    example = {"reported": 2}
 
 
 class StorageReads(Answer):
@@ -94,6 +113,8 @@ class StorageReads(Answer):
     nodes: dict[str, list[str]]
     deferred: list[str]
     max_defer: float = 0.0
+
+    example = {"nodes": {"worker-07": [_LFN1, _LFN2]}, "deferred": [_LFN1, _LFN2], "max_defer": 300.0}
 
 
 class AssignedFile(Answer):
@@ -185,15 +206,21 @@ class NodesAnswer(Answer):
 
 
 class PinRequest(Body):
+    """Pin (``pin``: true) or unpin files, named one by one (``lfns``) or by their groups (``groups``)."""
+
     pin: bool
     lfns: list[Lfn] | UnsetType = UNSET
     groups: list[Name] | UnsetType = UNSET
+
+    example = {"pin": True, "lfns": [_LFN1], "groups": ["dataset:/store/demo/dataset2"]}
 
 
 class PinAnswer(Answer):
     files: int
     pinned: int
     unknown_groups: list[str]
+
+    example = {"files": 1, "pinned": 1, "unknown_groups": ["dataset:/store/demo/dataset2"]}
 
 
 class PinnedFile(Answer):
@@ -210,9 +237,14 @@ class CycleRequest(Body):
 
     full: bool = False
 
+    example = {"full": True}
+
 
 class CycleAnswer(Answer):
     cycle: CycleReport | None
+
+    example = {"cycle": {"cycle": 8, "kind": "full", "groups_rekeyed": 1, "candidates": 2, "placed": 2, "moved": 0,
+                         "seconds": 0.0012}}
 
 
 class DrainRequest(Body):
@@ -221,10 +253,14 @@ class DrainRequest(Body):
     draining: bool | UnsetType = UNSET
     drain: bool | UnsetType = UNSET
 
+    example = {"draining": True}
+
 
 class DrainAnswer(Answer):
     node: str
     draining: bool
+
+    example = {"node": "worker-07", "draining": True}
 
 
 JOBS = Endpoint("POST", paths.JOBS, JobsRequest, JobsAnswer)

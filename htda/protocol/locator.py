@@ -28,6 +28,9 @@ class HoldingsRequest(Body):
     replace: bool
     removed: list[Lfn] | UnsetType = UNSET
 
+    example = {"node": "worker-07", "files": [{"lfn": "/store/demo/dataset1/events_001.root", "size": 22277}],
+               "replace": False, "removed": ["/store/demo/dataset2/events_001.root"]}
+
 
 class HoldingsAnswer(Answer):
     files: int
@@ -35,6 +38,8 @@ class HoldingsAnswer(Answer):
 
 class LookupRequest(Body):
     lfns: list[str]
+
+    example = {"lfns": ["/store/demo/dataset1/events_001.root", "/store/demo/dataset1/events_002.root"]}
 
 
 class NodeShare(Answer):

@@ -26,6 +26,11 @@ class Heartbeat(Body):
     started: float
     info: dict[str, Any] = {}
 
+    example = {"name": "worker-07", "url": "https://worker-07.example.org:8740", "roles": ["cache"],
+               "version": "0.1.0", "started": 1795642700.0,
+               "info": {"cache": {"capacity_bytes": 960_000_000_000, "free_bytes": 512_000_000_000,
+                                  "used_bytes": 448_000_000_000, "files": 1873, "staging": 2}}}
+
 
 class MemberInfo(Answer):
     """A pool member as a node sees it; ``age``: seconds since that node last heard from it."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 from urllib.parse import quote
 
 from htda.node.rest import API, Route
-from htda.protocol.base import check_answer
+from htda.protocol import cache, coordinator, dashboard, locator, node
+from htda.protocol.base import Answer, ProtocolError, check_answer, decode
 
 # What an operator reads first: each of these must show an example answer.
 OPERATORS_READ = {("GET", "/healthz"), ("GET", f"{API}/node"), ("GET", f"{API}/pool"),
@@ -99,3 +101,31 @@ def test_shape_problems_name_the_place():
         "/a: the example lists items, the answer none (give the fixture some)"]
     assert shape_problems({"a": {"b": 1}}, {"a": 5}) == ["/a: the example has dict, the answer int"]
     assert shape_problems({"n": None}, {"n": {"x": 1}}) == []  # a null in the example stands for any value
+
+
+def test_every_request_example_is_accepted_by_its_type_and_every_post_shows_an_answer(cached_node):
+    """A reader who copies a request from the reference sends what the node decodes, and sees what comes back."""
+    doc = cached_node.client.get(f"{cached_node.url}{API}/openapi.json")
+    with_bodies = [r for r in cached_node.app.routes if r.body is not None]
+    assert {r.path for r in with_bodies} >= {f"{API}/coordinator/jobs", f"{API}/cache/evict", f"{API}/pool/heartbeat"}
+    for route in with_bodies:
+        example = route.body.example
+        assert example is not None, f"{route.path}: its request type {route.body.__name__} has no example"
+        decode(json.dumps(example).encode(), route.body, f"{route.path} example")
+        operation = doc["paths"][re.sub(r"\{([^}:]+)(:[^}]*)?\}", r"{\1}", route.path)][route.method.lower()]
+        assert operation["requestBody"]["content"]["application/json"]["example"] == example
+        assert "example" in operation["responses"]["200"]["content"]["application/json"], route.path
+
+
+def test_answer_examples_of_the_types_fit_them():
+    answers = {kind for module in (cache, coordinator, dashboard, locator, node) for kind in vars(module).values()
+               if isinstance(kind, type) and issubclass(kind, Answer) and kind.example is not None}
+    assert {cache.EvictAnswer, cache.ViewInfo, coordinator.DrainAnswer} <= answers
+    for kind in answers:
+        check_answer(kind.example, kind, f"{kind.__name__}.example")
+    try:
+        check_answer({**cache.EvictAnswer.example, "evicted": "one"}, cache.EvictAnswer)
+    except ProtocolError as exc:
+        assert "evicted" in str(exc)
+    else:
+        raise AssertionError("a wrong example passed its type's check")
