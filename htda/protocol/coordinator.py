@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from msgspec import UNSET, Meta, UnsetType
 
@@ -14,7 +14,7 @@ from .base import Answer, Body, Endpoint, Lfn, Name, Text, Time
 _LFN1, _LFN2 = "/store/demo/dataset1/events_001.root", "/store/demo/dataset1/events_002.root"
 _JOB = "submit.example.org#1234.0"
 
-__all__ = ["ASSIGNMENTS", "AssignedFile", "Assignments", "BASE", "CYCLE", "CacheNodeSummary", "CycleAnswer",
+__all__ = ["ASSIGNMENTS", "Access", "AssignedFile", "Assignments", "BASE", "CYCLE", "CacheNodeSummary", "CycleAnswer",
            "CycleReport", "CycleRequest", "DRAIN", "DrainAnswer", "DrainRequest", "EVENTS", "Event", "EventsAnswer",
            "EventsRequest", "FILE", "FileInfo", "GroupInfo", "JOBS", "Job", "JobsAnswer", "JobsRequest", "NODES",
            "NodesAnswer", "PIN", "PINNED", "PinAnswer", "PinRequest", "PinnedFile", "Pinned", "READS",
@@ -165,6 +165,18 @@ class TopGroups(Answer):
     groups: list[TopGroup]
 
 
+class Access(Answer):
+    """A job that read a file: who, in which task, where, and when (submitted or started, as the coordinator
+    counts accesses)."""
+
+    job_id: str
+    owner: str | None
+    task: str | None
+    state: str | None
+    node: str | None
+    time: float | None
+
+
 class FileInfo(Answer):
     lfn: str
     size: int | None
@@ -172,7 +184,7 @@ class FileInfo(Answer):
     node: str | None
     groups: list[GroupInfo]
     accesses: int
-    recent: list[dict[str, Any]]
+    recent: list[Access]
 
 
 class CycleReport(Answer):

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from msgspec import UNSET, UnsetType
 
 from . import paths
 from .base import Answer, Endpoint
+from .cache import StagingCopy
+from .coordinator import TopFile
 from .node import NodeInfo
 
-__all__ = ["PAGE", "STATIC", "SUMMARY", "Summary", "Totals"]
+__all__ = ["CacheFacts", "Failing", "Hits", "MemberRow", "NodeStaging", "PAGE", "STATIC", "SUMMARY", "Summary",
+           "TopFilesPart", "Totals"]
 
 
 class Totals(Answer):
@@ -20,6 +23,63 @@ class Totals(Answer):
     staging: int
 
 
+class CacheFacts(Answer):
+    """What a cache node says of itself in its heartbeats: room, use, copies held and being made."""
+
+    capacity_bytes: int
+    free_bytes: int
+    used_bytes: int
+    files: int
+    staging: int
+
+
+class MemberRow(Answer):
+    """A pool member as the dashboard lists it (``health``: late once it missed two heartbeats)."""
+
+    name: str
+    url: str
+    roles: list[str]
+    version: str
+    age: float
+    started: float
+    health: str
+    cache: CacheFacts | None
+
+
+class Failing(Answer):
+    lfn: str | None
+    attempts: int | None
+    error: str | None
+    permanent: bool | None
+
+
+class NodeStaging(Answer):
+    """One cache node's copies in flight and recent failures, or the ``error`` of asking it."""
+
+    node: str
+    error: str | UnsetType = UNSET
+    active: list[StagingCopy] | UnsetType = UNSET
+    queued: int | UnsetType = UNSET
+    failed: int | UnsetType = UNSET
+    failing: list[Failing] | UnsetType = UNSET
+
+
+class TopFilesPart(Answer):
+    """The first coordinator's top files, or the ``error`` of asking them."""
+
+    coordinator: str | UnsetType = UNSET
+    files: list[TopFile] | UnsetType = UNSET
+    error: str | UnsetType = UNSET
+
+
+class Hits(Answer):
+    """Lookups the locators answered and how many found a holder."""
+
+    looked_up: int
+    held: int
+    ratio: float | None
+
+
 class Summary(Answer):
     """Pool members, cache usage, staging, hit ratio and top files in one answer; a part whose member did not
     answer is ``{"error": ...}``."""
@@ -28,11 +88,11 @@ class Summary(Answer):
     time: float
     heartbeat_interval: float
     expiry: float
-    members: list[dict[str, Any]]
+    members: list[MemberRow]
     totals: Totals
-    staging: list[dict[str, Any]]
-    top_files: dict[str, Any]
-    hits: dict[str, Any] | None
+    staging: list[NodeStaging]
+    top_files: TopFilesPart
+    hits: Hits | None
 
 
 PAGE: Endpoint[str] = Endpoint("GET", paths.DASHBOARD_PAGE)  # HTML

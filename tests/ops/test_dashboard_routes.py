@@ -7,6 +7,8 @@ import pytest
 from htda.dashboard.summary import parse_metrics
 from htda.node.client import Client
 from htda.node.rest import API
+from htda.protocol import dashboard
+from htda.protocol.base import check_answer
 from testkit.http import raw as raw_request
 from testkit.nodes import wait_until
 
@@ -78,6 +80,7 @@ def test_summary_of_a_live_pool(service, inprocess_node, tmp_path):
     assert summary["top_files"]["files"][0]["lfn"] == "/store/x.root"
     assert summary["hits"] == {"looked_up": 2, "held": 0, "ratio": 0.0}
     assert {m["health"] for m in summary["members"]} == {"ok"}
+    check_answer(summary, dashboard.Summary)  # the contract describes every part of it
 
     # /store/x.root is in no storage: once the worker tried, the summary names it and says why
     def failing():
@@ -86,6 +89,7 @@ def test_summary_of_a_live_pool(service, inprocess_node, tmp_path):
         return Client().get(f"{service.url}{API}/dashboard/summary")["staging"][0]["failing"]
 
     found = wait_until(failing, what="the failing copy in the summary")
+    check_answer({"lfn": None, "attempts": None, "error": None, "permanent": None, **found[0]}, dashboard.Failing)
     assert found[0]["lfn"] == "/store/x.root" and found[0]["permanent"] is True and found[0]["attempts"] == 1
     assert "/store/x.root" in found[0]["error"] and "Errno" not in found[0]["error"]
 
@@ -93,6 +97,7 @@ def test_summary_of_a_live_pool(service, inprocess_node, tmp_path):
     summary = wait_until(lambda: (s := Client().get(f"{service.url}{API}/dashboard/summary"))["staging"][0].get("error")
                          and s, what="the stopped worker's staging to fail")
     assert "cannot reach peer" in summary["staging"][0]["error"]
+    check_answer(summary, dashboard.Summary)
 
 
 def test_summary_without_coordinator(inprocess_node):
@@ -100,6 +105,7 @@ def test_summary_without_coordinator(inprocess_node):
     summary = Client().get(f"{node.url}{API}/dashboard/summary")
     assert summary["top_files"] == {"error": "no coordinator in the pool"}
     assert summary["hits"] is None and summary["staging"] == []
+    check_answer(summary, dashboard.Summary)
 
 
 def test_parse_metrics_sums_labelled_samples():
