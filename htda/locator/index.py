@@ -1,14 +1,17 @@
 """The locator's index: which cache node holds which LFN, and how many bytes of it.
 
-Writers (holdings reports, members leaving) take a lock; readers (lookups) do
-not.  That works because the per-LFN entries are never mutated in place: a
-writer builds a new small entry and swaps it in with one assignment, so a
-reader sees either the old or the new one, never one that changes under it.
-An entry is small, since there may be millions: the holder set (shared by
-every file held by the same nodes, with its JSON encoded once) and the
-reported sizes, an int for the usual single holder.  The lookup loop does two
-dict operations per LFN and sums bytes per holder *set*, expanded to nodes
-once.
+An LFN is kept as its 64-bit string hash, not as text: the index never lists LFNs (a lookup answers with the
+LFNs it was asked for), and a 100-character LFN would otherwise cost about 150 bytes per file, more than the
+rest of its entry.  Python's string hash is SipHash keyed by a secret drawn when the process starts (do not set
+``PYTHONHASHSEED`` for the daemon), so nobody can make two LFNs collide on purpose, and a chance collision, one
+in about 2**64 / files, costs no more than a wrong preference: the job still reads through the union view.
+
+Writers (holdings reports, members leaving) take a lock; readers (lookups) do not.  That works because a
+file's entry is an immutable holder set (shared by every file held by the same nodes, with its JSON encoded
+once) that a writer swaps in with one assignment, so a reader sees either the old or the new set.  Sizes live in
+the per-node maps; a writer stores a size before it names the node a holder and forgets the size only after,
+so a reader finds a size for every holder it sees (or, while a node is dropped, counts the file as 1 byte).
+The lookup loop does two dict operations per LFN, sums bytes per holder *set* and expands sets to nodes once.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any, NamedTuple
 from ..lfn import normalize_lfn
 
 __all__ = ["HoldingsIndex", "LookupResult"]
+
 
 class LookupResult(NamedTuple):
     """What a batch lookup found."""
@@ -39,21 +43,6 @@ class _Holders(NamedTuple):
     nodes_json: str  # the same as a JSON array, encoded once per set
 
 
-class _Entry(NamedTuple):
-    holders: _Holders
-    sizes: int | tuple[int, ...]  # the size each holder reported (an int for one holder: most files)
-
-    @property
-    def size(self) -> int:
-        """The file's size: the largest reported, at least 1."""
-        return max(self.sizes if isinstance(self.sizes, int) else max(self.sizes), 1)
-
-    def by_node(self) -> dict[str, int]:
-        if isinstance(self.sizes, int):
-            return {self.holders.key[0]: self.sizes}
-        return dict(zip(self.holders.key, self.sizes))
-
-
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
@@ -65,13 +54,16 @@ def _json_string(lfn: str) -> str:
     return _dumps(lfn)
 
 
+_key = hash  # an LFN's key in the index (see the module doc)
+
+
 class HoldingsIndex:
     """LFN -> {node: size}, with a per-node view for replaces and drops."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()  # writers only: lookups read _files without it (see the module doc)
-        self._files: dict[str, _Entry] = {}  # lfn -> its holders; entries replaced, never mutated
-        self._nodes: dict[str, dict[str, int]] = {}  # node -> {lfn: size}
+        self._lock = threading.Lock()  # writers only: lookups read without it (see the module doc)
+        self._files: dict[int, _Holders] = {}  # LFN key -> its holders; sets swapped, never mutated
+        self._nodes: dict[str, dict[int, int]] = {}  # node -> {LFN key: size}
         self._bytes: dict[str, int] = {}  # node -> sum of its sizes
         self._updated: dict[str, float] = {}  # node -> wall time of its last report
         # holder set -> its one shared description; sets no file uses any more stay (there are at most as
@@ -81,33 +73,34 @@ class HoldingsIndex:
     # -- writes ----------------------------------------------------------------
     def replace(self, node: str, files: dict[str, int]) -> int:
         """Make ``files`` the complete holding list of ``node``; return how many it holds."""
+        wanted = {_key(lfn): size for lfn, size in files.items()}
         with self._lock:
-            held = self._nodes.get(node, {})
-            for lfn in held.keys() - files.keys():
-                self._unset(lfn, node)
-            for lfn, size in files.items():
-                if held.get(lfn) != size:
-                    self._set(lfn, node, size)
-            self._nodes[node] = dict(files)
-            self._bytes[node] = sum(files.values())
+            held = self._nodes.setdefault(node, {})
+            for key in held.keys() - wanted.keys():
+                self._unset(key, node)
+                del held[key]
+            for key, size in wanted.items():
+                if held.get(key) != size:
+                    self._set(key, node, size, held)
+            self._bytes[node] = sum(held.values())
             self._updated[node] = time.time()
-            return len(files)
+            return len(held)
 
     def update(self, node: str, added: dict[str, int], removed: Iterable[str]) -> int:
         """Apply a delta report of ``node``; return how many files it holds afterwards."""
+        gained = {_key(lfn): size for lfn, size in added.items()}
         with self._lock:
             held = self._nodes.setdefault(node, {})
             total = self._bytes.get(node, 0)
-            for lfn in removed:
-                if lfn in held and lfn not in added:
-                    total -= held.pop(lfn)
-                    self._unset(lfn, node)
-            for lfn, size in added.items():
-                old = held.get(lfn)
+            for key in map(_key, removed):
+                if key in held and key not in gained:
+                    self._unset(key, node)
+                    total -= held.pop(key)
+            for key, size in gained.items():
+                old = held.get(key)
                 if old != size:
                     total += size - (old or 0)
-                    held[lfn] = size
-                    self._set(lfn, node, size)
+                    self._set(key, node, size, held)
             self._bytes[node] = total
             self._updated[node] = time.time()
             return len(held)
@@ -115,33 +108,44 @@ class HoldingsIndex:
     def drop(self, node: str) -> int:
         """Forget every entry of ``node``; return how many there were."""
         with self._lock:
-            held = self._nodes.pop(node, {})
-            for lfn in held:
-                self._unset(lfn, node)
+            held = self._nodes.get(node, {})
+            for key in held:
+                self._unset(key, node)
+            self._nodes.pop(node, None)
             self._bytes.pop(node, None)
             self._updated.pop(node, None)
             return len(held)
 
-    def _set(self, lfn: str, node: str, size: int) -> None:
-        entry = self._files.get(lfn)
-        self._files[lfn] = self._entry({**entry.by_node(), node: size} if entry else {node: size})
+    def _set(self, key: int, node: str, size: int, held: dict[int, int]) -> None:
+        held[key] = size  # first the size, then the holder set that names the node (see the module doc)
+        holders = self._files.get(key)
+        if holders is None:
+            self._files[key] = self._holders((node,))
+        elif node not in holders.key:
+            self._files[key] = self._holders(tuple(sorted((*holders.key, node))))
 
-    def _unset(self, lfn: str, node: str) -> None:
-        entry = self._files.get(lfn)
-        if entry is None or node not in entry.holders.key:
+    def _unset(self, key: int, node: str) -> None:
+        holders = self._files.get(key)
+        if holders is None or node not in holders.key:
             return
-        if len(entry.holders.key) == 1:
-            del self._files[lfn]
+        if len(holders.key) == 1:
+            del self._files[key]
         else:
-            self._files[lfn] = self._entry({n: s for n, s in entry.by_node().items() if n != node})
+            self._files[key] = self._holders(tuple(n for n in holders.key if n != node))
 
-    def _entry(self, sizes: dict[str, int]) -> _Entry:
-        """An entry for a file held with ``sizes``; its holder set is shared with every file held alike."""
-        key = tuple(sorted(sizes))
+    def _holders(self, key: tuple[str, ...]) -> _Holders:
+        """The one shared holder set of the nodes ``key`` (sorted)."""
         holders = self._holder_sets.get(key)
         if holders is None:
             holders = self._holder_sets[key] = _Holders(key, _dumps(list(key)))
-        return _Entry(holders, sizes[key[0]] if len(key) == 1 else tuple(sizes[n] for n in key))
+        return holders
+
+    def _size(self, key: int, holders: _Holders) -> int:
+        """A file's size: the largest any holder reported, at least 1."""
+        nodes = self._nodes
+        if len(holders.key) == 1:
+            return max(nodes.get(holders.key[0], {}).get(key, 1), 1)
+        return max(max(nodes.get(n, {}).get(key, 1) for n in holders.key), 1)
 
     # -- reads -----------------------------------------------------------------
     def lookup(self, lfns: Iterable[str]) -> LookupResult:
@@ -153,31 +157,32 @@ class HoldingsIndex:
         it dilutes every node's fraction as a typical input would.  Repeated
         LFNs count once.  Raises ValueError for an LFN that is not valid.
         """
-        get = self._files.get
+        get, size_of = self._files.get, self._size
         fragments: list[str] = []
         set_bytes: dict[tuple[str, ...], int] = {}
         set_files: dict[tuple[str, ...], int] = {}
         unheld = 0
         for lfn in dict.fromkeys(lfns):
-            entry = get(lfn)
-            if entry is None:
-                # Index keys are canonical, so only a miss needs the (slower) validation.
-                entry = get(normalize_lfn(lfn))
-                if entry is None:
+            key = _key(lfn)
+            holders = get(key)
+            if holders is None:
+                # Index keys are of canonical LFNs, so only a miss needs the (slower) validation.
+                key = _key(normalize_lfn(lfn))
+                holders = get(key)
+                if holders is None:
                     fragments.append(f"{_json_string(lfn)}:[]")
                     unheld += 1
                     continue
-            holders = entry.holders
             fragments.append(f"{_json_string(lfn)}:{holders.nodes_json}")
-            key = holders.key
-            set_bytes[key] = set_bytes.get(key, 0) + entry.size
-            set_files[key] = set_files.get(key, 0) + 1
+            holder_set = holders.key
+            set_bytes[holder_set] = set_bytes.get(holder_set, 0) + size_of(key, holders)
+            set_files[holder_set] = set_files.get(holder_set, 0) + 1
         held_bytes: dict[str, int] = {}
         held_files: dict[str, int] = {}
-        for key, size in set_bytes.items():
-            for node in key:
+        for holder_set, size in set_bytes.items():
+            for node in holder_set:
                 held_bytes[node] = held_bytes.get(node, 0) + size
-                held_files[node] = held_files.get(node, 0) + set_files[key]
+                held_files[node] = held_files.get(node, 0) + set_files[holder_set]
         known_bytes = sum(set_bytes.values())
         held = len(fragments) - unheld
         total = known_bytes + unheld * (known_bytes / held if held else 1)
@@ -187,8 +192,11 @@ class HoldingsIndex:
 
     def holders(self, lfn: str) -> dict[str, int]:
         """{node: size} of one LFN (empty when nobody holds it)."""
-        entry = self._files.get(lfn)
-        return entry.by_node() if entry else {}
+        key = _key(lfn)
+        holders = self._files.get(key)
+        if holders is None:
+            return {}
+        return {node: self._nodes.get(node, {}).get(key, 0) for node in holders.key}
 
     def nodes(self) -> dict[str, dict[str, Any]]:
         """Per node: files, bytes and the time of its last report."""
