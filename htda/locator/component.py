@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,9 @@ class LocatorComponent(Component):
     def __init__(self, node, config: dict[str, Any]):
         super().__init__(node, config)
         self.index = HoldingsIndex()
+        if os.environ.get("PYTHONHASHSEED", "random") != "random":
+            self.log.warning("PYTHONHASHSEED is set: the index's LFN keys are string hashes, which anyone who "
+                             "knows the seed can make collide; unset it for htda-node")
         self._strangers: dict[str, float] = {}  # node -> monotonic time first seen outside the pool
         self._sweeper = Periodic("htda-locator-sweep", config["sweep_interval"], self.sweep, self.log,
                                  first_delay=config["sweep_interval"])
