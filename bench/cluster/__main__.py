@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .condor import INSTALL_HINT, condor_home
 from .dataset import DatasetSpec, ensure_dataset
-from .report import correctness, daemon_table, hit_check, pass_table, placement, plot, ratios, spread, table
+from .report import cold_floor, correctness, daemon_table, hit_check, pass_table, placement, plot, ratios, spread, table
 from .runner import MODES, VIEWS, RunConfig, run_benchmark
 from .services import unmount_all
 from .topology import TopologyError, check_can_run, cleanup
@@ -138,6 +138,8 @@ def _print(results: dict, outdir: Path) -> int:
     if comparison := ratios(results):
         print(comparison, "\n")
     print(pass_table(results), "\n")
+    if floor := cold_floor(results):
+        print(floor, "\n")
     print(daemon_table(results), "\n")
     print(f"correctness: {same}/{total} jobs gave identical histograms in every mode"
           + (f"; DIFFERENT: {' '.join(bad[:10])}" if bad else ""))

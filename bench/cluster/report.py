@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["summarize", "correctness", "HitCheck", "hit_check", "placement", "table", "ratios", "ratio_rows", "spread",
-           "daemon_table", "plot", "later_passes", "rate_series"]
+           "daemon_table", "plot", "later_passes", "rate_series", "cold_floor", "link_rate", "new_input_bytes"]
 
 MB = 1e6
 
@@ -252,6 +252,62 @@ def pass_table(results: dict) -> str:
                                                                           for p in range(1, passes + 1)]
     return _rst([head, *[[r["mode"]] + [f"{r['rate_by_pass'][p]:.1f}" for p in sorted(r["rate_by_pass"])]
                          + [f"{r['link_gb_by_pass'][p]:.2f}" for p in sorted(r["link_gb_by_pass"])] for r in rows]])
+
+
+_UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}
+
+
+def link_rate(rate: str) -> float:
+    """A tc rate (``200mbit``, ``1gbit``, ``500kbit``) in bytes per second."""
+    text = rate.strip().lower().removesuffix("bit").removesuffix("bps")
+    unit = text[-1] if text and text[-1] in _UNITS else ""
+    return float(text[:len(text) - len(unit)]) * _UNITS[unit] / 8
+
+
+def new_input_bytes(results: dict) -> dict[int, int]:
+    """Per pass, the bytes of the input files no earlier pass asked for (whole files: the caches fetch whole
+    blocks, and the storage link moved that much in every mode that measured it)."""
+    sizes = {f["lfn"]: f["size"] for f in results["files"]}
+    jobs = next(iter(results["modes"].values()))["jobs"]  # every mode runs the same jobs
+    seen: set[str] = set()
+    out = {}
+    for p in sorted({j["pass"] for j in jobs}):
+        wanted = {lfn for j in jobs if j["pass"] == p for lfn in j["inputs"]} - seen
+        out[p] = sum(sizes.get(lfn, 0) for lfn in wanted)
+        seen |= wanted
+    return out
+
+
+def cold_floor(results: dict) -> str:
+    """The later passes against what no cache can beat: a pass cannot end before its new files crossed the
+    storage link (at the link's rate) after HTCondor started its first job.  The *ideal* mode holds every file
+    before the run, so it does not pay this; ``floor`` is the larger of the ideal pass and that bound."""
+    passes = int(results["config"]["workload"]["passes"])
+    modes = results["modes"]
+    ideal = modes.get("ideal")
+    if ideal is None:
+        return ""
+    rate = link_rate(results["config"]["storage_rate"])
+    new = new_input_bytes(results)
+    later = later_passes(passes)
+    head = ["pass", "new inputs GB", "at link rate s", "ideal start s", "ideal s", "floor s",
+            *(f"{m} s" for m in modes if m != "ideal")]
+    lines, totals = [], {"floor": 0.0, **{m: 0.0 for m in modes}}
+    for p in later:
+        spans = {m: modes[m]["pass_times"][str(p)] for m in modes}
+        seconds = {m: spans[m][1] - spans[m][0] for m in modes}
+        start = min(j["start"] for j in ideal["jobs"] if j["pass"] == p) - spans["ideal"][0]
+        floor = max(seconds["ideal"], start + new[p] / rate)
+        totals["floor"] += floor
+        for m in modes:
+            totals[m] += seconds[m]
+        lines.append([str(p), f"{new[p] / 1e9:.2f}", f"{new[p] / rate:.1f}", f"{start:.1f}",
+                      f"{seconds['ideal']:.1f}", f"{floor:.1f}", *(f"{seconds[m]:.1f}" for m in modes if m != "ideal")])
+    lines.append(["later", "", "", "", f"{totals['ideal']:.1f}", f"{totals['floor']:.1f}",
+                  *(f"{totals[m]:.1f}" for m in modes if m != "ideal")])
+    ratios_line = ", ".join(f"{m} {totals['floor'] / totals[m]:.2f}x the floor's rate" for m in modes if m != "ideal")
+    return (_rst([head, *lines]) + f"\n\nthe floor reaches {totals['ideal'] / totals['floor']:.2f}x the ideal mode's "
+            f"later-pass rate; {ratios_line}")
 
 
 def daemon_table(results: dict) -> str:

@@ -153,3 +153,25 @@ def test_storage_bytes_are_split_by_pass_with_the_pause_after_each_pass():
     spans = {1: (0.0, 8.0), 2: (10.0, 18.0), 3: (20.0, 25.0)}
     assert report.link_bytes_by_pass(samples, spans) == {1: 1000, 2: 1000, 3: 1000}  # the last runs to the end
     assert report.link_bytes_by_pass([], spans) == {1: 0, 2: 0, 3: 0}
+
+
+def test_link_rates_in_bytes_per_second():
+    assert report.link_rate("200mbit") == 25e6 and report.link_rate("1gbit") == 125e6
+    assert report.link_rate("500kbit") == 62_500
+
+
+def test_the_cold_floor_counts_new_files_once_at_the_storage_rate_after_the_ideal_start():
+    def job(name, p, start, end, inputs):
+        return {**_job(name, p, start, end, 10e6), "inputs": inputs}
+
+    # pass 2 reads "a" again and the new "b" (100 MB: 4 s at 200 Mbit/s) once, though two jobs ask for it
+    ideal = [job("x", 1, 1, 2, ["a"]), job("y", 2, 12, 14, ["a", "b"]), job("z", 2, 12, 13, ["b"])]
+    htda = [job("x", 1, 0, 5, ["a"]), job("y", 2, 10, 20, ["a", "b"]), job("z", 2, 10, 16, ["b"])]
+    results = {"config": {"workload": {"passes": 2}, "storage_rate": "200mbit"},
+               "files": [{"lfn": "a", "size": 50_000_000}, {"lfn": "b", "size": 100_000_000}],
+               "modes": {"htda": _mode("htda", htda), "ideal": _mode("ideal", ideal)}}
+    results["modes"]["ideal"]["pass_times"]["2"] = (10.0, 14.0)  # submitted at 10, first start at 12
+    assert report.new_input_bytes(results) == {1: 50_000_000, 2: 100_000_000}
+    rows = [re.split(r"\s{2,}", line.strip()) for line in report.cold_floor(results).splitlines()]
+    assert ["2", "0.10", "4.0", "2.0", "4.0", "6.0", "10.0"] in rows  # floor: 2 s to start + 4 s of new data
+    assert report.cold_floor({**results, "modes": {"htda": results["modes"]["htda"]}}) == ""  # no ideal run
