@@ -1,9 +1,8 @@
 """The pool summary the dashboard page shows, gathered from the pool's members.
 
 Everything comes from what members already publish: the member list with
-its heartbeat facts (cache usage, staging counts), the coordinator's top
-files, the locators' lookup counters in ``/metrics`` (hit ratio) and each
-cache node's staging queue.  Calls to other members run in parallel with a
+its heartbeat facts (cache usage, staging counts, the locators' lookups and
+hits), the coordinator's top files and each cache node's staging queue.  Calls to other members run in parallel with a
 short timeout; a member that does not answer shows up as an error in its
 part of the page, never as a failed page.
 """
@@ -16,32 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..node.client import ClientError
-from ..protocol import cache, coordinator, paths
+from ..protocol import cache, coordinator
 from ..protocol.base import Endpoint
 from ..protocol.clients import CacheClient, CoordinatorClient, RoleClient
 
 if TYPE_CHECKING:
     from ..node.runtime import Node
 
-__all__ = ["SummaryBuilder", "parse_metrics"]
-
-HIT_COUNTERS = ("htda_locator_lookup_files_total", "htda_locator_lookup_hits_total")
-
-
-def parse_metrics(text: str, names: tuple[str, ...]) -> dict[str, float]:
-    """Sum the samples of the named metrics in a Prometheus text exposition (labels summed over)."""
-    sums = dict.fromkeys(names, 0.0)
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in sums:
-            try:  # the value is the last field (this runtime writes no timestamps)
-                sums[name] += float(line.rsplit(" ", 1)[1])
-            except (IndexError, ValueError):
-                continue
-    return sums
-
+__all__ = ["SummaryBuilder"]
 
 class SummaryBuilder:
     """Builds the summary; ``top`` files listed, ``timeout`` per call to another member."""
@@ -61,7 +42,6 @@ class SummaryBuilder:
         staging = {m["name"]: self._pool.submit(self._get, CacheClient(self.node.client, m["url"]), cache.STAGING)
                    for m in caches}
         top = self._pool.submit(self._top_files, coordinators)
-        hits = [self._pool.submit(self._metrics, m) for m in locators]
         return {
             "node": self.node.node_info(),
             "time": time.time(),
@@ -71,7 +51,7 @@ class SummaryBuilder:
             "totals": _totals(caches),
             "staging": [_staging(name, future.result()) for name, future in sorted(staging.items())],
             "top_files": top.result(),
-            "hits": _hit_ratio([f.result() for f in hits]),
+            "hits": _hit_ratio(locators),
         }
 
     # -- parts -----------------------------------------------------------------------
@@ -95,16 +75,6 @@ class SummaryBuilder:
             if "error" not in answer:
                 return {"coordinator": member["name"], "files": answer.get("files", [])}
         return answer
-
-    def _metrics(self, member: dict[str, Any]) -> dict[str, float] | None:
-        if member["name"] == self.node.name:
-            return parse_metrics(self.node.metrics.render(), HIT_COUNTERS)
-        url = member["url"].rstrip("/") + paths.METRICS
-        try:
-            text = self.node.client.text(url, timeout=self.timeout)
-        except ClientError:
-            return None
-        return parse_metrics(text, HIT_COUNTERS)
 
 
 def _guarded(call: Callable[[], Any]) -> dict[str, Any]:
@@ -130,10 +100,12 @@ def _staging(name: str, answer: dict[str, Any]) -> dict[str, Any]:
             "failed": len(failing), "failing": failing}
 
 
-def _hit_ratio(samples: list[dict[str, float] | None]) -> dict[str, Any] | None:
-    known = [s for s in samples if s]
-    if not known:
+def _hit_ratio(locators: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """LFNs the locators were asked for and found held, from their heartbeat facts (None: no locator says)."""
+    facts = [info for m in locators if isinstance(info := (m.get("info") or {}).get("locator"), dict)
+             and "looked_up" in info]
+    if not facts:
         return None
-    files = sum(s["htda_locator_lookup_files_total"] for s in known)
-    hits = sum(s["htda_locator_lookup_hits_total"] for s in known)
-    return {"looked_up": int(files), "held": int(hits), "ratio": hits / files if files else None}
+    files = sum(int(f["looked_up"]) for f in facts)
+    hits = sum(int(f.get("held") or 0) for f in facts)
+    return {"looked_up": files, "held": hits, "ratio": hits / files if files else None}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..lfn import normalize_lfn
 from ..node.component import Component
 from ..node.config import Field, Section, positive
+from ..node.metrics import Counter
 from ..node.periodic import Periodic
 from ..node.rest import HTTPError, Request, Response, Route
 from ..protocol import locator as proto
@@ -78,7 +79,9 @@ class LocatorComponent(Component):
         self._sweeper.stop(timeout=5)
 
     def heartbeat_info(self) -> dict[str, Any]:
-        return {"files": self.index.file_count, "nodes": self.index.node_count}
+        """Size of the index, and the LFNs looked up and found held since start (the dashboard's hit ratio)."""
+        return {"files": self.index.file_count, "nodes": self.index.node_count,
+                "looked_up": _total(self._lookup_files), "held": _total(self._lookup_hits)}
 
     def on_member_left(self, member: "Member") -> None:
         dropped = self.index.drop(member.name)
@@ -165,3 +168,7 @@ def _lfn(value: str, where: str) -> str:
         return normalize_lfn(value)
     except ValueError as exc:
         raise HTTPError(400, f"{where}: {value[:200]!r}: {exc}") from None
+
+
+def _total(counter: Counter) -> int:
+    return int(sum(value for _, value in counter.samples()))

@@ -403,7 +403,8 @@ HEALTH_EXAMPLE = {"status": "ok", "name": "all-in-one", "problems": [], "loops":
                  "htda-cache-holdings", "htda-submit-send")}}
 POOL_EXAMPLE = {"self": "all-in-one", "members": [{
     **{k: NODE_EXAMPLE[k] for k in ("name", "url", "roles", "version", "started")}, "age": 0.4,
-    "info": {"coordinator": {"cycle": 4, "placed_files": 2}, "locator": {"files": 2, "nodes": 1},
+    "info": {"coordinator": {"cycle": 4, "placed_files": 2},
+             "locator": {"files": 2, "nodes": 1, "looked_up": 2, "held": 1},
              "cache": {"capacity_bytes": 65458412857, "free_bytes": 65458368308, "used_bytes": 44549, "files": 2,
                        "staging": 0}}}]}
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from htda.dashboard.summary import parse_metrics
 from htda.node.client import Client
 from htda.node.rest import API
 from htda.protocol import dashboard
@@ -69,8 +68,9 @@ def test_summary_of_a_live_pool(service, inprocess_node, tmp_path):
     service.client.post(f"{service.url}{API}/coordinator/events",
                         {"events": [{"job_id": "j", "state": "started", "time": 1.0}]})
     service.client.post(f"{service.url}{API}/locator/lookup", {"lfns": ["/store/x.root", "/store/y.root"]})
+    # the locator's counts come with its next heartbeat
     summary = wait_until(lambda: (s := Client().get(f"{service.url}{API}/dashboard/summary"))["top_files"].get("files")
-                         and s, what="a rated file in the summary")
+                         and (s["hits"] or {}).get("looked_up") and s, what="a rated file and the lookups")
     assert [m["name"] for m in summary["members"]] == ["svc", "w1"]
     assert summary["totals"]["cache_nodes"] == 1 and summary["totals"]["capacity_bytes"] == 1 << 20
     staging = summary["staging"]
@@ -106,8 +106,3 @@ def test_summary_without_coordinator(inprocess_node):
     assert summary["top_files"] == {"error": "no coordinator in the pool"}
     assert summary["hits"] is None and summary["staging"] == []
     check_answer(summary, dashboard.Summary)
-
-
-def test_parse_metrics_sums_labelled_samples():
-    text = ('# HELP a x\n# TYPE a counter\na{k="v w"} 2\na{k="z"} 3.5\nb 7\nc_total 1\nbad line\n')
-    assert parse_metrics(text, ("a", "b", "missing")) == {"a": 5.5, "b": 7.0, "missing": 0.0}
