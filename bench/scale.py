@@ -357,8 +357,13 @@ def projections(steps: list[Step]) -> list[Projection]:
 
 def print_locator_extrapolation(steps: list[Step]) -> None:
     """The projections beside the targets, marked as extrapolations."""
-    print(f"\nEXTRAPOLATED to {TARGET_HOLDINGS:,} holdings on {TARGET_NODES:,} nodes "
-          f"({TARGET_HOLDINGS // TARGET_NODES:,} per node) -- not measured.")
+    largest = max(s.holdings for s in steps)
+    if largest >= TARGET_HOLDINGS:
+        print(f"\nMEASURED at {largest:,} holdings (the target is {TARGET_HOLDINGS:,}): the 'scaled' column is the "
+              "largest step's figures; 'trend' is the line through every step")
+    else:
+        print(f"\nEXTRAPOLATED to {TARGET_HOLDINGS:,} holdings on {TARGET_NODES:,} nodes "
+              f"({TARGET_HOLDINGS // TARGET_NODES:,} per node) -- not measured.")
     print(f"  scaled: the largest step ({max(s.holdings for s in steps):,}), RSS in proportion to the holdings, "
           "drop to the holdings per node;")
     print(f"  trend: a straight line through the {len(steps)} step(s), never better than the largest (pessimistic: "
