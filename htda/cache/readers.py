@@ -49,7 +49,8 @@ from typing import Protocol
 from ..lfn import normalize_lfn
 from ..node.clock import SYSTEM_CLOCK, Clock
 
-__all__ = ["open_lfns", "scan_proc", "watch", "rewatch", "unwatch", "FanotifyWatch", "FanotifyUnavailable"]
+__all__ = ["open_lfns", "parse_events", "scan_proc", "watch", "rewatch", "unwatch", "FanotifyWatch",
+           "FanotifyUnavailable", "OpenFile"]
 
 log = logging.getLogger("htda.cache.readers")
 
@@ -155,6 +156,19 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def parse_events(data: bytes) -> list[tuple[int, int, int]]:
+    """(mask, fd, pid) of each fanotify event in ``data``; the parse stops at a layout it does not know."""
+    out: list[tuple[int, int, int]] = []
+    offset = 0
+    while offset + METADATA.size <= len(data):
+        length, version, _, _, mask, fd, pid = METADATA.unpack_from(data, offset)
+        if version != FANOTIFY_METADATA_VERSION or length < METADATA.size:
+            break  # not a layout we know: stop rather than misread
+        out.append((mask, fd, pid))
+        offset += length
+    return out
+
+
 class OpenFile:
     """One file jobs have open: where it was opened and how many open file descriptions each process holds."""
 
@@ -175,6 +189,12 @@ class OpenFile:
             self.holders[pid] -= 1
             if self.holders[pid] <= 0:
                 del self.holders[pid]
+
+    def prune(self) -> bool:
+        """Forget holders that no longer exist (their close may have been missed: a queue overflow); whether
+        any holder is left."""
+        self.holders = {pid: n for pid, n in self.holders.items() if _alive(pid)}
+        return bool(self.holders)
 
 
 class FanotifyWatch:
@@ -327,19 +347,7 @@ class FanotifyWatch:
                 continue
             if not data:
                 break
-            out.extend((mask, fd, pid, seen) for mask, fd, pid in self._events(data))
-        return out
-
-    @staticmethod
-    def _events(data: bytes) -> list[tuple[int, int, int]]:
-        out: list[tuple[int, int, int]] = []
-        offset = 0
-        while offset + METADATA.size <= len(data):
-            length, version, _, _, mask, fd, pid = METADATA.unpack_from(data, offset)
-            if version != FANOTIFY_METADATA_VERSION or length < METADATA.size:
-                break  # not a layout we know: stop rather than misread
-            out.append((mask, fd, pid))
-            offset += length
+            out.extend((mask, fd, pid, seen) for mask, fd, pid in parse_events(data))
         return out
 
     def _handle(self, mask: int, fd: int, pid: int, seen: float) -> None:
@@ -418,8 +426,7 @@ class FanotifyWatch:
         """Paths of files that a live process other than ``skip_pids`` has open and that still exist."""
         with self._lock:
             for key, entry in list(self._files.items()):
-                entry.holders = {pid: n for pid, n in entry.holders.items() if _alive(pid)}
-                if not entry.holders:
+                if not entry.prune():
                     del self._files[key]
             held = [e.path for e in self._files.values() if set(e.holders) - skip_pids]
         return [p for p in held if os.path.lexists(p)]  # deleted while open: no LFN any more

@@ -284,10 +284,13 @@ def test_a_process_holding_a_file_that_dies_is_forgotten(started):
     job.proc.kill()
     job.proc.wait(10)
     wait_until(lambda: open_lfns(driver.lfn_of) == set(), timeout=5, what="the killed job's file forgotten")
-    with found._lock:  # as after a missed close: the event never came
-        found._files[(0, 1)] = readers.OpenFile(str(Path(view, "store/a/two.dat").resolve()))
-        found._files[(0, 1)].opened(job.proc.pid)
-    assert open_lfns(driver.lfn_of) == set()
+    assert found is not None and found.open_paths() == []
+    missed = readers.OpenFile(str(Path(view, "store/a/two.dat").resolve()))  # a close event that never came
+    missed.opened(job.proc.pid)
+    missed.opened(os.getpid())
+    assert missed.prune() and list(missed.holders) == [os.getpid()]  # the dead holder goes, the live one stays
+    missed.closed(os.getpid())
+    assert not missed.prune()
 
 
 @needs_root
@@ -329,7 +332,7 @@ def test_a_fake_proc_tree_with_hostile_links_and_vanishing_pids(tmp_path):
 def test_fanotify_events_are_parsed_and_unknown_layouts_stop_the_parse():
     good = readers.METADATA.pack(readers.METADATA.size, 3, 0, readers.METADATA.size, readers.FAN_OPEN, 7, 42)
     bad = readers.METADATA.pack(readers.METADATA.size, 99, 0, readers.METADATA.size, readers.FAN_OPEN, 8, 43)
-    assert readers.FanotifyWatch._events(good + bad + good) == [(readers.FAN_OPEN, 7, 42)]
+    assert readers.parse_events(good + bad + good) == [(readers.FAN_OPEN, 7, 42)]
 
 
 def test_the_base_driver_maps_view_and_storage_paths(tmp_path):
