@@ -190,6 +190,11 @@ class Membership:
                 return tuple(self._flat[start:stop])
         return default
 
+    @property
+    def overlay(self) -> int:
+        """Groups kept outside the arrays (changed since they were last built; folded in past a few)."""
+        return len(self._extra)
+
     def count(self, gid: int) -> int:
         """The number of files of ``gid``."""
         files = self._extra.get(gid)

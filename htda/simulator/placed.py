@@ -99,6 +99,13 @@ class PlacedHTDAPolicy(CachePolicy):
                 return chosen
             want *= 4  # not enough bytes among the best ``want`` groups: look deeper
 
+    def bytes_per_node(self) -> dict[str, int]:
+        """Bytes each node holds in the current placement."""
+        held: dict[str, int] = {}
+        for oid, node in self._where.items():
+            held[node] = held.get(node, 0) + self._sizes[oid]
+        return held
+
     def _run_cycle(self, now: float) -> None:
         if not self._accessed:
             new = self._where  # no access since the last cycle: the placement is stable (placement's contract)

@@ -50,7 +50,7 @@ def test_the_overlay_is_folded_into_the_arrays(monkeypatch):
     members.add([(1, 10)])
     members.add([(2, 20)])
     members.add([(7, 70)])  # the third changed group: folded
-    assert members._extra == {}
+    assert members.overlay == 0
     assert [members.get(g) for g in range(1, 8)] == [(1, 10), (2, 20), (3,), (4,), (), (), (70,)]
 
 

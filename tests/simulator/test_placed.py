@@ -31,9 +31,6 @@ def test_nodes_keep_their_capacity_and_churn_adds_up():
     for chunk in workload.chunks():
         chunk: Chunk
         hits += policy.replay(chunk.times.tolist(), chunk.ids.tolist(), chunk.sizes.tolist(), chunk.groups.tolist())[0]
-        per_node: dict[str, int] = {}
-        for oid, node in policy._where.items():
-            per_node[node] = per_node.get(node, 0) + policy._sizes[oid]
-        assert all(used <= capacity // 3 for used in per_node.values())
+        assert all(used <= capacity // 3 for used in policy.bytes_per_node().values())
     assert policy.cycles > 10 and hits > 0
     assert policy.staged - policy.evicted == policy.used
