@@ -7,8 +7,12 @@ the coordinator's copy then follows that reader (``first_read_wait``).  The
 submit agent therefore gives each input no node holds a *home*: the node a
 job naming it is steered to, the same for every job that shares an input
 while the home lasts.  A job whose inputs have no home yet goes to the cache
-node with the fewest jobs sent home lately, so that new data spreads over
-the pool instead of queueing on one node.
+node given the fewest inputs to read first lately, so that new data spreads
+over the pool instead of queueing on one node.  Inputs, not jobs: a job
+whose inputs are new is bound by the storage link, and its time grows with
+what it reads, while a second job of the same inputs adds no new reads; so a
+node with two jobs of one dataset has less to read than one with a job each
+of two datasets.
 
 This is a preference for the first reads only: as soon as a node holds an
 input, the locator's answer steers the job instead.
@@ -36,14 +40,16 @@ class Homes:
         self.clock = clock
         self._lock = threading.Lock()
         self._homes: collections.OrderedDict[str, tuple[str, float]] = collections.OrderedDict()
-        self._sent: collections.deque[tuple[float, str]] = collections.deque()  # (time, node) of jobs sent home
+        # (time, node) once per input given a home at that node (new to it): a node's load of first reads
+        self._sent: collections.deque[tuple[float, str]] = collections.deque()
 
     def choose(self, lfns: Sequence[str], nodes: Iterable[str]) -> str | None:
         """The home of a job reading ``lfns``, among the live cache nodes ``nodes``; None when there is none.
 
         The node that is home to most of the inputs wins (ties: the least loaded); without any, the least
-        loaded node, ties broken by a hash of the first input so that equal loads still spread.  Every input
-        then has that home, for ``ttl`` from now.
+        loaded node (the fewest inputs homed there within ``window``), ties broken by a hash of the first input
+        so that equal loads still spread.  Every input then has that home, for ``ttl`` from now; those it did
+        not have before count towards the node's load.
         """
         live = set(nodes)
         if not lfns or not live:
@@ -60,12 +66,14 @@ class Homes:
                 home = min(votes, key=lambda node: (-votes[node], load[node], node))
             else:
                 home = min(live, key=lambda node: (load[node], _spread(lfns[0], node)))
-            for lfn in lfns:
+            for lfn in dict.fromkeys(lfns):
+                before = self._homes.get(lfn)
+                if before is None or before[0] != home or before[1] <= now:
+                    self._sent.append((now, home))  # a read this node now has to do
                 self._homes[lfn] = (home, now + self.ttl)
                 self._homes.move_to_end(lfn)
             while len(self._homes) > self.limit:
                 self._homes.popitem(last=False)
-            self._sent.append((now, home))
         return home
 
     def _load(self, now: float) -> collections.Counter[str]:

@@ -37,7 +37,7 @@ def test_most_inputs_win_and_the_home_follows_the_inputs():
     assert h.choose(["/c"], nodes) == one  # /c moved with that job
 
 
-def test_load_counts_only_jobs_of_the_window():
+def test_load_counts_only_reads_of_the_window():
     h, clock = homes(window=100.0)
     for i in range(3):
         assert h.choose([f"/hot{i}", "/hot"], ["w1", "w2"]) == h.choose(["/hot"], ["w1", "w2"])
@@ -65,3 +65,16 @@ def test_memory_is_bounded():
     for i in range(100):
         h.choose([f"/f{i}"], ["w1"])
     assert len(h) == 10
+
+
+def test_a_new_dataset_goes_where_fewer_new_inputs_were_sent_not_fewer_jobs():
+    """Cold jobs are bound by the storage link: four jobs of one 3-file dataset read less than one of six."""
+    h, _ = homes()
+    nodes = ["w1", "w2"]
+    small = [f"/small/{i}" for i in range(3)]
+    first = h.choose(small, nodes)
+    for _ in range(3):
+        assert h.choose(small, nodes) == first  # the same dataset: no new reads
+    second = h.choose([f"/large/{i}" for i in range(6)], nodes)
+    assert second != first  # 3 inputs homed at the first node, none at the other
+    assert h.choose(["/next/0"], nodes) == first  # 4 jobs but 3 reads there, 1 job but 6 reads at the other
