@@ -121,7 +121,7 @@ class LocatorComponent(Component):
                      example=NODES_EXAMPLE),
         ]
 
-    def _holdings(self, request: Request) -> dict[str, Any]:
+    def _holdings(self, request: Request) -> proto.HoldingsAnswer:
         body: proto.HoldingsRequest = request.data
         node = body.node
         files = {_lfn(f.lfn, "files"): f.size for f in body.files}
@@ -134,7 +134,7 @@ class LocatorComponent(Component):
             removed = [_lfn(lfn, "removed") for lfn in unset_or(body.removed, [])]
             count = self.index.update(node, files, removed)
             self._reports.inc(kind="delta")
-        return {"files": count}
+        return proto.HoldingsAnswer(files=count)
 
     def _lookup(self, request: Request) -> Response:
         lfns = request.data.lfns
@@ -152,15 +152,16 @@ class LocatorComponent(Component):
         nodes = json.dumps(result.nodes, separators=(",", ":"))
         return Response(f'{{"files":{result.files_json},"nodes":{nodes}}}'.encode())
 
-    def _file(self, request: Request) -> dict[str, Any]:
+    def _file(self, request: Request) -> proto.HeldFile:
         lfn = _lfn(request.params["lfn"], "path")
         holders = self.index.holders(lfn)
         if not holders:
             raise HTTPError(404, f"no node holds {lfn}")
-        return {"lfn": lfn, "nodes": holders}
+        return proto.HeldFile(lfn=lfn, nodes=holders)
 
-    def _nodes(self, request: Request) -> dict[str, Any]:
-        return {"nodes": self.index.nodes()}
+    def _nodes(self, request: Request) -> proto.LocatorNodes:
+        held = self.index.nodes()
+        return proto.LocatorNodes(nodes={node: proto.HeldSummary(**facts) for node, facts in held.items()})
 
 
 def _lfn(value: str, where: str) -> str:

@@ -30,9 +30,10 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
+import msgspec
 from cheroot import wsgi
 from cheroot.ssl.builtin import BuiltinSSLAdapter
 
@@ -46,6 +47,8 @@ __all__ = ["HTTPError", "Request", "Response", "Route", "RestApp", "RestServer",
            "UNSIGNED_BODY", "receiver_names"]
 
 log = logging.getLogger("htda.rest")
+
+A = TypeVar("A")
 
 API = "/api/v1"
 
@@ -136,8 +139,11 @@ class Route:
             self.unsigned_body = public_limit or UNSIGNED_BODY
 
     @classmethod
-    def of(cls, endpoint: Endpoint[Any], handler: Callable[["Request"], Any], summary: str, **options: Any) -> "Route":
-        """The route serving ``endpoint`` (its method, path, body and answer types) with ``handler``."""
+    def of(cls, endpoint: Endpoint[A], handler: Callable[["Request"], A | Response | dict[str, Any]], summary: str,
+           **options: Any) -> "Route":
+        """The route serving ``endpoint`` (its method, path, body and answer types) with ``handler``, which
+        answers with the endpoint's answer type (checked by mypy), a ready :class:`Response`, or plain JSON
+        values (checked by the tests against the answer type)."""
         return cls(endpoint.method, endpoint.path, handler, summary, body=endpoint.request,
                    response=endpoint.response, **options)
 
@@ -403,6 +409,9 @@ def _body_left_unread(environ: dict[str, Any], request: Request | None) -> bool:
 
 
 def _dumps(value: Any) -> bytes:
+    """An answer as JSON: a typed answer (a :mod:`htda.protocol` struct) or plain JSON values."""
+    if isinstance(value, msgspec.Struct):
+        value = msgspec.to_builtins(value)  # fields left unset are left out
     return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
 
 
