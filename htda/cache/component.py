@@ -385,42 +385,44 @@ class CacheComponent(Component):
                      tag="cache"),
         ]
 
-    def _files(self, request: Request) -> dict[str, Any]:
+    def _files(self, request: Request) -> proto.CacheFiles:
         limit, offset = request.query_int("limit", 1000, 1, 100_000), request.query_int("offset", 0)
         entries = sorted(self.service.index.entries(), key=lambda e: (-e.score, e.lfn))
-        return {"node": self.node.name, "total": len(entries),
-                "files": [e.to_json() for e in entries[offset:offset + limit]]}
+        return proto.CacheFiles(node=self.node.name, total=len(entries),
+                                files=[proto.Copy(**e.to_json()) for e in entries[offset:offset + limit]])
 
-    def _devices(self, request: Request) -> dict[str, Any]:
+    def _devices(self, request: Request) -> proto.Devices:
         rooms = self.service.rooms()
-        return {"devices": [{"path": r.device.path, "backend": r.device.name, "capacity_bytes": limit,
-                             "used_bytes": r.used, "free_bytes": max(0, limit - r.used),
-                             "filesystem_bytes": r.device.filesystem_bytes(), "filesystem_free_bytes": r.free,
-                             "high_watermark": r.high,
-                             "low_watermark": r.low,
-                             "files": sum(1 for e in self.service.index.entries() if e.device is r.device)}
-                            for r, limit in zip(rooms, holdable(rooms))]}
+        entries = self.service.index.entries()
+        return proto.Devices(devices=[
+            proto.Device(path=r.device.path, backend=r.device.name, capacity_bytes=limit, used_bytes=r.used,
+                         free_bytes=max(0, limit - r.used), filesystem_bytes=r.device.filesystem_bytes(),
+                         filesystem_free_bytes=r.free, high_watermark=r.high, low_watermark=r.low,
+                         files=sum(1 for e in entries if e.device is r.device))
+            for r, limit in zip(rooms, holdable(rooms))])
 
-    def _staging(self, request: Request) -> dict[str, Any]:
-        jobs = [j.to_json() for j in list(self.service.jobs.values())]
+    def _staging(self, request: Request) -> proto.Staging:
+        jobs = [proto.StagingCopy(**j.to_json()) for j in list(self.service.jobs.values())]
         index = self.service.index
-        return {"max_staging": self.config["max_staging"], "active": [j for j in jobs if j["state"] != "queued"],
-                "queued": [j for j in jobs if j["state"] == "queued"],
-                # recent failures of files still not held (the latest per file): one copied since is no failure
-                "failed": list({f["lfn"]: f for f in list(self.service.failures.recent)
-                                if f["lfn"] not in index}.values()),
-                "retrying": {k: {"count": f.count, "retry_at": f.retry_at, "error": f.error,
-                                 "permanent": f.permanent}
-                             for k, f in self.service.failures.items()}}
+        # recent failures of files still not held (the latest per file): one copied since is no failure
+        failed = {f["lfn"]: proto.StagingFailure(**f) for f in list(self.service.failures.recent)
+                  if f["lfn"] not in index}
+        return proto.Staging(max_staging=self.config["max_staging"], active=[j for j in jobs if j.state != "queued"],
+                             queued=[j for j in jobs if j.state == "queued"], failed=list(failed.values()),
+                             retrying={k: proto.Retry(count=f.count, retry_at=f.retry_at, error=f.error,
+                                                      permanent=f.permanent)
+                                       for k, f in self.service.failures.items()})
 
-    def _evictions(self, request: Request) -> dict[str, Any]:
-        return {"evictions": list(reversed(self.service.evictions))}
+    def _evictions(self, request: Request) -> proto.Evictions:
+        return proto.Evictions(evictions=[proto.Eviction(**e) for e in reversed(self.service.evictions)])
 
-    def _view(self, request: Request) -> dict[str, Any]:
+    def _view(self, request: Request) -> proto.ViewInfo:
         view = self.service.view
         if view is None:
-            return {"driver": None}
-        return {**view.describe(), "error": self.service.view_error}
+            return proto.ViewInfo(driver=None)
+        described = view.describe()
+        return proto.ViewInfo(driver=described["driver"], view=described["view"], branches=described["branches"],
+                              storage=described["storage"], error=self.service.view_error)
 
     def _copy_range(self, request: Request) -> Response:
         try:
@@ -432,7 +434,7 @@ class CacheComponent(Component):
             self.m_peer_served.inc(len(answer.body))
         return answer
 
-    def _evict(self, request: Request) -> dict[str, Any]:
+    def _evict(self, request: Request) -> proto.EvictAnswer:
         lfns = []
         for value in request.data.lfns:
             try:
@@ -445,12 +447,12 @@ class CacheComponent(Component):
         # same copy a second time (twice in the evictions and metrics).  So the eviction waits for the cycle.
         with self._cycle_lock:
             evicted = self.service.evict_on_request(lfns, coordinators[0] if coordinators else None)
-        return {"evicted": evicted, "not_held": [lfn for lfn in lfns if lfn not in evicted]}
+        return proto.EvictAnswer(evicted=evicted, not_held=[lfn for lfn in lfns if lfn not in evicted])
 
-    def _cycle_now(self, request: Request) -> dict[str, Any]:
+    def _cycle_now(self, request: Request) -> proto.CacheCycle:
         request.data  # noqa: B018 - validates the (empty) body
         if self._loop.stopping:
             raise HTTPError(503, "the cache is stopping")
         started = self.node.clock.monotonic()
         result = self.run_cycle()
-        return {**result, "seconds": round(self.node.clock.monotonic() - started, 3)}
+        return proto.CacheCycle(**result, seconds=round(self.node.clock.monotonic() - started, 3))
