@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from htda.node.client import Client, ClientError
+from htda.node.clock import SYSTEM_CLOCK, Clock
 from htda.node.runtime import Node, load_config
+from htda.protocol import paths
 
 from .processes import stop_process
 
-__all__ = ["free_port", "write_config", "NodeProcess", "start_inprocess", "wait_until", "SECRET"]
+__all__ = ["free_port", "heartbeat", "write_config", "NodeProcess", "start_inprocess", "wait_until", "SECRET"]
 
 SECRET = "0123456789abcdef0123456789abcdef-test-secret"
 
@@ -73,6 +75,14 @@ def write_config(directory: Path, name: str, components: list[str], port: int, s
     path = directory / f"{name}.toml"
     path.write_text("\n".join(lines))
     return path
+
+
+def heartbeat(client: Client, url: str, name: str, roles: list[str], info: dict[str, Any] | None = None,
+              started: float = 1.0) -> Any:
+    """Heartbeat as member ``name`` to the node at ``url`` (as the pool protocol carries it); the answer."""
+    return client.post(url + paths.HEARTBEAT, {
+        "name": name, "url": f"http://127.0.0.1:9/{name}", "roles": roles, "version": "test", "started": started,
+        "info": info or {}})
 
 
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05, what: str = "condition") -> Any:
@@ -145,8 +155,9 @@ class NodeProcess:
         return self.proc.returncode if self.proc else None
 
 
-def start_inprocess(config: Path) -> Node:
-    """A :class:`Node` in this process, started; call ``node.stop()`` when done."""
-    node = Node(load_config(config))
+def start_inprocess(config: Path, clock: Clock = SYSTEM_CLOCK) -> Node:
+    """A :class:`Node` in this process on ``clock`` (a ``FakeClock`` moves only when told), started; call
+    ``node.stop()`` when done."""
+    node = Node(load_config(config), clock)
     node.start()
     return node

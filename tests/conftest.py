@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from htda.node.client import Client
+from htda.node.clock import SYSTEM_CLOCK, Clock
 from htda.node.runtime import load_config
 from testkit.nodes import SECRET, NodeProcess, free_port, start_inprocess, wait_until, write_config
 
@@ -70,12 +71,13 @@ def node_factory(tmp_path):
 
 @pytest.fixture
 def inprocess_node(tmp_path):
-    """Start a :class:`htda.node.runtime.Node` in this process (faster, no kill)."""
+    """Start a :class:`htda.node.runtime.Node` in this process (faster, no kill); ``clock=FakeClock()`` for one
+    whose time a test moves."""
     nodes = []
 
     def make(name: str, components: list[str], seeds: list[str] | None = None, sections: dict | None = None,
-             **pool):
-        node = start_inprocess(_config(tmp_path, name, components, seeds, sections, pool))
+             clock: Clock = SYSTEM_CLOCK, **pool):
+        node = start_inprocess(_config(tmp_path, name, components, seeds, sections, pool), clock)
         nodes.append(node)
         return node
 

@@ -212,10 +212,10 @@ class CacheComponent(Component):
         # _last_assigned, the entries' scores, the revalidator's checks).
         self._cycle_lock = threading.Lock()
         self._reads_started = False
-        self._loop = Periodic("htda-cache-cycle", config["cycle"], self.run_cycle, self.log)
+        self._loop = Periodic("htda-cache-cycle", config["cycle"], self.run_cycle, self.log, clock=node.clock)
         # reads are scanned more often than the cycle: a copy elsewhere should learn of them soon
         self._reads_loop = Periodic("htda-cache-reads", min(config["cycle"], READS_INTERVAL), self._report_reads,
-                                    self.log)
+                                    self.log, clock=node.clock)
 
     def _check_listings(self, node) -> None:
         """Unsigned listings only to networks without this worker: its jobs reach it from loopback and from
@@ -260,7 +260,8 @@ class CacheComponent(Component):
         cls = plugins.load(UNION_GROUP, self.config["union"])
         options = dict(p.split("=", 1) for p in self.config["view_options"].split(";") if "=" in p)
         return cls(str(self.node.path(self.config["view"])), self.device.branches(),
-                   storage or self.default_storage.local_root(), str(self.node.data_dir), options)
+                   storage or self.default_storage.local_root(), str(self.node.data_dir), options,
+                   clock=self.node.clock)
 
     # -- life cycle ------------------------------------------------------------------
     def loops(self) -> list[Periodic]:

@@ -36,7 +36,8 @@ class HoldingsReporter:
         # htda-cache-holdings thread takes it
         self._lock = threading.Lock()
         #: the sending thread (its health is the node's: see Component.loops)
-        self.loop = Periodic("htda-cache-holdings", min(interval, 5.0), self.flush, log, first_delay=min(interval, 5.0))
+        self.loop = Periodic("htda-cache-holdings", min(interval, 5.0), self.flush, log, first_delay=min(interval, 5.0),
+                             clock=clock)
         self.sent = 0
         self.failures = 0
 

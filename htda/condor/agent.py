@@ -19,7 +19,6 @@ import itertools
 import json
 import pwd
 import threading
-import time
 from typing import Any
 
 from ..node.client import ClientError
@@ -125,14 +124,15 @@ class SubmitAgent(Component):
         self.steering = Steering(config["rank_scale"], config["max_preferred"], config["min_fraction"],
                                  config["steer_requirements"], config["steer_timeout"], config["home_timeout"],
                                  config["cold_first"], config["relative_fraction"])
-        self.homes = Homes(ttl=HOME_TTL, window=config["home_timeout"] or HOME_TTL)
+        self.homes = Homes(ttl=HOME_TTL, window=config["home_timeout"] or HOME_TTL, clock=node.clock)
         self.jobs = _Outbox(coordinator.JOBS, "jobs", config["queue_limit"])
         self.events = _Outbox(coordinator.EVENTS, "events", config["queue_limit"])
         # guards the outboxes (jobs, events): hook workers put, the htda-submit-send thread takes and gives back
         self._lock = threading.Lock()
-        self._sizes = SizeProbe(str(node.path(config["storage_root"]))) if config["storage_root"] else None
+        self._sizes = (SizeProbe(str(node.path(config["storage_root"])), clock=node.clock) if config["storage_root"]
+                       else None)
         self._sender = Periodic("htda-submit-send", config["send_interval"], self.flush, self.log,
-                                first_delay=config["send_interval"])
+                                first_delay=config["send_interval"], clock=node.clock)
         self._turn = itertools.count()
         m = node.metrics
         self._translated = m.counter("htda_submit_translate_total", "translate requests, by outcome", ("outcome",))
@@ -208,7 +208,7 @@ class SubmitAgent(Component):
             raise
         state, node = job_state(ad)
         if state is not None:
-            event = {"job_id": job_ids(ad)[0], "state": state, "time": time.time(),
+            event = {"job_id": job_ids(ad)[0], "state": state, "time": self.node.clock.time(),
                      "owner": job_owner(ad)}  # the coordinator counts it only for a job of this owner
             if node:
                 event["node"] = node
@@ -253,11 +253,11 @@ class SubmitAgent(Component):
         urls = self._urls(self.config["locators"], "locator")
         if not urls:
             raise ClientError("no locator known")
-        deadline = time.monotonic() + self.config["lookup_timeout"]
+        deadline = self.node.clock.monotonic() + self.config["lookup_timeout"]
         start = next(self._turn) % len(urls)
         error: Exception = ClientError("no time left")
         for url in urls[start:] + urls[:start]:
-            left = deadline - time.monotonic()
+            left = deadline - self.node.clock.monotonic()
             if left <= 0.005:
                 break
             try:

@@ -23,8 +23,9 @@ from __future__ import annotations
 import collections
 import hashlib
 import threading
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+
+from ..node.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["Homes"]
 
@@ -33,7 +34,7 @@ class Homes:
     """LFN -> home node, with the recent load of each node; thread-safe (``_lock`` guards all state)."""
 
     def __init__(self, *, ttl: float, window: float, limit: int = 200_000,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Clock = SYSTEM_CLOCK):
         self.ttl = ttl  # seconds an input keeps its home after the last job that named it
         self.window = window  # seconds a job sent home counts towards its node's load
         self.limit = limit  # most LFNs remembered (the oldest go first)
@@ -54,7 +55,7 @@ class Homes:
         live = set(nodes)
         if not lfns or not live:
             return None
-        now = self.clock()
+        now = self.clock.monotonic()
         with self._lock:
             load = self._load(now)
             votes: collections.Counter[str] = collections.Counter()

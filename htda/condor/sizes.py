@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from collections import OrderedDict
 
 from ..cache.confine import open_beneath
+from ..node.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["SizeProbe"]
 
@@ -24,13 +24,13 @@ class SizeProbe:
     link planted in storage reveals nothing of the rest of the host.
     """
 
-    def __init__(self, root: str, ttl: float = 600.0, max_entries: int = 200_000):
-        self.root, self.ttl, self.max_entries = root, ttl, max_entries
+    def __init__(self, root: str, ttl: float = 600.0, max_entries: int = 200_000, clock: Clock = SYSTEM_CLOCK):
+        self.root, self.ttl, self.max_entries, self.clock = root, ttl, max_entries, clock
         self._known: OrderedDict[str, tuple[int, float]] = OrderedDict()
 
     def size(self, lfn: str) -> int | None:
         """The size of ``lfn`` in bytes, or ``None`` when it is not a regular file under the root."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         known = self._known.get(lfn)
         if known is not None and now - known[1] < self.ttl:
             self._known.move_to_end(lfn)

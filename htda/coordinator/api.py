@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..lfn import normalize_lfn
@@ -110,7 +109,7 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
     def releases(request: Request) -> dict[str, Any]:
         body: proto.ReleasesRequest = request.data
         lfns = [checked_lfn(lfn, "body.lfns") for lfn in _batch(body.lfns, "lfns", limit)]
-        released = core.release(body.node, lfns, unset_or(body.reason, None), time.time())
+        released = core.release(body.node, lfns, unset_or(body.reason, None))
         component.wake()
         return {"released": released}
 
@@ -118,14 +117,14 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         return core.assignments(request.params["node"])
 
     def top_files(request: Request) -> dict[str, Any]:
-        return {"files": core.top_files(request.query_int("n", 100, 1, 100_000), time.time())}
+        return {"files": core.top_files(request.query_int("n", 100, 1, 100_000))}
 
     def top_groups(request: Request) -> dict[str, Any]:
-        return {"groups": core.top_groups(request.query_int("n", 100, 1, 100_000), time.time())}
+        return {"groups": core.top_groups(request.query_int("n", 100, 1, 100_000))}
 
     def file_info(request: Request) -> dict[str, Any]:
         lfn = checked_lfn(request.params["lfn"], "path")
-        info = core.file_info(lfn, request.query_int("limit", 50, 1, 10_000), time.time())
+        info = core.file_info(lfn, request.query_int("limit", 50, 1, 10_000))
         if info is None:
             raise HTTPError(404, f"no job ever asked for {lfn}")
         return info
@@ -160,11 +159,11 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
     def reads(request: Request) -> dict[str, Any]:
         body: proto.ReadsRequest = request.data
         lfns = [checked_lfn(lfn, "body.lfns") for lfn in _batch(body.lfns, "lfns", limit)]
-        core.report_reads(body.node, lfns, _finite(body.ttl, "body.ttl"), time.time())
+        core.report_reads(body.node, lfns, _finite(body.ttl, "body.ttl"))
         return {"reported": len(lfns)}
 
     def reading(request: Request) -> dict[str, Any]:
-        return core.storage_reads(time.time())
+        return core.storage_reads()
 
     def pinned(request: Request) -> dict[str, Any]:
         return {"files": core.pinned_files()}

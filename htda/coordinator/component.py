@@ -8,7 +8,6 @@ logic lives in :class:`~htda.coordinator.core.Coordinator`, the endpoints in
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -123,7 +122,7 @@ class CoordinatorComponent(Component):
         except plugins.PluginError as exc:
             raise ConfigError(f"{node.source}: 'coordinator.policy': {exc}") from None
         url = config["database"] or f"sqlite:///{node.data_dir / 'coordinator.db'}"
-        store = Store(url, schema=config["db_schema"] or None, access_on=config["access_on"])
+        store = Store(url, schema=config["db_schema"] or None, access_on=config["access_on"], clock=node.clock)
         options: dict[str, Any] = {}
         if policy_cls is LRFUPolicy and config["adaptive"]:
             policy_cls = AdaptiveLRFUPolicy
@@ -135,18 +134,18 @@ class CoordinatorComponent(Component):
                                 release_ttl=config["release_ttl"], full_every=config["full_every"],
                                 max_defer=config["max_defer"], first_read_wait=config["first_read_wait"],
                                 max_copies=config["max_copies"], replica_headroom=config["replica_headroom"],
-                                admission=config["admission"])
+                                admission=config["admission"], clock=node.clock)
         # None: nothing else can share this database (in-memory SQLite), so this coordinator always leads
         self.leadership = leadership_for(store.engine.url, config["db_schema"] or None)
         # written by the htda-coordinator-leader thread (and start); read by REST workers and the pool
         self.leading = False
         self._leader_loop = Periodic("htda-coordinator-leader", config["takeover_poll"], self._contend, self.log,
-                                     first_delay=config["takeover_poll"])
+                                     first_delay=config["takeover_poll"], clock=node.clock)
         self._incarnations: dict[str, float] = {}  # cache node -> its 'started', to tell restarts from first sight
         # The pool view fills within a heartbeat or two; a cycle before that would take every cache node
         # not heard from yet for departed and move its files.
         self._cycles_loop = Periodic("htda-coordinator-cycle", config["cycle"], self.run_cycle, self.log,
-                                     first_delay=2 * node.heartbeat_interval)
+                                     first_delay=2 * node.heartbeat_interval, clock=node.clock)
         self.reports: deque[CycleReport] = deque(maxlen=20)  # the most recent cycles, for /nodes
         m = node.metrics
         self._received = m.counter("htda_coordinator_received_total", "job records and events received",
@@ -155,14 +154,14 @@ class CoordinatorComponent(Component):
         self._cycle_seconds = m.counter("htda_coordinator_cycle_seconds_total", "time spent in work cycles")
         self._moved = m.counter("htda_coordinator_moved_files_total", "files whose node changed")
         m.gauge("htda_coordinator_cycle", "number of the last work cycle", callback=lambda: self.core.cycle)
-        m.gauge("htda_coordinator_groups", "rated groups", callback=lambda: self.core.sizes(time.time())["groups"])
-        m.gauge("htda_coordinator_files", "known files", callback=lambda: self.core.sizes(time.time())["files"])
+        m.gauge("htda_coordinator_groups", "rated groups", callback=lambda: self.core.sizes()["groups"])
+        m.gauge("htda_coordinator_files", "known files", callback=lambda: self.core.sizes()["files"])
         m.gauge("htda_coordinator_deferred_files", "files whose staging waits for jobs reading them from storage",
-                callback=lambda: self.core.sizes(time.time())["deferred"])
+                callback=lambda: self.core.sizes()["deferred"])
         m.gauge("htda_coordinator_placed_files", "files assigned to cache nodes",
-                callback=lambda: self.core.sizes(time.time())["placed"])
+                callback=lambda: self.core.sizes()["placed"])
         m.gauge("htda_coordinator_replica_files", "replicas assigned to cache nodes (copies beyond a file's first)",
-                callback=lambda: self.core.sizes(time.time())["replicas"])
+                callback=lambda: self.core.sizes()["replicas"])
 
     # -- life cycle --------------------------------------------------------------------
     def loops(self) -> list[Periodic]:
@@ -181,7 +180,7 @@ class CoordinatorComponent(Component):
     def _lead(self) -> None:
         """Load the database and serve: this coordinator holds the lock now."""
         seconds = self.core.load()
-        sizes = self.core.sizes(time.time())
+        sizes = self.core.sizes()
         self.log.info("leading: rebuilt the rating of %d groups and %d files from %s in %.2f s (cycle %d)",
                       sizes["groups"], sizes["files"], self.core.describe_database(), seconds, self.core.cycle)
         self.leading = True
@@ -222,7 +221,7 @@ class CoordinatorComponent(Component):
         return guarded
 
     def heartbeat_info(self) -> dict[str, Any]:
-        return {"cycle": self.core.cycle, "placed_files": self.core.sizes(time.time())["placed"]}
+        return {"cycle": self.core.cycle, "placed_files": self.core.sizes()["placed"]}
 
     def on_member_joined(self, member: "Member") -> None:
         if "cache" in member.roles and self.leading:

@@ -18,6 +18,7 @@ from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..node.clock import SYSTEM_CLOCK, Clock
 from .admission import make_admission
 from .placement import moves, place
 from .rating import RatingPolicy
@@ -68,8 +69,9 @@ class Coordinator:
                  fill: float = 0.95, candidate_factor: float = 1.5, unknown_size: int = 1 << 30,
                  release_ttl: float = 3600.0, full_every: int = 10, max_defer: float = 600.0,
                  first_read_wait: float = 0.0, max_copies: int = 1, replica_headroom: float = 2.0,
-                 admission: str = "tinylfu"):
+                 admission: str = "tinylfu", clock: Clock = SYSTEM_CLOCK):
         self.store = store
+        self.clock = clock  # the time of a cycle, an assignment or a query when the caller names none
         self.reads = StorageReads(max_defer)
         self.first_read_wait = first_read_wait
         self.admission = make_admission(admission)
@@ -158,10 +160,10 @@ class Coordinator:
         best = self.state.best_group
         return self.admission.admit(group, [g for g in map(best.get, victims) if g is not None])
 
-    def release(self, node: str, lfns: Sequence[str], reason: str | None, now: float) -> int:
+    def release(self, node: str, lfns: Sequence[str], reason: str | None, now: float | None = None) -> int:
         """A node gave files back: they are placed elsewhere, and not on that node for ``release_ttl``."""
         ids = self.store.file_ids(lfns)
-        self.store.add_releases(node, ids.values(), now + self.release_ttl, reason)
+        self.store.add_releases(node, ids.values(), self._now(now) + self.release_ttl, reason)
         return len(ids)
 
     def set_draining(self, node: str, draining: bool) -> bool:
@@ -190,7 +192,7 @@ class Coordinator:
     def run_cycle(self, nodes: Sequence[CacheNode], now: float | None = None, full: bool = False) -> CycleReport:
         """Rate what changed, pick and place the files worth caching, rebuild the assignment lists (``full``:
         place every candidate again, whatever changed)."""
-        now = time.time() if now is None else now
+        now = self._now(now)
         with self._cycle_lock:
             started = time.perf_counter()
             self.store.save_nodes([{"name": n.name, "url": n.url, "capacity_bytes": n.capacity_bytes,
@@ -301,7 +303,7 @@ class Coordinator:
         self.lists, self.replica_lists = lists, replica_lists
 
     # -- answers ----------------------------------------------------------------------
-    def report_reads(self, node: str, lfns: list[str], ttl: float, now: float) -> None:
+    def report_reads(self, node: str, lfns: list[str], ttl: float, now: float | None = None) -> None:
         """A cache node's report of the files its jobs read from storage.  A file is deferred while the latest
         job that named it is the only job of its inputs so far, and the other inputs of that job with it
         (see :mod:`~htda.coordinator.reads`)."""
@@ -313,7 +315,7 @@ class Coordinator:
         with state.lock:
             files = {fid for gid in first for fid in state.members.get(gid, ())}
         deferred = set(state.lfns.many(files).values())
-        self.reads.report(node, lfns, ttl, now, deferred)
+        self.reads.report(node, lfns, ttl, self._now(now), deferred)
 
     def assignments(self, node: str, now: float | None = None) -> dict[str, Any]:
         """The full list of files ``node`` should hold, best first (the pull contract).
@@ -321,7 +323,7 @@ class Coordinator:
         ``defer`` marks files that jobs read from storage now (see :mod:`~htda.coordinator.reads`):
         the node keeps room for them but starts their copies only once the reading stops.
         """
-        now = time.time() if now is None else now
+        now = self._now(now)
         state = self.state
         fids = self.lists.get(node, ())
         deferred = self.reads.deferred(now)
@@ -352,25 +354,26 @@ class Coordinator:
         return out
 
     # -- admin queries (the REST handlers' only way in) --------------------------------------
-    def top_files(self, n: int, now: float) -> list[dict[str, Any]]:
+    def top_files(self, n: int, now: float | None = None) -> list[dict[str, Any]]:
         """The ``n`` best-rated files: LFN, score, size and the node they are placed on."""
         state = self.state
-        best = state.top_files(n, now)
+        best = state.top_files(n, self._now(now))
         lfns = state.lfns.many(fid for fid, _ in best)
         return [{"lfn": lfns[fid], "score": score, "size": state.sizes.get(fid),
                  "node": self.placement.get(fid)} for fid, score in best]
 
-    def top_groups(self, n: int, now: float) -> list[dict[str, Any]]:
+    def top_groups(self, n: int, now: float | None = None) -> list[dict[str, Any]]:
         """The ``n`` best-rated groups: name and kind (from the database), score and number of files."""
-        best = self.state.top_groups(n, now)
+        best = self.state.top_groups(n, self._now(now))
         names = self.store.groups_info(gid for gid, _, _ in best)
         return [{**names.get(gid, {"id": gid}), "score": score, "files": count} for gid, score, count in best]
 
-    def file_info(self, lfn: str, limit: int, now: float) -> dict[str, Any] | None:
+    def file_info(self, lfn: str, limit: int, now: float | None = None) -> dict[str, Any] | None:
         """One file: size, score, node, its groups by score and its last ``limit`` jobs; None if unknown."""
         fid = self.store.file_ids([lfn]).get(lfn)
         if fid is None:
             return None
+        now = self._now(now)
         history = self.store.file_history(fid, limit)
         state = self.state
         state.refresh()
@@ -388,8 +391,9 @@ class Coordinator:
         files = [{"lfn": lfns[fid], "node": self.placement.get(fid)} for fid in state.pinned]
         return sorted(files, key=lambda f: f["lfn"])
 
-    def storage_reads(self, now: float) -> dict[str, Any]:
+    def storage_reads(self, now: float | None = None) -> dict[str, Any]:
         """Files jobs read from storage now, by node, and the ones whose copies wait for those reads."""
+        now = self._now(now)
         return {"nodes": self.reads.snapshot(now), "deferred": sorted(self.reads.deferred(now)),
                 "max_defer": self.reads.max_defer}
 
@@ -397,10 +401,14 @@ class Coordinator:
         """A cache node left: its reports of storage reads no longer hold."""
         self.reads.forget(node)
 
-    def sizes(self, now: float) -> dict[str, int]:
+    def sizes(self, now: float | None = None) -> dict[str, int]:
         """How much the coordinator tracks: rated groups, known, placed and deferred files (for metrics)."""
         return {"groups": len(self.state.policy), "files": len(self.state.sizes), "placed": len(self.placement),
-                "replicas": sum(map(len, self.replicas.values())), "deferred": len(self.reads.deferred(now))}
+                "replicas": sum(map(len, self.replicas.values())), "deferred": len(self.reads.deferred(self._now(now)))}
+
+    def _now(self, now: float | None) -> float:
+        """``now`` as the caller gave it, or the wall-clock time of this coordinator's clock."""
+        return self.clock.time() if now is None else now
 
     def describe_database(self) -> str:
         """The database URL without its password, for logs."""

@@ -13,7 +13,6 @@ import hashlib
 import importlib.util
 import logging
 import threading
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,7 @@ from sqlalchemy import Table, bindparam, case, create_engine, delete, event, fun
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.sql import Select
 
+from ..node.clock import SYSTEM_CLOCK, Clock
 from . import migrations
 from .leader import lock_key
 from .migrations import SchemaVersionError
@@ -126,10 +126,11 @@ class Store:
     router runs no update or finalize hook for jobs it edits in place).
     """
 
-    def __init__(self, url: str, schema: str | None = None, access_on: str = "start"):
+    def __init__(self, url: str, schema: str | None = None, access_on: str = "start", clock: Clock = SYSTEM_CLOCK):
         if access_on not in ACCESS_ON:
             raise ValueError(f"access_on must be one of {ACCESS_ON}")
         self.access_on = access_on
+        self.clock = clock  # stamps jobs recorded without a submit time
         self.url = url
         parsed = with_driver(url)
         options = {"executemany_mode": "values_plus_batch"} if parsed.drivername.endswith("psycopg2") else {}
@@ -198,7 +199,7 @@ class Store:
         for job in jobs:
             unique.setdefault(job.job_id, job)
         result.duplicates = len(jobs) - len(unique)
-        now = time.time()
+        now = self.clock.time()
         with self._write, self.engine.begin() as conn:
             known = {row[0] for row in self._select_in(conn, [T_JOBS.c.job_id], T_JOBS.c.job_id, unique)}
             new = [job for job_id, job in unique.items() if job_id not in known]

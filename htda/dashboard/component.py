@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from importlib import resources
 from typing import Any
 
@@ -88,8 +87,8 @@ class DashboardComponent(Component):
     def _summary(self, request: Request) -> Response:
         with self._lock:
             built_at, body = self._cache
-            if time.monotonic() - built_at >= self.config["refresh"] / 2 or not body:
+            if self.node.clock.monotonic() - built_at >= self.config["refresh"] / 2 or not body:
                 body = json.dumps(self.builder.build(), separators=(",", ":"), allow_nan=False).encode()
-                self._cache = (time.monotonic(), body)
+                self._cache = (self.node.clock.monotonic(), body)
                 self._built.inc()
         return Response(body, headers=[("Cache-Control", "no-cache")])

@@ -9,7 +9,6 @@ part of the page, never as a failed page.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -44,7 +43,7 @@ class SummaryBuilder:
         top = self._pool.submit(self._top_files, coordinators)
         return {
             "node": self.node.node_info(),
-            "time": time.time(),
+            "time": self.node.clock.time(),
             "heartbeat_interval": self.node.heartbeat_interval,
             "expiry": self.node.member_expiry,
             "members": [self._member(m) for m in members],

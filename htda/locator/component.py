@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import TYPE_CHECKING, Any
 
 from ..lfn import normalize_lfn
@@ -51,13 +50,13 @@ class LocatorComponent(Component):
 
     def __init__(self, node, config: dict[str, Any]):
         super().__init__(node, config)
-        self.index = HoldingsIndex()
+        self.index = HoldingsIndex(node.clock)
         if os.environ.get("PYTHONHASHSEED", "random") != "random":
             self.log.warning("PYTHONHASHSEED is set: the index's LFN keys are string hashes, which anyone who "
                              "knows the seed can make collide; unset it for htda-node")
         self._strangers: dict[str, float] = {}  # node -> monotonic time first seen outside the pool
         self._sweeper = Periodic("htda-locator-sweep", config["sweep_interval"], self.sweep, self.log,
-                                 first_delay=config["sweep_interval"])
+                                 first_delay=config["sweep_interval"], clock=node.clock)
         m = node.metrics
         self._lookups = m.counter("htda_locator_lookups_total", "batch lookup requests answered")
         self._lookup_files = m.counter("htda_locator_lookup_files_total", "LFNs looked up")
@@ -93,7 +92,7 @@ class LocatorComponent(Component):
         """Drop nodes that have not been pool members for the grace period; return their names."""
         live = {m.name for m in self.node.members()}
         grace = self.config["unknown_grace"] or self.node.member_expiry
-        now = time.monotonic()
+        now = self.node.clock.monotonic()
         gone = []
         for name in self.index.node_names():
             if name in live:

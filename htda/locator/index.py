@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from ..lfn import normalize_lfn
+from ..node.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["HoldingsIndex", "LookupResult"]
 
@@ -60,7 +60,8 @@ _key = hash  # an LFN's key in the index (see the module doc)
 class HoldingsIndex:
     """LFN -> {node: size}, with a per-node view for replaces and drops."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self._lock = threading.Lock()  # writers only: lookups read without it (see the module doc)
         self._files: dict[int, _Holders] = {}  # LFN key -> its holders; sets swapped, never mutated
         self._nodes: dict[str, dict[int, int]] = {}  # node -> {LFN key: size}
@@ -83,7 +84,7 @@ class HoldingsIndex:
                 if held.get(key) != size:
                     self._set(key, node, size, held)
             self._bytes[node] = sum(held.values())
-            self._updated[node] = time.time()
+            self._updated[node] = self.clock.time()
             return len(held)
 
     def update(self, node: str, added: dict[str, int], removed: Iterable[str]) -> int:
@@ -102,7 +103,7 @@ class HoldingsIndex:
                     total += size - (old or 0)
                     self._set(key, node, size, held)
             self._bytes[node] = total
-            self._updated[node] = time.time()
+            self._updated[node] = self.clock.time()
             return len(held)
 
     def drop(self, node: str) -> int:

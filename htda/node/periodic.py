@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from .clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["LoopHealth", "Periodic", "FAILING_AFTER"]
 
@@ -48,7 +49,7 @@ class Periodic:
 
     def __init__(self, name: str, interval: float, work: Callable[[], object], log: logging.Logger,
                  first_delay: float = 0.0, stale_after: float | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Clock = SYSTEM_CLOCK):
         self.name, self.interval, self.work, self.log, self.first_delay = name, interval, work, log, first_delay
         self.stale_after = stale_after if stale_after is not None else max(3 * interval, 60.0) + first_delay
         self.clock = clock
@@ -65,7 +66,7 @@ class Periodic:
         return self._stop.is_set()
 
     def start(self) -> None:
-        self._started_at = self.clock()
+        self._started_at = self.clock.monotonic()
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
@@ -87,13 +88,13 @@ class Periodic:
             self._error = f"{type(exc).__name__}: {exc}"
             self.log.exception("%s failed", self.name)
             return False
-        self._last_ok, self._failures, self._error = self.clock(), 0, ""
+        self._last_ok, self._failures, self._error = self.clock.monotonic(), 0, ""
         return True
 
     def health(self) -> LoopHealth:
         """Whether the loop keeps up: stopped (its thread ended), failing (the last ``FAILING_AFTER`` passes
         raised), stale (no pass completed for ``stale_after`` seconds: hung, or every pass too slow) or ok."""
-        now = self.clock()
+        now = self.clock.monotonic()
         ago = None if self._last_ok is None else round(now - self._last_ok, 1)
         if self._started_at is None or self._thread is None or not self._thread.is_alive():
             return LoopHealth(self.name, "stopped", "not running", ago)

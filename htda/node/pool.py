@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +25,7 @@ from msgspec import structs
 from ..protocol.clients import NodeClient
 from ..protocol.node import Heartbeat, MemberInfo
 from .client import Client, ClientError
+from .clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["Member", "Pool"]
 
@@ -42,7 +42,7 @@ class Member:
     version: str
     started: float
     info: dict[str, Any] = field(default_factory=dict)
-    last_seen: float = 0.0  # on this node's pool clock (time.monotonic() unless a test injects one)
+    last_seen: float = 0.0  # on this node's monotonic clock (node.clock)
 
     def age(self, now: float) -> float:
         return max(0.0, now - self.last_seen)
@@ -64,7 +64,7 @@ class Pool:
                  roles: Callable[[], list[str]] | None = None,
                  on_join: Callable[[Member], None] | None = None,
                  on_leave: Callable[[Member], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Clock = SYSTEM_CLOCK):
         self.me = me
         self.clock = clock
         self.seeds = [s.rstrip("/") for s in seeds]
@@ -94,11 +94,11 @@ class Pool:
         return next((m for m in self.members() if m.name == name), None)
 
     def snapshot(self) -> list[dict[str, Any]]:
-        now = self.clock()
+        now = self.clock.monotonic()
         return sorted((m.to_json(now) for m in self.members()), key=lambda m: m["name"])
 
     def _refresh_me(self) -> Member:
-        self.me.last_seen = self.clock()
+        self.me.last_seen = self.clock.monotonic()
         if self._roles is not None:
             self.me.roles = self._roles()
         return self.me
@@ -117,7 +117,7 @@ class Pool:
         seconds, and made anew at once when a member joins, restarts or leaves.  The ages in a reused list are
         up to that much too small, so another member may keep a silent member at most that much longer than its
         expiry."""
-        now = self.clock()
+        now = self.clock.monotonic()
         if beat["name"] != self.me.name:
             self._upsert(beat, now)
         with self._lock:
@@ -137,7 +137,7 @@ class Pool:
 
     def merge(self, members: list[MemberInfo]) -> None:
         """Fold a seed's member list into this node's view."""
-        now = self.clock()
+        now = self.clock.monotonic()
         for entry in members:
             if entry.name != self.me.name and entry.age < self.expiry:
                 self._upsert(structs.asdict(entry), now - entry.age)
@@ -165,7 +165,7 @@ class Pool:
 
     def expire(self) -> list[Member]:
         """Drop members silent for longer than the expiry; return them."""
-        now = self.clock()
+        now = self.clock.monotonic()
         with self._lock:
             gone = [m for m in self._members.values() if now - m.last_seen > self.expiry]
             for member in gone:
@@ -216,9 +216,9 @@ class Pool:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            started = time.monotonic()
+            started = self.clock.monotonic()
             try:
                 self.beat_once()
             except Exception:  # noqa: BLE001 - keep heartbeating whatever happens
                 log.exception("heartbeat round failed")
-            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+            self._stop.wait(max(0.0, self.interval - (self.clock.monotonic() - started)))

@@ -7,7 +7,6 @@ import logging
 import os
 import secrets
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +183,7 @@ class Node:
         self.base_dir = config_dir(self.source)
         node, pool, tls = config["node"], config["pool"], self._resolve_tls(config["tls"])
         self.name = node["name"] or socket.gethostname()
-        self.started = time.time()
+        self.started = clock.time()
         self.version = __version__
         self.data_dir = self.path(node["data_dir"])
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -203,7 +202,8 @@ class Node:
         self.scheme = "https" if tls["enabled"] else "http"
         me = Member(self.name, node["advertise_url"], list(node["components"]), self.version, self.started)
         self.pool = Pool(me, pool["seeds"], self.client, pool["heartbeat_interval"], pool["expiry"],
-                         info=self._heartbeat_info, roles=self.roles, on_join=self._joined, on_leave=self._left)
+                         info=self._heartbeat_info, roles=self.roles, on_join=self._joined, on_leave=self._left,
+                         clock=clock)
         self.components: dict[str, Component] = {}
         for name in node["components"]:
             cls = plugins.load(COMPONENT_GROUP, name)
@@ -337,7 +337,8 @@ class Node:
     def _register_metrics(self) -> None:
         m = self.metrics
         m.gauge("htda_up", "1 while the node runs", callback=lambda: 1)
-        m.gauge("htda_uptime_seconds", "seconds since the node started", callback=lambda: time.time() - self.started)
+        m.gauge("htda_uptime_seconds", "seconds since the node started",
+                callback=lambda: self.clock.time() - self.started)
         m.gauge("htda_pool_members", "live pool members seen by this node", callback=lambda: len(self.pool.members()))
         m.gauge("htda_heartbeats_sent", "heartbeats answered by seeds", callback=lambda: self.pool.heartbeats_sent)
         m.gauge("htda_heartbeat_failures", "heartbeats that failed", callback=lambda: self.pool.heartbeat_failures)
@@ -352,7 +353,7 @@ class Node:
 
     def node_info(self) -> dict[str, Any]:
         return {"name": self.name, "url": self.url, "roles": self.roles(), "version": self.version,
-                "started": self.started, "uptime": round(time.time() - self.started, 3)}
+                "started": self.started, "uptime": round(self.clock.time() - self.started, 3)}
 
     def _routes(self) -> list[Route]:
         return [

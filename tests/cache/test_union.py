@@ -21,6 +21,7 @@ from htda.cache.union.mergerfs import MergerfsDriver
 from htda.cache.union.overlayfs import OverlayfsDriver
 from htda.cache.union.symlink import SymlinkDriver
 from htda.node.client import Client
+from testkit.clock import FakeClock
 from testkit.fakes import PeerStandIn
 from testkit.nodes import SECRET, wait_until
 from testkit.storage import copy_tree, make_tree
@@ -329,3 +330,22 @@ def test_opens_through_the_view_are_counted_by_where_they_are_read_from(source_t
     finally:
         node.stop()
         cleanup_view("mergerfs", view, tmp_path)
+
+
+def test_the_symlink_view_links_files_new_in_storage_at_its_next_rescan(tmp_path, views):
+    """Storage is listed again every ``rescan_interval`` seconds of the cache's clock, not at every refresh."""
+    clock, root = FakeClock(), tmp_path / "storage"
+    make_tree(root, {"/store/a.root": 10})
+    view = str(tmp_path / "view")
+    union = SymlinkDriver(view, [], str(root), str(tmp_path / "state"), {"rescan_interval": "300"}, clock=clock)
+    views.append(union)
+    union.start([])
+    make_tree(root, {"/store/b.root": 10}, seed=8)
+    for step in (0.0, 299.9):
+        clock.advance(step)
+        union.refresh()
+        assert os.path.lexists(os.path.join(view, "store/a.root"))
+        assert not os.path.lexists(os.path.join(view, "store/b.root"))
+    clock.advance(0.1)
+    union.refresh()
+    assert read_view(view, "/store/b.root") == (root / "store/b.root").read_bytes()

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 from htda.condor.homes import Homes
+from testkit.clock import FakeClock
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def homes(**kw) -> tuple[Homes, Clock]:
-    clock = Clock()
+def homes(**kw) -> tuple[Homes, FakeClock]:
+    clock = FakeClock()
     return Homes(ttl=kw.pop("ttl", 3600.0), window=kw.pop("window", 300.0), clock=clock, **kw), clock
 
 
@@ -44,7 +37,7 @@ def test_load_counts_only_reads_of_the_window():
     busy = h.choose(["/hot"], ["w1", "w2"])
     idle = ({"w1", "w2"} - {busy}).pop()
     assert h.choose(["/fresh1"], ["w1", "w2"]) == idle
-    clock.now += 101  # the window has passed: no node is loaded, the hash decides
+    clock.advance(101)  # the window has passed: no node is loaded, the hash decides
     picks = {h.choose([f"/later{i}"], ["w1", "w2"]) for i in range(40)}
     assert picks == {"w1", "w2"}
 
@@ -54,7 +47,7 @@ def test_a_home_expires_and_a_departed_node_is_never_chosen():
     home = h.choose(["/a"], ["w1", "w2"])
     other = ({"w1", "w2"} - {home}).pop()
     assert h.choose(["/a"], [other]) == other  # its home left the pool
-    clock.now += 51
+    clock.advance(51)
     assert h.choose(["/a"], ["w1", "w2"]) in {"w1", "w2"}
     assert h.choose(["/a"], []) is None
     assert h.choose([], ["w1"]) is None

@@ -10,7 +10,7 @@ import pytest
 
 from htda.node.client import Client, HTTPStatusError
 from htda.protocol.paths import COORDINATOR
-from testkit.nodes import SECRET, wait_until
+from testkit.nodes import SECRET, heartbeat, wait_until
 
 BASE = COORDINATOR
 
@@ -31,10 +31,8 @@ def _jobs(n: int, start: int = 0) -> list[dict]:
 
 def _heartbeat_as_cache(signed: Client, node, name: str, capacity: int, started: float = 1.0) -> None:
     """A cache member's heartbeat, as the pool protocol carries it."""
-    signed.post(node.url + "/api/v1/pool/heartbeat", {
-        "name": name, "url": f"http://127.0.0.1:9/{name}", "roles": ["cache"], "version": "test", "started": started,
-        "info": {"cache": {"capacity_bytes": capacity, "free_bytes": capacity, "used_bytes": 0, "files": 0,
-                           "staging": 0}}})
+    heartbeat(signed, node.url, name, ["cache"], started=started, info={"cache": {
+        "capacity_bytes": capacity, "free_bytes": capacity, "used_bytes": 0, "files": 0, "staging": 0}})
 
 
 def test_jobs_and_events_are_idempotent(coordinator, signed):

@@ -6,8 +6,9 @@ import pytest
 
 from htda.node.client import HTTPStatusError
 from htda.protocol.paths import HOLDINGS, LOOKUP
+from testkit.clock import FakeClock
 from testkit.http import raw as raw_request
-from testkit.nodes import wait_until
+from testkit.nodes import heartbeat, wait_until
 
 
 @pytest.fixture
@@ -109,26 +110,37 @@ def test_lookup_limit(inprocess_node, anonymous):
     assert err.value.status == 400
 
 
-def test_entries_of_a_node_that_leaves_the_pool_are_dropped(node_factory, anonymous):
-    locator = node_factory("loc", ["locator"], expiry=1.5)
-    member = node_factory("cache1", ["locator"], seeds=[locator.url], expiry=1.5)
-    wait_until(lambda: "cache1" in locator.members(), what="cache1 to join")
-    locator.post(HOLDINGS, {"node": "cache1", "files": [{"lfn": "/a", "size": 1}], "replace": True})
-    assert anonymous.post(locator.url + LOOKUP, {"lfns": ["/a"]})["files"]["/a"] == ["cache1"]
-    member.kill()
-    wait_until(lambda: anonymous.post(locator.url + LOOKUP, {"lfns": ["/a"]})["files"]["/a"] == [],
-               timeout=10, what="the entries of cache1 to be dropped")
-    assert "cache1" not in locator.members()
+def holders(client, node, lfn: str) -> list[str]:
+    return client.post(node.url + LOOKUP, {"lfns": [lfn]})["files"][lfn]
+
+
+def test_entries_of_a_node_that_leaves_the_pool_are_dropped(inprocess_node, signed, anonymous):
+    clock = FakeClock()
+    locator = inprocess_node("loc", ["locator"], clock=clock, expiry=1.5)
+    heartbeat(signed, locator.url, "cache1", ["cache"])
+    report(signed, locator, "cache1", {"/a": 1})
+    assert holders(anonymous, locator, "/a") == ["cache1"]
+    clock.advance(1.5)  # silent for exactly the expiry: still a member
+    assert "cache1" in {m.name for m in locator.members()}
+    assert holders(anonymous, locator, "/a") == ["cache1"]
+    clock.advance(0.01)
+    assert "cache1" not in {m.name for m in locator.members()}  # the pool drops it, and the locator its entries
+    assert holders(anonymous, locator, "/a") == []
 
 
 def test_reports_of_nodes_outside_the_pool_are_swept(inprocess_node, signed, anonymous):
-    node = inprocess_node("loc", ["locator"], sections={"locator": {"sweep_interval": 0.1, "unknown_grace": 0.3}})
+    clock = FakeClock()
+    node = inprocess_node("loc", ["locator"], clock=clock,
+                          sections={"locator": {"sweep_interval": 0.05, "unknown_grace": 30.0}})
+    sweeper = node.component("locator")
     report(signed, node, "ghost", {"/a": 1})
     report(signed, node, "loc", {"/b": 1})  # the locator itself is a member: kept
-    assert anonymous.post(node.url + LOOKUP, {"lfns": ["/a"]})["files"]["/a"] == ["ghost"]
-    wait_until(lambda: anonymous.post(node.url + LOOKUP, {"lfns": ["/a"]})["files"]["/a"] == [],
-               timeout=5, what="the ghost's entries to be swept")
-    assert anonymous.post(node.url + LOOKUP, {"lfns": ["/b"]})["files"]["/b"] == ["loc"]
+    assert sweeper.sweep() == [] and holders(anonymous, node, "/a") == ["ghost"]  # first seen outside the pool
+    clock.advance(29.9)
+    assert sweeper.sweep() == [] and holders(anonymous, node, "/a") == ["ghost"]
+    clock.advance(0.2)  # past the grace: the sweeper thread drops the ghost at its next pass
+    wait_until(lambda: holders(anonymous, node, "/a") == [], timeout=5, what="the sweeper's next pass")
+    assert holders(anonymous, node, "/b") == ["loc"]
 
 
 def test_metrics_count_lookups(locator, signed, anonymous):

@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
 
 from htda.node.periodic import FAILING_AFTER, Periodic
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from htda.protocol.paths import HEALTHZ
+from testkit.clock import FakeClock
+from testkit.http import raw as raw_request
 
 
 @pytest.fixture
 def loop():
     """A started loop whose thread waits a day before its first pass: the test runs the passes itself."""
-    clock, outcomes = Clock(), []
+    clock, outcomes = FakeClock(), []
 
     def work():
         if outcomes and outcomes.pop(0) == "raise":
@@ -36,14 +32,14 @@ def loop():
 def test_a_loop_is_ok_until_no_pass_completes_for_its_stale_time(loop):
     periodic, clock, _ = loop
     assert periodic.health().state == "ok"  # just started
-    clock.now += 61
+    clock.advance(61)
     assert periodic.health().state == "stale"  # hung before its first pass
     assert periodic.run_once()
     health = periodic.health()
     assert health.ok and health.last_ok_ago == 0.0
-    clock.now += 59
+    clock.advance(59)
     assert periodic.health().ok
-    clock.now += 2
+    clock.advance(2)
     stale = periodic.health()
     assert stale.state == "stale" and "no pass completed for 61 s" in stale.detail
 
@@ -65,3 +61,23 @@ def test_a_loop_whose_thread_ended_is_stopped(loop):
     periodic, _, _ = loop
     periodic.stop(timeout=2)
     assert periodic.health().state == "stopped"
+
+
+def test_healthz_answers_503_naming_a_stale_loop_until_it_completes_a_pass(inprocess_node):
+    """The node's /healthz on a fake clock: the locator's sweeper, first due in an hour, is stale once no pass
+    completed for its stale time (three intervals, plus the first delay), and healthy again after one pass."""
+    clock = FakeClock()
+    node = inprocess_node("probe", ["locator"], clock=clock, sections={"locator": {"sweep_interval": 3600.0}})
+    assert raw_request("GET", node.url + HEALTHZ)[0] == 200
+    (sweeper,) = node.component("locator").loops()
+    clock.advance(sweeper.stale_after - 1)
+    assert raw_request("GET", node.url + HEALTHZ)[0] == 200
+    clock.advance(2)
+    status, body = raw_request("GET", node.url + HEALTHZ)
+    health = json.loads(body)
+    assert status == 503 and health["status"] == "unhealthy"
+    assert health["problems"] == [f"htda-locator-sweep: stale (no pass completed for {sweeper.stale_after + 1:.0f} "
+                                  "s (one every 3600 s expected))"]
+    assert health["loops"]["htda-locator-sweep"]["state"] == "stale"
+    assert sweeper.run_once()
+    assert raw_request("GET", node.url + HEALTHZ)[0] == 200

@@ -8,6 +8,8 @@ import subprocess
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
+from ...node.clock import SYSTEM_CLOCK, Clock
+
 __all__ = ["UnionDriver", "UnionError", "mount_type", "unmount", "run"]
 
 log = logging.getLogger("htda.cache.union")
@@ -30,7 +32,8 @@ class UnionDriver(ABC):
     name: ClassVar[str] = ""
 
     def __init__(self, view: str, branches: list[str], storage: str | None, state_dir: str,
-                 options: dict[str, Any] | None = None):
+                 options: dict[str, Any] | None = None, clock: Clock = SYSTEM_CLOCK):
+        self.clock = clock  # paces rescans and remounts
         self.view = os.path.abspath(view)
         self.branches = [os.path.abspath(b) for b in branches]
         self.storage = os.path.abspath(storage) if storage else None

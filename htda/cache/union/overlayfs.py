@@ -61,7 +61,7 @@ class OverlayfsDriver(UnionDriver):
         previous = self._current()
         self._mount_new()
         if previous:
-            self._retired.append((time.monotonic(), previous))
+            self._retired.append((self.clock.monotonic(), previous))
         self._detach_stale(adopt=True)
 
     def added(self, lfn: str) -> None:
@@ -71,7 +71,7 @@ class OverlayfsDriver(UnionDriver):
         self._dirty = True
 
     def refresh(self) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self._dirty and now - self._last >= self.min_interval:
             previous = self._current()
             self._mount_new()
@@ -96,7 +96,7 @@ class OverlayfsDriver(UnionDriver):
 
     def _mount_new(self) -> None:
         self._dirty = False
-        self._last = time.monotonic()
+        self._last = self.clock.monotonic()
         target = os.path.join(self.mounts_dir, f"{time.time_ns()}")
         os.makedirs(target)
         run(["mount", "-t", "overlay", "htda-view", "-o", f"ro,lowerdir={self.lowerdir()}", target])
@@ -109,7 +109,7 @@ class OverlayfsDriver(UnionDriver):
 
     def _detach_stale(self, adopt: bool = False) -> None:
         """Detach retired mounts after their grace; on start, also those a killed daemon left."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         keep = []
         for since, path in self._retired:
             if now - since >= self.grace:

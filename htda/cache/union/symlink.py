@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 
 from ...lfn import lfn_parts, normalize_lfn
 from ..confine import open_beneath, parent_beneath
@@ -38,7 +37,7 @@ class SymlinkDriver(UnionDriver):
         self._rescan()
 
     def _rescan(self) -> None:
-        self._scanned = time.monotonic()
+        self._scanned = self.clock.monotonic()
         for lfn in self._storage_files():
             if lfn not in self._held:
                 self._link(lfn, self._storage_path(lfn))
@@ -120,7 +119,7 @@ class SymlinkDriver(UnionDriver):
                 pass
 
     def refresh(self) -> None:
-        if time.monotonic() - self._scanned >= self.rescan_interval:
+        if self.clock.monotonic() - self._scanned >= self.rescan_interval:
             self._rescan()
 
     def teardown(self) -> None:
