@@ -11,7 +11,9 @@ import urllib.request
 
 import pytest
 
+from htda.cache.component import READS_TTL
 from htda.node.client import Client, HTTPStatusError
+from testkit.clock import FakeClock
 from testkit.fakes import PeerStandIn
 from testkit.http import raw as raw_request
 from testkit.nodes import SECRET, wait_until
@@ -234,8 +236,11 @@ def test_files_jobs_read_from_storage_are_reported_and_deferred_files_wait(inpro
     reading, other = "/store/f0.dat", "/store/f1.dat"
     peer.assign([{"lfn": reading, "score": 2.0, "size": None, "source": None, "defer": True},
                  {"lfn": other, "score": 1.0, "size": None, "source": None}])
-    node = inprocess_node("c1", ["cache"], sections=cache_section(tmp_path, peer, root, union="symlink",
-                                                                  view=str(tmp_path / "view")))
+    clock = FakeClock()
+    node = inprocess_node("c1", ["cache"], clock=clock, sections=cache_section(tmp_path, peer, root, union="symlink",
+                                                                               view=str(tmp_path / "view")))
+    cache, client = node.components["cache"], Client(SECRET.encode())
+    reads_loop = next(loop for loop in cache.loops() if loop.name == "htda-cache-reads")
     job = subprocess.Popen([sys.executable, "-c", "import sys; f = open(sys.argv[1], 'rb'); sys.stdin.read()",
                             str(tmp_path / "view" / reading.lstrip("/"))], stdin=subprocess.PIPE)
     try:
@@ -245,9 +250,14 @@ def test_files_jobs_read_from_storage_are_reported_and_deferred_files_wait(inpro
             metrics = answer.read().decode()
         assert 'htda_cache_job_open_files{source="storage"} 1' in metrics
         wait_until(lambda: other in held(node), what="the file nobody reads staged")
-        time.sleep(1.0)  # five more cycles
+        count = len(peer.reads)
+        assert reads_loop.run_once() and len(peer.reads) == count  # the same reading, just reported: not again
+        clock.advance(READS_TTL / 3)  # before the coordinator's copy of the report runs out: sent again
+        assert reads_loop.run_once() and len(peer.reads) > count and peer.reads[-1]["lfns"] == [reading]
+        for _ in range(5):  # five more cycles
+            client.post(f"{node.url}/api/v1/cache/cycle", {})
         assert reading not in held(node)
-        assert node.components["cache"].last_cycle["deferred"] == 1
+        assert cache.last_cycle["deferred"] == 1
     finally:
         job.stdin.close()
         job.wait(10)
@@ -255,8 +265,9 @@ def test_files_jobs_read_from_storage_are_reported_and_deferred_files_wait(inpro
     peer.assign([(reading, 2.0), (other, 1.0)])  # the coordinator no longer defers it
     wait_until(lambda: reading in held(node), what="the deferred file staged")
     count = len(peer.reads)
-    time.sleep(0.6)
-    assert len(peer.reads) == count  # nothing read from storage: nothing more to say
+    clock.advance(READS_TTL)
+    assert reads_loop.run_once()
+    assert len(peer.reads) == count  # nothing read from storage: nothing more to say, however long
 
 
 @pytest.fixture
@@ -348,12 +359,15 @@ def test_a_file_missing_from_storage_is_tried_once_and_released_as_failed(inproc
     root, files = storage
     present = next(iter(files))
     peer.assign([("/store/absent.root", 2.0), (present, 1.0)])
-    node = inprocess_node("c1", ["cache"], sections=cache_section(tmp_path, peer, root))
+    clock = FakeClock()
+    node = inprocess_node("c1", ["cache"], clock=clock, sections=cache_section(tmp_path, peer, root))
     wait_until(lambda: any("/store/absent.root" in r["lfns"] for r in peer.releases), what="the missing file released")
     release = next(r for r in peer.releases if "/store/absent.root" in r["lfns"])
     assert release["reason"] == "copies failed" and present not in release["lfns"]
     wait_until(lambda: present in held(node), what="the present file staged")
-    time.sleep(1.0)  # five more cycles at 0.2 s and a retry_delay of 0.1 s: no second attempt
+    for _ in range(5):  # five more cycles, each past the retry_delay of 0.1 s: no second attempt
+        clock.advance(0.2)
+        Client(SECRET.encode()).post(f"{node.url}/api/v1/cache/cycle", {})
     attempts = [r.getMessage() for r in caplog.records if "/store/absent.root" in r.getMessage()
                 and "staging" in r.getMessage()]
     assert attempts == [f"staging /store/absent.root failed, not retrying: /store/absent.root: no such file in "
