@@ -50,7 +50,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .rating import NEVER, G, RatingPolicy
+from .rating import NEVER, G, RatingPolicy, add_key, log_add
 
 __all__ = ["AdaptiveLRFUPolicy", "DEFAULT_HALF_LIVES"]
 
@@ -83,21 +83,6 @@ class _Shadow:
         self.hits = 0.0  # bytes hit in the current round
         self.total = 0.0  # decayed hits of past rounds
 
-    def access(self, group: Any, size: float, capacity: float) -> None:
-        resident = self.resident
-        old = resident.get(group)
-        if old is not None:
-            self.hits += size
-            self.used += size - old
-            resident[group] = size
-            return
-        if size > capacity:
-            return
-        resident[group] = size
-        heapq.heappush(self.heap, (self.keys[group], group))
-        self.used += size
-        self.evict(capacity)
-
     def evict(self, capacity: float) -> None:
         heap, keys, resident = self.heap, self.keys, self.resident
         while self.used > capacity and heap:
@@ -121,18 +106,21 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
                  hysteresis: float = 0.05, patience: int = 2, decay: float = 0.5):
         super().__init__(half_life, epoch)
         candidates = sorted({float(h) for h in half_lives} | {self.half_life})
-        if any(not h > 0 for h in candidates):
-            raise ValueError("half_lives must be > 0 seconds")
-        if not 0.0 < sample_rate <= 1.0:
-            raise ValueError("sample_rate must be in (0, 1]")
-        if decision_every < 1 or patience < 1 or max_sampled < 1:
-            raise ValueError("decision_every, patience and max_sampled must be >= 1")
-        if hysteresis < 0 or not 0.0 <= decay < 1.0:
-            raise ValueError("hysteresis must be >= 0 and decay in [0, 1)")
+        for wrong, message in (
+                (any(not h > 0 for h in candidates), "half_lives must be > 0 seconds"),
+                (not 0.0 < sample_rate <= 1.0, "sample_rate must be in (0, 1]"),
+                (min(decision_every, patience, max_sampled) < 1,
+                 "decision_every, patience and max_sampled must be >= 1"),
+                (hysteresis < 0 or not 0.0 <= decay < 1.0, "hysteresis must be >= 0 and decay in [0, 1)")):
+            if wrong:
+                raise ValueError(message)
         self.half_lives = candidates
         self.sample_rate = sample_rate
         self.max_sampled = max_sampled
         self._sampled_groups: set = set()  # the distinct groups sampled so far (at most max_sampled)
+        # every group seen with shadows on -> whether it is in the sample now: its hash is mixed once, not on every
+        # access (the rate only halves, so a group out of the sample stays out; :meth:`_halve_rate` updates the rest)
+        self._in_sample: dict[G, bool] = {}
         self.decision_every = decision_every
         self.hysteresis = hysteresis
         self.patience = patience
@@ -170,7 +158,7 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
 
     # -- updating -------------------------------------------------------------
     def _key_after(self, key: float, t: float, weight: float) -> float:  # the active candidate's rule
-        return _log_add(key, math.log2(weight) + (t - self.epoch) / self.half_life)
+        return log_add(key, math.log2(weight) + (t - self.epoch) / self.half_life)
 
     def offset(self, now: float) -> float:
         return (now - self.epoch) / self.half_life
@@ -178,50 +166,63 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
     def access(self, group: G, t: float, weight: float = 1.0, size: float = 1.0) -> None:
         """Record one access of ``group`` at ``t`` worth ``weight``; ``size`` is the group's size (in the unit of
         the capacity) for the shadow caches."""
-        if not weight > 0:
+        if weight == 1.0:
+            lw = 0.0
+        elif weight > 0:
+            lw = math.log2(weight)
+        else:
             raise ValueError("access weight must be > 0")
         self._now = t
         base = t - self.epoch
-        lw = math.log2(weight) if weight != 1.0 else 0.0
-        log2 = math.log2
-        for table, inverse in self._candidates:
-            x = lw + base * inverse
-            old = table.get(group)
-            if old is None or old == NEVER:
-                table[group] = x
-            elif old >= x:
-                table[group] = old + log2(1.0 + 2.0 ** (x - old))
-            else:
-                table[group] = x + log2(1.0 + 2.0 ** (old - x))
+        if group in self._keys:
+            for table, inverse in self._candidates:
+                add_key(table, group, lw + base * inverse)
+        else:  # a new group (every table has the same groups): its first key at each candidate, no log-add
+            for table, inverse in self._candidates:
+                table[group] = lw + base * inverse
         self._touched.add(group)
+        if self._shadow_capacity:
+            sampled = self._in_sample.get(group)
+            if sampled is None:
+                sampled = self._first_sampled(group)
+            if sampled:
+                self._replay_sampled(group, size)
+
+    def _first_sampled(self, group: G) -> bool:
+        """Whether ``group``, seen for the first time with shadows on, is in the sample (which may halve)."""
+        sampled = self._in_sample[group] = _mixed(group) < self._threshold
+        if sampled:
+            self._sampled_groups.add(group)
+            if len(self._sampled_groups) > self.max_sampled:
+                self._halve_rate()
+                sampled = self._in_sample[group]
+        return sampled
+
+    def _replay_sampled(self, group: G, size: float) -> None:
+        """One access of a sampled group through every shadow cache; a decision every ``decision_every``."""
         capacity = self._shadow_capacity
-        if not capacity:
-            return
-        h = (hash(group) * _MIX1) & _M64  # _mixed(group), inline: this is the hot path
-        h ^= h >> 29
-        h = (h * _MIX2) & _M64
-        if h ^ (h >> 32) < self._threshold:
-            if group not in self._sampled_groups:
-                self._sampled_groups.add(group)
-                if len(self._sampled_groups) > self.max_sampled:
-                    self._halve_rate()
-                    capacity = self._shadow_capacity
-                    if _mixed(group) >= self._threshold:
-                        return
-            for shadow in self._shadows:
-                resident = shadow.resident
-                old = resident.get(group)
-                if old is None:
-                    shadow.access(group, size, capacity)
-                else:  # a hit: shadow.access's first branch, inline
-                    shadow.hits += size
-                    if old != size:
-                        shadow.used += size - old
-                        resident[group] = size
-            self._sampled += 1
-            self._round_bytes += size
-            if self._sampled >= self.decision_every:
-                self._decide()
+        push = heapq.heappush
+        for shadow in self._shadows:  # a hit counts its bytes; a miss stages the group and evicts down to capacity
+            resident = shadow.resident
+            old = resident.get(group)
+            if old is not None:
+                shadow.hits += size
+                if old != size:
+                    shadow.used += size - old
+                    resident[group] = size
+            elif size <= capacity:
+                entry, heap = (shadow.keys[group], group), shadow.heap
+                if shadow.used <= capacity < shadow.used + size and heap and entry < heap[0]:
+                    continue  # the lowest entry: evict would drop it first and nothing else, so it never enters
+                resident[group] = size
+                push(heap, entry)
+                shadow.used += size
+                if shadow.used > capacity:
+                    shadow.evict(capacity)
+        self._sampled += 1
+        self._round_bytes += size
+        if self._sampled >= self.decision_every:
+            self._decide()
 
     def _halve_rate(self) -> None:
         """Sample half as many groups: those above the new threshold leave the sample and the shadows."""
@@ -229,9 +230,11 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         self._threshold //= 2
         self._shadow_capacity = self.sample_rate * self.capacity
         threshold = self._threshold
-        self._sampled_groups = {g for g in self._sampled_groups if _mixed(g) < threshold}
+        left = {g for g in self._sampled_groups if _mixed(g) >= threshold}
+        self._sampled_groups -= left
+        self._in_sample.update(dict.fromkeys(left, False))
         for shadow in self._shadows:
-            shadow.resident = {g: size for g, size in shadow.resident.items() if _mixed(g) < threshold}
+            shadow.resident = {g: size for g, size in shadow.resident.items() if g not in left}  # residents are sampled
             shadow.heap = [(key, g) for key, g in shadow.heap if g in shadow.resident]
             heapq.heapify(shadow.heap)
             shadow.used = sum(shadow.resident.values())
@@ -252,6 +255,7 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         for table in self._tables:
             table.pop(group, None)
         self._sampled_groups.discard(group)
+        self._in_sample.pop(group, None)
         for shadow in self._shadows:
             if shadow.resident.pop(group, None) is not None:
                 shadow.heap = [e for e in shadow.heap if e[1] != group]
@@ -299,11 +303,3 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         self._touched.update(self._keys)
         if self.on_switch is not None:
             self.on_switch()
-
-
-def _log_add(a: float, b: float) -> float:
-    if a < b:
-        a, b = b, a
-    if b == NEVER:
-        return a
-    return a + math.log2(1.0 + 2.0 ** (b - a))

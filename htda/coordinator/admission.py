@@ -60,6 +60,14 @@ _MAX_COUNT = 15
 _DOOR_BITS = 8  # doorkeeper bits per counter of a row: ~2 % false positives with a width's worth of groups in it
 
 
+def _mixed(key: Hashable) -> tuple[int, int]:
+    """The two 64-bit mixes of ``key``'s hash that place it in the sketch (:meth:`FrequencySketch.mixes` for
+    arrays)."""
+    h = (hash(key) * _MIX1) & _M64
+    h ^= h >> 31
+    return h, (h * _MIX2) & _M64
+
+
 class FrequencySketch:
     """A count-min sketch of 4-bit-ish counters with a doorkeeper and periodic halving (see the module docstring).
 
@@ -94,33 +102,8 @@ class FrequencySketch:
 
     def increment(self, key: Hashable) -> None:
         """Count one access of ``key``.  Its column in each row comes from two 64-bit mixes of its hash, each
-        cut in halves; the doorkeeper's two bits from other bits of the same mixes."""
-        h = (hash(key) * _MIX1) & _M64
-        h ^= h >> 31
-        g = (h * _MIX2) & _M64
-        mask, door, dmask = self._mask, self._door, self._door_mask
-        x = (h >> 16) & dmask
-        y = (g >> 8) & dmask
-        if not (door[x] and door[y]):
-            door[x] = door[y] = 1  # the first access, as far as the doorkeeper knows: the counters stay
-        else:
-            counters, w = self._counters, self.width
-            a = h & mask
-            d = (g >> 32) & mask
-            if counters[a] < _MAX_COUNT:
-                counters[a] += 1
-            b = w + ((h >> 32) & mask)
-            if counters[b] < _MAX_COUNT:
-                counters[b] += 1
-            c = 2 * w + (g & mask)
-            if counters[c] < _MAX_COUNT:
-                counters[c] += 1
-            d += 3 * w
-            if counters[d] < _MAX_COUNT:
-                counters[d] += 1
-        self.samples += 1
-        if self.samples >= self.sample_size:
-            self.halve()
+        cut in halves; the doorkeeper's two bits from other bits of the same mixes (:meth:`increment_mixed`)."""
+        self.increment_mixed(*_mixed(key))
 
     @staticmethod
     def mixes(keys: np.ndarray) -> tuple[list[int], list[int]]:
@@ -138,7 +121,7 @@ class FrequencySketch:
         x = (h >> 16) & dmask
         y = (g >> 8) & dmask
         if not (door[x] and door[y]):
-            door[x] = door[y] = 1
+            door[x] = door[y] = 1  # the first access, as far as the doorkeeper knows: the counters stay
         else:
             counters, w = self._counters, self.width
             a = h & mask
@@ -160,9 +143,7 @@ class FrequencySketch:
     def estimate(self, key: Hashable) -> int:
         """The estimated number of accesses of ``key`` in the recent sample: the doorkeeper's one plus the
         least of its counters (collisions only raise it; the cap and the halvings lower it)."""
-        h = (hash(key) * _MIX1) & _M64
-        h ^= h >> 31
-        g = (h * _MIX2) & _M64
+        h, g = _mixed(key)
         mask, counters, w, door, dmask = self._mask, self._counters, self.width, self._door, self._door_mask
         count = min(counters[h & mask], counters[w + ((h >> 32) & mask)], counters[2 * w + (g & mask)],
                     counters[3 * w + ((g >> 32) & mask)])

@@ -54,6 +54,7 @@ __all__ = [
     "LRFUPolicy",
     "LRUPolicy",
     "RatingPolicy",
+    "add_key",
     "best_key",
     "file_score",
     "log_add",
@@ -75,6 +76,26 @@ def log_add(a: float, b: float) -> float:
     if b == NEVER:
         return a
     return a + math.log2(1.0 + 2.0 ** (b - a))
+
+
+#: ``1.0 + 2.0 ** d`` rounds to exactly 1.0 for ``d <= -53`` (half an ulp of 1.0, ties to even): there
+#: :func:`log_add` adds exactly 0.0 and its result is the larger argument
+_NEGLIGIBLE = -53.0
+
+
+def add_key(keys: dict[G, float], group: G, x: float) -> None:
+    """``keys[group] = log_add(keys.get(group, NEVER), x)``, bit for bit: the hot path of every LRFU access (the
+    fixed half-life's and each candidate's of ``lrfu-adaptive``), so :func:`log_add` is inlined and its
+    exponentials are skipped where they add exactly nothing (:data:`_NEGLIGIBLE`: an access many half-lives
+    after the group's previous ones, or before them).  ``x`` is finite."""
+    old = keys.get(group)
+    if old is None:
+        keys[group] = x
+    elif old < x:
+        d = old - x  # -inf for a NEVER key
+        keys[group] = x if d <= _NEGLIGIBLE else x + math.log2(1.0 + 2.0**d)
+    elif x - old > _NEGLIGIBLE:
+        keys[group] = old + math.log2(1.0 + 2.0 ** (x - old))
 
 
 def score_of(exponent: float) -> float:
@@ -176,20 +197,15 @@ class LRFUPolicy(RatingPolicy[G]):
         return log_add(key, math.log2(weight) + (t - self.epoch) / self.half_life)
 
     def access(self, group: G, t: float, weight: float = 1.0, size: float = 1.0) -> None:
-        """:meth:`RatingPolicy.access` with :meth:`_key_after` and :func:`log_add` inlined (the same arithmetic,
-        the same keys): the hot path of the coordinator's history rebuild and of every simulator replay."""
+        """:meth:`RatingPolicy.access` with :meth:`_key_after` inlined as :func:`add_key` (the same arithmetic, the
+        same keys): the hot path of the coordinator's history rebuild and of every simulator replay."""
         if weight == 1.0:
             x = (t - self.epoch) / self.half_life  # math.log2(1.0) + ... is exactly this
         elif weight > 0:
             x = math.log2(weight) + (t - self.epoch) / self.half_life
         else:
             raise ValueError("access weight must be > 0")
-        keys = self._keys
-        old = keys.get(group, NEVER)
-        if old < x:
-            keys[group] = x if old == NEVER else x + math.log2(1.0 + 2.0 ** (old - x))
-        else:
-            keys[group] = old + math.log2(1.0 + 2.0 ** (x - old))  # old >= x > -inf
+        add_key(self._keys, group, x)
         self._touched.add(group)
 
     def offset(self, now: float) -> float:

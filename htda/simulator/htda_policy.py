@@ -124,10 +124,13 @@ class HTDAPolicy(CachePolicy):
                 continue
             if size > cap:
                 continue
+            entry = (keys[group] if fast and known == group and oid not in more_groups else file_key(oid), oid)
+            if used + size > cap and heap and entry < heap[0]:
+                continue  # the lowest entry: the loop below would evict it first and nothing else (used <= cap
+                # here), so it is not admitted
             cached_sizes[oid] = size
-            key = entry_key[oid] = keys[group] if fast and known == group and oid not in more_groups \
-                else file_key(oid)
-            push(heap, (key, oid))
+            entry_key[oid] = entry[0]
+            push(heap, entry)
             used += size
             while used > cap:
                 key, victim = pop(heap)

@@ -119,7 +119,7 @@ def _section(trace: SuiteTrace, result: ReplayResult, capacities: list[int], fra
              verdict: TraceVerdict, cpu: float) -> str:
     labels = list(dict.fromkeys(r.label for r in result.results))
     ratio = {(r.label, r.capacity): result.byte_hit_ratio(r) for r in result.results}
-    speed = {r.label: result.requests / r.cpu_seconds for r in result.results if r.cpu_seconds > 0}
+    speed = _speeds(result)
     header = ["byte hit ratio"] + [f"{100 * f:g} %" for f in fractions] + ["req/s (cpu)"]
     rows = [[label + (" bound" if label == "pfoo-l" else "")]
             + [f"{ratio[label, c]:.4f}" for c in capacities]
@@ -132,6 +132,15 @@ def _section(trace: SuiteTrace, result: ReplayResult, capacities: list[int], fra
     lines.append("HTDA as configured vs the best baseline: " + "; ".join(
         f"{100 * f:g} % {htda:.4f} vs {best_name} {best:.4f}" for f, htda, best_name, best, _ in verdict.rows))
     return "\n".join(lines)
+
+
+def _speeds(result: ReplayResult) -> dict[str, float]:
+    """Requests per second of CPU of each online policy over all its cache sizes (its replays' total CPU time)."""
+    cpu: dict[str, list[float]] = {}
+    for r in result.results:
+        if r.cpu_seconds > 0:
+            cpu.setdefault(r.label, []).append(r.cpu_seconds)
+    return {label: result.requests * len(times) / sum(times) for label, times in cpu.items()}
 
 
 def _rst_table(header: list[str], rows: list[list[str]]) -> str:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import heapq
+import math
 import random
 
 import pytest
 
-from htda.coordinator.adaptive import AdaptiveLRFUPolicy
+from htda.coordinator.adaptive import AdaptiveLRFUPolicy, _mixed
 from htda.coordinator.component import CoordinatorComponent
-from htda.coordinator.rating import LRFUPolicy
+from htda.coordinator.rating import NEVER, LRFUPolicy, log_add
 from htda.node.config import ConfigError, validate
 from htda.simulator.htda_policy import HTDAPolicy
 
@@ -184,3 +186,86 @@ def test_the_coordinator_sizes_the_shadows_by_the_placed_groups(inprocess_node):
         component.core.state.best_group[fid] = gid
     component._size_shadows()
     assert component.core.state.policy.capacity == 2
+
+
+class _Straightforward(AdaptiveLRFUPolicy):
+    """The reference for the fast path: every access log-adds at each candidate with :func:`log_add`, mixes the
+    group's hash, and plays every shadow cache plainly (push, then evict the lowest keys while over)."""
+
+    def access(self, group, t, weight=1.0, size=1.0):
+        self._now = t
+        for table, h in zip(self._tables, self.half_lives):
+            table[group] = log_add(table.get(group, NEVER), math.log2(weight) + (t - self.epoch) * (1.0 / h))
+        self._touched.add(group)
+        if not self._shadow_capacity or _mixed(group) >= self._threshold:
+            return
+        if group not in self._sampled_groups:
+            self._sampled_groups.add(group)
+            if len(self._sampled_groups) > self.max_sampled:
+                self._halve_rate()
+                if _mixed(group) >= self._threshold:
+                    return
+        for shadow in self._shadows:
+            if group in shadow.resident:
+                shadow.hits += size
+                shadow.used += size - shadow.resident[group]
+                shadow.resident[group] = size
+            elif size <= self._shadow_capacity:
+                shadow.resident[group] = size
+                heapq.heappush(shadow.heap, (shadow.keys[group], group))
+                shadow.used += size
+                shadow.evict(self._shadow_capacity)
+        self._sampled += 1
+        self._round_bytes += size
+        if self._sampled >= self.decision_every:
+            self._decide()
+
+
+def _random_trace(n: int = 30_000, seed: int = 3):
+    """Phases that alternate between a drifting working set (the short half-life wins) and hot groups among
+    scans (a long one wins), with sizes that change now and then."""
+    rng = random.Random(seed)
+    sizes: dict = {}
+    t = 0.0
+    for i in range(n):
+        t += rng.choice((0.0, 1.0, 2.0))
+        phase = i // 3000
+        if phase % 2:
+            group = 100_000 + i if rng.random() < 0.5 else rng.randrange(100)  # hot groups among groups read once
+        else:
+            group = 1000 + (i // 300) * 30 + rng.randrange(30)  # a working set that moves on
+        if group not in sizes or rng.random() < 0.01:
+            sizes[group] = float(rng.randrange(1, 8))
+        yield group, t, sizes[group]
+
+
+def _options() -> dict:
+    return {"half_lives": (SHORT, MIDDLE, LONG), "decision_every": 100, "max_sampled": 2000, "capacity": 400.0,
+            "patience": 1, "hysteresis": 0.02}
+
+
+def test_the_fast_path_decides_as_the_straightforward_reference():
+    fast, reference = AdaptiveLRFUPolicy(half_life=MIDDLE, **_options()), _Straightforward(half_life=MIDDLE,
+                                                                                           **_options())
+    for group, t, size in _random_trace():
+        fast.access(group, t, 1.0, size)
+        reference.access(group, t, 1.0, size)
+    assert fast.switches >= 5 and fast.sample_rate < 0.5  # the trace exercises switches and halvings
+    assert list(fast.history) == list(reference.history)
+    assert fast._tables == reference._tables  # every key at every candidate, exactly
+    assert fast.scores() == reference.scores()
+    for mine, theirs in zip(fast._shadows, reference._shadows):
+        assert mine.resident == theirs.resident and mine.used == theirs.used
+
+
+def test_the_simulator_replays_the_fast_path_as_the_reference():
+    trace = list(_random_trace(20_000, seed=4))
+    ids = {group: i for i, group in enumerate(dict.fromkeys(g for g, _, _ in trace))}
+    columns = ([t for _, t, _ in trace], [ids[g] for g, _, _ in trace], [int(s) for _, _, s in trace],
+               [-1] * len(trace))
+    results = []
+    for cls in (AdaptiveLRFUPolicy, _Straightforward):
+        rating = cls(half_life=MIDDLE, **_options())
+        cache = HTDAPolicy(400, rating)
+        results.append((cache.replay(*columns), cache.staged, cache.evicted, list(rating.history)))
+    assert results[0] == results[1] and results[0][3]

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
 from htda.coordinator.rating import (
     GIB,
+    NEVER,
     LFUPolicy,
     LRFUPolicy,
     LRUPolicy,
+    add_key,
     file_score,
     log_add,
     normalised_key,
@@ -141,3 +144,20 @@ def test_the_coordinator_and_the_simulator_rate_per_size_with_one_formula():
     # a 0-byte (or unknown-size: counted as unknown_size, 1 GiB) file is one unit: neither favoured nor punished
     assert [state.file_order_key(fid) for fid in (1, 2, 3)] == [
         normalised_key(10.0, 0), normalised_key(10.0, 4 * GIB), normalised_key(10.0, GIB)] == [10.0, 8.0, 10.0]
+
+
+def test_add_key_is_log_add_bit_for_bit_with_its_shortcuts():
+    """The hot path's inlined log-add (with its exact shortcuts for negligible terms) gives log_add's keys."""
+    rng = random.Random(5)
+    keys: dict = {}
+    expected: dict = {}
+    values = [0.0, 52.9, 53.0, 53.1, -53.0, 1e-12, 1e6, -1e6]
+    for _ in range(20_000):
+        group = rng.randrange(50)
+        if rng.random() < 0.02:
+            keys[group] = expected[group] = NEVER  # a restored key of a group never accessed
+        old = expected.get(group, NEVER)
+        x = old + rng.choice(values) if old != NEVER and rng.random() < 0.5 else rng.uniform(-100.0, 100.0)
+        add_key(keys, group, x)
+        expected[group] = log_add(old, x)
+        assert keys[group] == expected[group]  # exactly: the same bits
