@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..node.client import ClientError
 from ..protocol import cache, coordinator
-from ..protocol.base import Endpoint
+from ..protocol.base import Endpoint, to_wire
 from ..protocol.clients import CacheClient, CoordinatorClient, RoleClient
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class SummaryBuilder:
                    for m in caches}
         top = self._pool.submit(self._top_files, coordinators)
         return {
-            "node": self.node.node_info(),
+            "node": to_wire(self.node.node_info()),
             "time": self.node.clock.time(),
             "heartbeat_interval": self.node.heartbeat_interval,
             "expiry": self.node.member_expiry,

@@ -351,9 +351,10 @@ class Node:
         """The roles this node offers now: its components, less any not serving (a standby coordinator)."""
         return [name for name, component in getattr(self, "components", {}).items() if component.serving()]
 
-    def node_info(self) -> dict[str, Any]:
-        return {"name": self.name, "url": self.url, "roles": self.roles(), "version": self.version,
-                "started": self.started, "uptime": round(self.clock.time() - self.started, 3)}
+    def node_info(self) -> proto.NodeInfo:
+        """This node's identity, roles, version and uptime (``GET /api/v1/node``)."""
+        return proto.NodeInfo(name=self.name, url=self.url, roles=self.roles(), version=self.version,
+                              started=self.started, uptime=round(self.clock.time() - self.started, 3))
 
     def _routes(self) -> list[Route]:
         return [
@@ -371,17 +372,18 @@ class Node:
                      "this OpenAPI document", access="public"),
         ]
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> proto.Health:
         """``/healthz``'s body: ok, or unhealthy with one line per loop that is not keeping up."""
         loops = [loop.health() for component in self.components.values() for loop in component.loops()]
         problems = [f"{h.name}: {h.state}" + (f" ({h.detail})" if h.detail else "") for h in loops if not h.ok]
-        return {"status": "unhealthy" if problems else "ok", "name": self.name, "problems": problems,
-                "loops": {h.name: h.to_json() for h in loops}}
+        return proto.Health(status="unhealthy" if problems else "ok", name=self.name, problems=problems,
+                            loops={h.name: proto.LoopHealth(state=h.state, detail=h.detail, last_ok_ago=h.last_ok_ago)
+                                   for h in loops})
 
-    def _healthz(self, request: Request) -> Response | dict[str, Any]:
+    def _healthz(self, request: Request) -> Response | proto.Health:
         body = self.health()
-        if body["problems"]:
-            return Response(json.dumps(body), status=503)
+        if body.problems:
+            return Response(json.dumps(to_wire(body)), status=503)
         return body
 
     def _metrics(self, request: Request) -> Response:
