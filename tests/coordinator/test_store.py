@@ -97,6 +97,30 @@ def test_groups_jobs_with_the_same_inputs_share_one_and_tasks_collect_the_union(
     assert store.counts()["groups"] == 3
 
 
+def test_a_job_of_a_known_input_group_adds_no_files_and_still_joins_its_task(store):
+    store.ingest_jobs([_job("j1", ["/a", "/b"])])
+    plain = store.ingest_jobs([_job("j2", ["/b", "/a"])])
+    assert (plain.accepted, plain.files, plain.members) == (1, {}, [])
+    tasked = store.ingest_jobs([_job("j3", ["/a", "/b"], task="t")])
+    names = {gid: info["name"] for gid, info in store.groups_info(gid for gid, _ in tasked.members).items()}
+    ids = store.file_ids(["/a", "/b"])
+    assert tasked.files == {}
+    assert sorted((names[gid], fid) for gid, fid in tasked.members) == [("task:t", ids["/a"]), ("task:t", ids["/b"])]
+    assert store.counts()["files"] == 2
+
+
+def test_job_records_keep_tabs_newlines_backslashes_and_nulls_as_given(store):
+    odd = "a\tb\nc\\N\\d\re \u00e9"
+    store.ingest_jobs([JobRecord(job_id=odd, owner=odd, inputs=["/a"], task=odd, submit_time=1795642839.303125),
+                       JobRecord(job_id="plain", owner="bob", inputs=["/a"], cpus=3, memory=(1 << 31) - 1)])
+    with store.engine.connect() as conn:
+        rows = {row.job_id: row for row in conn.execute(select(Job.__table__))}
+    assert (rows[odd].owner, rows[odd].task, rows[odd].cpus, rows[odd].submit_time) == (odd, odd, None,
+                                                                                          1795642839.303125)
+    assert (rows["plain"].task, rows["plain"].cpus, rows["plain"].memory) == (None, 3, (1 << 31) - 1)
+    assert rows["plain"].submit_time is not None
+
+
 def test_sizes_are_recorded_and_updated(store):
     store.ingest_jobs([_job("j1", ["/a", "/b"], sizes={"/a": 10})])
     result = store.ingest_jobs([_job("j2", ["/a", "/b"], sizes={"/a": 12, "/b": 5})])
