@@ -6,10 +6,11 @@ import subprocess
 import sys
 
 import pytest
+from alembic import command
 from sqlalchemy import create_engine, insert, select, text
 
 from htda.coordinator import migrations
-from htda.coordinator.model import Base, Job, Meta
+from htda.coordinator.model import Job, Meta
 from htda.coordinator.store import JobRecord, SchemaVersionError, Store, group_name, with_driver
 
 
@@ -38,7 +39,8 @@ def test_a_newer_schema_stops_start_up(database, store):
 
 
 def _made_before_alembic(database, version: str = "1") -> None:
-    """A database as the coordinator made it before Alembic: every table, ``schema_version`` in htda_meta."""
+    """A database as the coordinator made it before Alembic: the tables of the first revision (which is that
+    schema), no version table, ``schema_version`` in htda_meta."""
     url, schema = database
     engine = create_engine(with_driver(url))
     if schema:
@@ -46,7 +48,11 @@ def _made_before_alembic(database, version: str = "1") -> None:
     with engine.begin() as conn:
         if schema:
             conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
-        Base.metadata.create_all(conn)
+        cfg = migrations.config()
+        cfg.attributes.update(connection=conn, schema=schema)
+        command.upgrade(cfg, migrations.LEGACY[1])
+        prefix = f'"{schema}".' if schema else ""
+        conn.execute(text(f"DROP TABLE {prefix}{migrations.VERSION_TABLE}"))
         conn.execute(insert(Meta), [{"key": "schema_version", "value": version}, {"key": "cycle", "value": "7"}])
     engine.dispose()
 
