@@ -91,8 +91,10 @@ class Job(Base):
     end_time: Mapped[float | None] = mapped_column(Float)
     state: Mapped[str] = mapped_column(String(16), default="submitted")
     node: Mapped[str | None] = mapped_column(String(255))
-    input_group_id: Mapped[int] = mapped_column(ForeignKey("htda_groups.id"), index=True)
-    task_group_id: Mapped[int | None] = mapped_column(ForeignKey("htda_groups.id"))
+    # No foreign keys to htda_groups: checking them cost PostgreSQL more than the rest of a job row's insert,
+    # and the coordinator writes a job's groups with the job and never deletes one (revision 0002).
+    input_group_id: Mapped[int] = mapped_column(Integer, index=True)
+    task_group_id: Mapped[int | None] = mapped_column(Integer)
 
 
 class JobEvent(Base):

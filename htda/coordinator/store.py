@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import io
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -44,6 +45,9 @@ __all__ = ["EventResult", "IngestResult", "JobRecord", "SchemaVersionError", "St
 log = logging.getLogger("htda.coordinator.store")
 
 CHUNK = 2000  # values per IN (...) list: well under SQLite's and PostgreSQL's limits
+
+# COPY's text format: a backslash escapes these (NULL is \N)
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
 
@@ -136,6 +140,7 @@ class Store:
         options = {"executemany_mode": "values_plus_batch"} if parsed.drivername.endswith("psycopg2") else {}
         self.engine: Engine = create_engine(parsed, pool_pre_ping=True, **options)
         self.dialect = self.engine.dialect.name
+        self._copy = parsed.drivername.endswith("psycopg2")  # bulk inserts by COPY (see _insert_many)
         if self.dialect == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         if schema:
@@ -186,6 +191,21 @@ class Store:
             return sqlite_insert(table).on_conflict_do_nothing()
         return insert(table)
 
+    def _insert_many(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+        """Plain INSERT of many rows (all with the same keys); a COPY on PostgreSQL through psycopg2: the server
+        then parses no statement of thousands of values (1,000 job rows: 23 instead of 39 ms)."""
+        if not self._copy:
+            conn.execute(insert(table), rows)
+            return
+        columns = list(rows[0])
+        data = "".join("\t".join([_copy_value(row[column]) for column in columns]) + "\n" for row in rows)
+        name = f'"{self.schema}".{table.name}' if self.schema else table.name
+        cursor = conn.connection.cursor()
+        try:
+            cursor.copy_expert(f"COPY {name} ({', '.join(columns)}) FROM STDIN", io.StringIO(data))
+        finally:
+            cursor.close()
+
     def _select_in(self, conn: Connection, columns: Sequence[Any], key_column: Any, values: Iterable[Any]):
         values = list(values)
         for chunk in _chunks(values):
@@ -206,8 +226,12 @@ class Store:
             result.duplicates += len(known)
             if not new:
                 return result
-            file_ids = self._ensure_files(conn, new, result)
             group_ids, created = self._ensure_groups(conn, new)
+            # A known input group's files and members were written with it: only the jobs of a new group, of a
+            # task (its group takes the union of its jobs' inputs) or with sizes need their files' rows (five
+            # index probes a job, most of a bulk ingest's database time on millions of files).
+            file_ids = self._ensure_files(conn, [job for job in new if group_ids[job.input_group] in created
+                                                 or job.task or job.sizes], result)
             members: set[tuple[int, int]] = set()
             for job in new:
                 input_group = group_ids[job.input_group]
@@ -223,7 +247,7 @@ class Store:
                 "input_group_id": group_ids[job.input_group],
                 "task_group_id": group_ids[f"task:{job.task}"] if job.task else None,
             } for job in new]
-            conn.execute(insert(T_JOBS), rows)
+            self._insert_many(conn, T_JOBS, rows)
             if self.access_on == "submit":
                 result.accesses = [(r["input_group_id"], r["task_group_id"], r["submit_time"]) for r in rows]
             result.accepted = len(new)
@@ -526,6 +550,15 @@ class Store:
         if self.schema:
             with self.engine.begin() as conn:
                 conn.execute(text(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE'))
+
+
+def _copy_value(value: Any) -> str:
+    """One value in COPY's text format: NULL, an escaped string, or a number."""
+    if value is None:
+        return "\\N"
+    if isinstance(value, str):
+        return value.translate(_COPY_ESCAPES)
+    return repr(value)
 
 
 def accesses_query(access_on: str, *columns: Any) -> Select:

@@ -6,10 +6,11 @@ import subprocess
 import sys
 
 import pytest
+from alembic import command
 from sqlalchemy import create_engine, insert, select, text
 
 from htda.coordinator import migrations
-from htda.coordinator.model import Base, Job, Meta
+from htda.coordinator.model import Job, Meta
 from htda.coordinator.store import JobRecord, SchemaVersionError, Store, group_name, with_driver
 
 
@@ -38,7 +39,8 @@ def test_a_newer_schema_stops_start_up(database, store):
 
 
 def _made_before_alembic(database, version: str = "1") -> None:
-    """A database as the coordinator made it before Alembic: every table, ``schema_version`` in htda_meta."""
+    """A database as the coordinator made it before Alembic: the tables of the first revision (which is that
+    schema), no version table, ``schema_version`` in htda_meta."""
     url, schema = database
     engine = create_engine(with_driver(url))
     if schema:
@@ -46,7 +48,11 @@ def _made_before_alembic(database, version: str = "1") -> None:
     with engine.begin() as conn:
         if schema:
             conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
-        Base.metadata.create_all(conn)
+        cfg = migrations.config()
+        cfg.attributes.update(connection=conn, schema=schema)
+        command.upgrade(cfg, migrations.LEGACY[1])
+        prefix = f'"{schema}".' if schema else ""
+        conn.execute(text(f"DROP TABLE {prefix}{migrations.VERSION_TABLE}"))
         conn.execute(insert(Meta), [{"key": "schema_version", "value": version}, {"key": "cycle", "value": "7"}])
     engine.dispose()
 
@@ -95,6 +101,30 @@ def test_groups_jobs_with_the_same_inputs_share_one_and_tasks_collect_the_union(
     assert by_name[group_name(["/c"])] == {"/c"}
     assert by_name["task:t"] == {"/a", "/b", "/c"}
     assert store.counts()["groups"] == 3
+
+
+def test_a_job_of_a_known_input_group_adds_no_files_and_still_joins_its_task(store):
+    store.ingest_jobs([_job("j1", ["/a", "/b"])])
+    plain = store.ingest_jobs([_job("j2", ["/b", "/a"])])
+    assert (plain.accepted, plain.files, plain.members) == (1, {}, [])
+    tasked = store.ingest_jobs([_job("j3", ["/a", "/b"], task="t")])
+    names = {gid: info["name"] for gid, info in store.groups_info(gid for gid, _ in tasked.members).items()}
+    ids = store.file_ids(["/a", "/b"])
+    assert tasked.files == {}
+    assert sorted((names[gid], fid) for gid, fid in tasked.members) == [("task:t", ids["/a"]), ("task:t", ids["/b"])]
+    assert store.counts()["files"] == 2
+
+
+def test_job_records_keep_tabs_newlines_backslashes_and_nulls_as_given(store):
+    odd = "a\tb\nc\\N\\d\re \u00e9"
+    store.ingest_jobs([JobRecord(job_id=odd, owner=odd, inputs=["/a"], task=odd, submit_time=1795642839.303125),
+                       JobRecord(job_id="plain", owner="bob", inputs=["/a"], cpus=3, memory=(1 << 31) - 1)])
+    with store.engine.connect() as conn:
+        rows = {row.job_id: row for row in conn.execute(select(Job.__table__))}
+    assert (rows[odd].owner, rows[odd].task, rows[odd].cpus, rows[odd].submit_time) == (odd, odd, None,
+                                                                                          1795642839.303125)
+    assert (rows["plain"].task, rows["plain"].cpus, rows["plain"].memory) == (None, 3, (1 << 31) - 1)
+    assert rows["plain"].submit_time is not None
 
 
 def test_sizes_are_recorded_and_updated(store):
