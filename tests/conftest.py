@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,26 @@ ALL_IN_ONE = Path(__file__).resolve().parents[1] / "config" / "all-in-one.toml"
 SLOW_TIMEOUT = 300
 
 
+#: pytest-xdist workers per core (``-n auto``, pyproject's addopts): most tests wait on sockets, subprocesses
+#: and the cycles of real nodes rather than compute, so two per core keep both cores busy
+WORKERS_PER_CORE = 2
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: two workers per core the process may use (not just one, as xdist's default)."""
+    return WORKERS_PER_CORE * len(os.sched_getaffinity(0))
+
+
 def pytest_collection_modifyitems(items):
-    """Slow end-to-end tests keep the old budget of 300 s unless they name their own ``timeout``."""
+    """Slow end-to-end tests keep the old budget of 300 s unless they name their own ``timeout``, and run one
+    after the other on one xdist worker (``--dist loadgroup``), as they did before the suite ran in parallel:
+    they start personal HTCondor pools, network namespaces and whole clusters that expect the machine to
+    themselves, and the session's HTCondor pool (``tests/htcondor``) is then started once, not per worker."""
     for item in items:
-        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
-            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
+        if item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.xdist_group("slow"))
+            if not item.get_closest_marker("timeout"):
+                item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
 
 
 def _client(secret: bytes | None):
@@ -95,7 +111,9 @@ def cached_node(inprocess_node, tmp_path):
     (lfns,) = write_dataset(storage, 1, 2, 2000, say=lambda text: None)
     node = inprocess_node("all-in-one", load_config(ALL_IN_ONE)["node"]["components"], sections={
         "coordinator": {"cycle": 600.0}, "submit": {"socket": str(tmp_path / "submit.sock")},
-        "cache": {"storage": "posix", "storage_location": str(storage), "cycle": 600.0,
+        # holdings_interval: the first report to the locator comes after min(interval, 5 s); 1 s keeps the set-up
+        # from waiting 5 s for it (wait_for_copies waits until the locator knows the copies)
+        "cache": {"storage": "posix", "storage_location": str(storage), "cycle": 600.0, "holdings_interval": 1.0,
                   "devices": [{"path": str(tmp_path / "dev0")}]}})
     api = f"{node.url}/api/v1"
     node.client.post(f"{api}/coordinator/jobs", {"jobs": [{
