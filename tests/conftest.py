@@ -26,16 +26,32 @@ def pytest_xdist_auto_num_workers(config):
     return WORKERS_PER_CORE * len(os.sched_getaffinity(0))
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """Which tests share a worker: see :mod:`testkit.xdist`."""
+    from testkit.xdist import GroupScheduling
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(items):
-    """Slow end-to-end tests keep the old budget of 300 s unless they name their own ``timeout``, and run one
-    after the other on one xdist worker (``--dist loadgroup``), as they did before the suite ran in parallel:
-    they start personal HTCondor pools, network namespaces and whole clusters that expect the machine to
-    themselves, and the session's HTCondor pool (``tests/htcondor``) is then started once, not per worker."""
+    """Slow end-to-end tests keep the old budget of 300 s unless they name their own ``timeout``."""
     for item in items:
-        if item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.xdist_group("slow"))
-            if not item.get_closest_marker("timeout"):
-                item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """On an xdist worker, a slow test runs only while no other worker runs one (:func:`testkit.xdist.slow_lock`).
+    The lock is taken outside pytest-timeout's wrapper: the wait for it is not counted in the test's budget."""
+    if not (item.get_closest_marker("slow") and os.environ.get("PYTEST_XDIST_WORKER")):
+        yield
+        return
+    from testkit.xdist import slow_lock
+
+    # xdist gives each worker the base temporary directory popen-gwN/ in one directory of this run
+    with slow_lock(Path(item.config.option.basetemp).parent):
+        yield
 
 
 def _client(secret: bytes | None):

@@ -16,10 +16,6 @@ from bench.cluster.dataset import DatasetSpec, ensure_dataset
 from bench.cluster.htda_pool import parse_open_counters
 from bench.cluster.monitor import proc_sample
 
-# one xdist worker runs this module (--dist loadgroup): the dataset of the module-scoped fixture is then made once,
-# not once per worker
-pytestmark = pytest.mark.xdist_group("test_analysis_report")
-
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):

@@ -62,11 +62,6 @@ def stream_post(url: str, path: str, size: int, headers: tuple[str, ...] = (), t
     return status, sent, answer.partition(b"\r\n\r\n")[2], closed
 
 
-# one xdist worker runs this module (--dist loadgroup): the locator node of the module-scoped fixture is then made once,
-# not once per worker
-pytestmark = pytest.mark.xdist_group("test_bodies")
-
-
 @pytest.fixture(scope="module")
 def locator(tmp_path_factory):
     from testkit.nodes import NodeProcess, free_port, write_config

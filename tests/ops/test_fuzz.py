@@ -21,11 +21,6 @@ from .helpers import ALL_ROLES, Raw, start_node, unhandled_errors  # noqa: E402
 EXAMPLES = 25  # per operation and generation mode: about a minute for the whole document on 2 cores
 
 
-# one xdist worker runs this module (--dist loadgroup): the fuzzed node of the module-scoped fixture is then made once,
-# not once per worker
-pytestmark = pytest.mark.xdist_group("test_fuzz")
-
-
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
     node = start_node(tmp_path_factory.mktemp("fuzz"), "fuzz", ALL_ROLES, read_networks=[],

@@ -45,11 +45,6 @@ WRONG_TYPES = [b"[]", b'"text"', b"1", b"null", b"true", b'{"unexpected": 1}', b
 DEEP = {"arrays": b"[" * 100_000 + b"]" * 100_000, "objects": b'{"a":' * 20_000 + b"1" + b"}" * 20_000}
 
 
-# one xdist worker runs this module (--dist loadgroup): the target node of the module-scoped fixture is then made once,
-# not once per worker
-pytestmark = pytest.mark.xdist_group("test_hostile_input")
-
-
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
     node = start_node(tmp_path_factory.mktemp("hostile"), "hostile", ALL_ROLES, read_networks=[],
