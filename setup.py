@@ -78,7 +78,7 @@ setup(
     ],
     extras_require={
         "postgres": ["psycopg2-binary>=2.9"],
-        "test": ["pytest>=7.4", "pytest-timeout>=2.1", "psycopg2-binary>=2.9", "cryptography>=41",
+        "test": ["pytest>=7.4", "pytest-timeout>=2.1", "pytest-xdist>=3.5", "psycopg2-binary>=2.9", "cryptography>=41",
                  "ruff>=0.4", "mypy>=1.8", "matplotlib>=3.7", "hypothesis>=6.80", "schemathesis>=4.0",
                  "websocket-client>=1.6"],
         "docs": ["sphinx>=7.0"],

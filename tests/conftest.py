@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,11 +17,43 @@ ALL_IN_ONE = Path(__file__).resolve().parents[1] / "config" / "all-in-one.toml"
 SLOW_TIMEOUT = 300
 
 
+#: pytest-xdist workers per core (``-n auto``, pyproject's addopts): most tests wait on sockets, subprocesses
+#: and the cycles of real nodes rather than compute (75 s of CPU in 259 s when run in one process).  On the
+#: 2-core machine, ``-m "not slow"`` took 99-100 s with 2 per core, 67 s with 3, 71 s with 4
+WORKERS_PER_CORE = 3
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: :data:`WORKERS_PER_CORE` workers per core the process may use (xdist's default is one)."""
+    return WORKERS_PER_CORE * len(os.sched_getaffinity(0))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Which tests share a worker: see :mod:`testkit.xdist`."""
+    from testkit.xdist import GroupScheduling
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(items):
     """Slow end-to-end tests keep the old budget of 300 s unless they name their own ``timeout``."""
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """On an xdist worker, a slow test runs only while no other worker runs one (:func:`testkit.xdist.slow_lock`).
+    The lock is taken outside pytest-timeout's wrapper: the wait for it is not counted in the test's budget."""
+    if not (item.get_closest_marker("slow") and os.environ.get("PYTEST_XDIST_WORKER")):
+        yield
+        return
+    from testkit.xdist import slow_lock
+
+    # xdist gives each worker the base temporary directory popen-gwN/ in one directory of this run
+    with slow_lock(Path(item.config.option.basetemp).parent):
+        yield
 
 
 def _client(secret: bytes | None):
@@ -97,7 +130,9 @@ def cached_node(inprocess_node, tmp_path):
     (lfns,) = write_dataset(storage, 1, 2, 2000, say=lambda text: None)
     node = inprocess_node("all-in-one", load_config(ALL_IN_ONE)["node"]["components"], sections={
         "coordinator": {"cycle": 600.0}, "submit": {"socket": str(tmp_path / "submit.sock")},
-        "cache": {"storage": "posix", "storage_location": str(storage), "cycle": 600.0,
+        # holdings_interval: the first report to the locator comes after min(interval, 5 s); 1 s keeps the set-up
+        # from waiting 5 s for it (wait_for_copies waits until the locator knows the copies)
+        "cache": {"storage": "posix", "storage_location": str(storage), "cycle": 600.0, "holdings_interval": 1.0,
                   "devices": [{"path": str(tmp_path / "dev0")}]}})
     api = f"{node.url}/api/v1"
     node.client.post(f"{api}/coordinator/jobs", {"jobs": [{
