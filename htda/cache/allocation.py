@@ -99,7 +99,10 @@ def plan(wanted: list[Wanted], held: dict[str, tuple[CacheDevice, int]],
         else:
             out.release.append(w.lfn)
     kept = set(out.keep)
-    out.evict = [lfn for lfn in held if lfn not in kept]
+    scores = {w.lfn: w.score for w in wanted}
+    # worst first, unassigned copies before any assigned one: the order they go in (and are logged in) is the
+    # same whatever order the copies were made in
+    out.evict = sorted((lfn for lfn in held if lfn not in kept), key=lambda lfn: scores.get(lfn, float("-inf")))
     out.cancel = [lfn for lfn in in_flight if lfn not in kept]
     return out
 

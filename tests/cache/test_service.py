@@ -196,7 +196,7 @@ def test_eviction_takes_the_lowest_scores_first_and_down_to_the_low_mark(make_no
     node.dev.options["capacity"] = 800 * KB  # the operator shrinks the device: 800 kB held > 0.9 x 800
     node.apply(better, *four)
     assert node.held() == {"/f4.dat", "/f0.dat"}  # down to the low mark (400 kB) at once, worst first
-    assert [e["lfn"] for e in node.service.evictions][1:] == ["/f1.dat", "/f2.dat"]
+    assert [e["lfn"] for e in node.service.evictions][1:] == ["/f2.dat", "/f1.dat"]  # score 8, then 9
 
 
 def test_unassigned_copies_are_evicted_but_not_while_draining_for_room(make_node):
