@@ -89,29 +89,29 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
     limit = component.config["max_batch"]
     tag = "coordinator"
 
-    def jobs(request: Request) -> dict[str, Any]:
+    def jobs(request: Request) -> proto.JobsAnswer:
         body: proto.JobsRequest = request.data
         records = [_job_record(job, i) for i, job in enumerate(_batch(body.jobs, "jobs", limit))]
         result = core.submit_jobs(records)
         component.count("jobs", result.accepted, result.duplicates)
-        return {"accepted": result.accepted, "duplicates": result.duplicates}
+        return proto.JobsAnswer(accepted=result.accepted, duplicates=result.duplicates)
 
-    def events(request: Request) -> dict[str, Any]:
+    def events(request: Request) -> proto.EventsAnswer:
         body: proto.EventsRequest = request.data
         items = _batch(body.events, "events", limit)
         for i, item in enumerate(items):
             _finite(item.time, f"body.events[{i}].time")
         result = core.report_events([to_wire(item) for item in items])
         component.count("events", result.accepted, result.duplicates)
-        return {"accepted": result.accepted, "duplicates": result.duplicates, "unknown": result.unknown,
-                "refused": result.refused}
+        return proto.EventsAnswer(accepted=result.accepted, duplicates=result.duplicates, unknown=result.unknown,
+                                  refused=result.refused)
 
-    def releases(request: Request) -> dict[str, Any]:
+    def releases(request: Request) -> proto.ReleasesAnswer:
         body: proto.ReleasesRequest = request.data
         lfns = [checked_lfn(lfn, "body.lfns") for lfn in _batch(body.lfns, "lfns", limit)]
         released = core.release(body.node, lfns, unset_or(body.reason, None))
         component.wake()
-        return {"released": released}
+        return proto.ReleasesAnswer(released=released)
 
     def assignments(request: Request) -> dict[str, Any]:
         return core.assignments(request.params["node"])
@@ -134,7 +134,7 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         return {"cycle": core.cycle, "last_cycle": reports[-1] if reports else None, "recent_cycles": reports,
                 "nodes": core.node_summary(component.cache_nodes())}
 
-    def drain(request: Request) -> dict[str, Any]:
+    def drain(request: Request) -> proto.DrainAnswer:
         name = request.params["node"]
         body: proto.DrainRequest = request.data
         given = [value for value in (body.draining, body.drain) if value is not UNSET]
@@ -144,7 +144,7 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         if not core.set_draining(name, draining):
             raise HTTPError(404, f"no cache node named {name!r} has reported to this coordinator")
         component.wake()
-        return {"node": name, "draining": draining}
+        return proto.DrainAnswer(node=name, draining=draining)
 
     def pins(request: Request) -> dict[str, Any]:
         body: proto.PinRequest = request.data
@@ -156,11 +156,11 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         component.wake()
         return answer
 
-    def reads(request: Request) -> dict[str, Any]:
+    def reads(request: Request) -> proto.ReadsAnswer:
         body: proto.ReadsRequest = request.data
         lfns = [checked_lfn(lfn, "body.lfns") for lfn in _batch(body.lfns, "lfns", limit)]
         core.report_reads(body.node, lfns, _finite(body.ttl, "body.ttl"))
-        return {"reported": len(lfns)}
+        return proto.ReadsAnswer(reported=len(lfns))
 
     def reading(request: Request) -> dict[str, Any]:
         return core.storage_reads()
@@ -168,10 +168,10 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
     def pinned(request: Request) -> dict[str, Any]:
         return {"files": core.pinned_files()}
 
-    def cycle_now(request: Request) -> dict[str, Any]:
+    def cycle_now(request: Request) -> proto.CycleAnswer:
         full = bool(request.body) and request.data.full
         report = component.run_cycle(full=full)
-        return {"cycle": dataclasses.asdict(report) if report else None}
+        return proto.CycleAnswer(cycle=proto.CycleReport(**dataclasses.asdict(report)) if report else None)
 
     big = 256 * 1024 * 1024
     return [
