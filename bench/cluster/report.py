@@ -278,6 +278,12 @@ def new_input_bytes(results: dict) -> dict[int, int]:
     return out
 
 
+def _pass_span(mode: dict, p: int) -> tuple[float, float]:
+    """(start, end) of pass ``p``: a run's own results have int keys, a results.json read back string keys."""
+    times = mode["pass_times"]
+    return times[p] if p in times else times[str(p)]
+
+
 def cold_floor(results: dict) -> str:
     """The later passes against what no cache can beat: a pass cannot end before its new files crossed the
     storage link (at the link's rate) after HTCondor started its first job.  The *ideal* mode holds every file
@@ -294,7 +300,7 @@ def cold_floor(results: dict) -> str:
             *(f"{m} s" for m in modes if m != "ideal")]
     lines, totals = [], {"floor": 0.0, **{m: 0.0 for m in modes}}
     for p in later:
-        spans = {m: modes[m]["pass_times"][str(p)] for m in modes}
+        spans = {m: _pass_span(modes[m], p) for m in modes}
         seconds = {m: spans[m][1] - spans[m][0] for m in modes}
         start = min(j["start"] for j in ideal["jobs"] if j["pass"] == p) - spans["ideal"][0]
         floor = max(seconds["ideal"], start + new[p] / rate)

@@ -175,3 +175,6 @@ def test_the_cold_floor_counts_new_files_once_at_the_storage_rate_after_the_idea
     rows = [re.split(r"\s{2,}", line.strip()) for line in report.cold_floor(results).splitlines()]
     assert ["2", "0.10", "4.0", "2.0", "4.0", "6.0", "10.0"] in rows  # floor: 2 s to start + 4 s of new data
     assert report.cold_floor({**results, "modes": {"htda": results["modes"]["htda"]}}) == ""  # no ideal run
+    as_run = {name: {**mode, "pass_times": {int(k): v for k, v in mode["pass_times"].items()}}
+              for name, mode in results["modes"].items()}  # a run's own results, before JSON: int keys
+    assert report.cold_floor({**results, "modes": as_run}) == report.cold_floor(results)
