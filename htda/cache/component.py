@@ -421,9 +421,7 @@ class CacheComponent(Component):
         view = self.service.view
         if view is None:
             return proto.ViewInfo(driver=None)
-        described = view.describe()
-        return proto.ViewInfo(driver=described["driver"], view=described["view"], branches=described["branches"],
-                              storage=described["storage"], error=self.service.view_error)
+        return proto.ViewInfo(**view.describe(), error=self.service.view_error)
 
     def _copy_range(self, request: Request) -> Response:
         try:

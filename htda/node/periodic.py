@@ -7,6 +7,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .clock import SYSTEM_CLOCK, Clock
 
@@ -29,7 +30,7 @@ class LoopHealth:
     def ok(self) -> bool:
         return self.state == "ok"
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "detail": self.detail, "last_ok_ago": self.last_ok_ago}
 
 

@@ -377,8 +377,7 @@ class Node:
         loops = [loop.health() for component in self.components.values() for loop in component.loops()]
         problems = [f"{h.name}: {h.state}" + (f" ({h.detail})" if h.detail else "") for h in loops if not h.ok]
         return proto.Health(status="unhealthy" if problems else "ok", name=self.name, problems=problems,
-                            loops={h.name: proto.LoopHealth(state=h.state, detail=h.detail, last_ok_ago=h.last_ok_ago)
-                                   for h in loops})
+                            loops={h.name: proto.LoopHealth(**h.to_json()) for h in loops})
 
     def _healthz(self, request: Request) -> Response | proto.Health:
         body = self.health()
