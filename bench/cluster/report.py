@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["summarize", "correctness", "HitCheck", "hit_check", "placement", "table", "ratios", "ratio_rows", "spread",
-           "daemon_table", "plot", "later_passes", "rate_series", "cold_floor", "link_rate", "new_input_bytes"]
+           "daemon_table", "plot", "later_passes", "rate_series", "cold_floor", "link_rate", "new_input_bytes",
+           "pass_spans"]
 
 MB = 1e6
 
@@ -25,12 +26,18 @@ def _rate(jobs: list[dict], span: tuple[float, float] | None = None) -> float:
     return sum(j["bytes"] for j in jobs) / max(end - start, 1e-9)
 
 
+def pass_spans(mode: dict) -> dict[int, tuple[float, float]]:
+    """(start, end) of each pass by number: a run's own results have int keys, a results.json read back
+    string keys."""
+    return {int(k): v for k, v in mode["pass_times"].items()}
+
+
 def summarize(mode: dict, passes: int) -> dict:
     """One mode's row: rates, walltimes, hit ratio, storage-link bytes."""
     jobs = mode["jobs"]
     later = later_passes(passes)
     late_jobs = [j for j in jobs if j["pass"] in later]
-    spans = {int(k): v for k, v in mode["pass_times"].items()}  # JSON makes the keys strings
+    spans = pass_spans(mode)
     late_span = (min(spans[p][0] for p in later), max(spans[p][1] for p in later)) if later else None
     walls = sorted(j["end"] - j["start"] for j in jobs)
     read = sum(j["bytes"] for j in jobs)
@@ -278,10 +285,6 @@ def new_input_bytes(results: dict) -> dict[int, int]:
     return out
 
 
-def _pass_span(mode: dict, p: int) -> tuple[float, float]:
-    """(start, end) of pass ``p``: a run's own results have int keys, a results.json read back string keys."""
-    times = mode["pass_times"]
-    return times[p] if p in times else times[str(p)]
 
 
 def cold_floor(results: dict) -> str:
@@ -299,8 +302,9 @@ def cold_floor(results: dict) -> str:
     head = ["pass", "new inputs GB", "at link rate s", "ideal start s", "ideal s", "floor s",
             *(f"{m} s" for m in modes if m != "ideal")]
     lines, totals = [], {"floor": 0.0, **{m: 0.0 for m in modes}}
+    by_mode = {m: pass_spans(modes[m]) for m in modes}
     for p in later:
-        spans = {m: _pass_span(modes[m], p) for m in modes}
+        spans = {m: by_mode[m][p] for m in modes}
         seconds = {m: spans[m][1] - spans[m][0] for m in modes}
         start = min(j["start"] for j in ideal["jobs"] if j["pass"] == p) - spans["ideal"][0]
         floor = max(seconds["ideal"], start + new[p] / rate)
