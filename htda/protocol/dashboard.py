@@ -14,15 +14,6 @@ __all__ = ["CacheFacts", "Failing", "Hits", "MemberRow", "NodeStaging", "PAGE", 
            "TopFilesPart", "Totals"]
 
 
-class Totals(Answer):
-    cache_nodes: int
-    capacity_bytes: int
-    used_bytes: int
-    free_bytes: int
-    files: int
-    staging: int
-
-
 class CacheFacts(Answer):
     """What a cache node says of itself in its heartbeats: room, use, copies held and being made."""
 
@@ -31,6 +22,12 @@ class CacheFacts(Answer):
     used_bytes: int
     files: int
     staging: int
+
+
+class Totals(CacheFacts):
+    """The cache nodes' facts summed over the pool."""
+
+    cache_nodes: int
 
 
 class MemberRow(Answer):
