@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..node.clock import SYSTEM_CLOCK, Clock
 from .admission import make_admission
@@ -89,6 +89,7 @@ class Coordinator:
         self.max_copies, self.replica_headroom = max_copies, replica_headroom
         self.replicas: dict[int, tuple[str, ...]] = {}  # file id -> nodes holding a replica (second copy first)
         self.replica_lists: dict[str, list[tuple[int, int]]] = {}  # node -> (file id, which copy it is)
+        self._hot: list[int] = []  # the hot groups of the last cycle's replicas
         self.draining: set[str] = set()
         # One work cycle at a time: the htda-coordinator-cycle thread and POST /coordinator/cycle.  placement,
         # lists, replicas, replica_lists, cycle and the _last_inputs/_since_full bookkeeping are written under it;
@@ -229,7 +230,8 @@ class Coordinator:
                 self._last_candidates = len(groups)
                 self._since_full = 0
             changes = moves(self.placement, new)
-            replicas = self.replicas if kind == "unchanged" else self._replicate(new, capacities, excluded)
+            replicas = self.replicas if kind == "unchanged" else \
+                self._replicate(new, capacities, excluded, touched if kind == "changes" else None)
             self.cycle += 1
             self.store.save_placement({fid: after for fid, (_, after) in changes.items()}, self.cycle)
             if changes or rekeyed or inputs != self._last_inputs or replicas != self.replicas:
@@ -244,11 +246,15 @@ class Coordinator:
         return report
 
     def _replicate(self, placement: Mapping[int, str], capacities: Mapping[str, int],
-                   excluded: Mapping[int, Collection[str]]) -> dict[int, tuple[str, ...]]:
-        """More copies of the hot groups in the room the placement left (:mod:`~htda.coordinator.replicas`)."""
+                   excluded: Mapping[int, Collection[str]], rekeyed: set[int] | None) -> dict[int, tuple[str, ...]]:
+        """More copies of the hot groups in the room the placement left (:mod:`~htda.coordinator.replicas`);
+        ``rekeyed``: the groups re-keyed since the last cycle, whose hot groups are kept (None: rank all)."""
         if self.max_copies <= 1 or len(capacities) <= 1:
+            self._hot = []
             return {}
-        hot = self.state.hot_groups(max(HOT_GROUPS_MIN, HOT_GROUPS_PER_NODE * len(capacities)))
+        among = None if rekeyed is None else rekeyed.union(self._hot)
+        hot = self.state.hot_groups(max(HOT_GROUPS_MIN, HOT_GROUPS_PER_NODE * len(capacities)), among)
+        self._hot = [cast(int, group.group) for group in hot]
         return replicate(hot, placement, self.state.size, capacities, max_copies=self.max_copies,
                          headroom=self.replica_headroom, current=self.replicas, excluded=excluded)
 
@@ -288,12 +294,8 @@ class Coordinator:
     def _build_lists(self) -> None:
         # the LFNs of the files in the lists are kept in memory (the assignments name them); no others
         self.state.lfns.retain(set(self.placement).union(self.replicas, self.state.pinned))
-        lists: dict[str, list[int]] = {}
-        for fid, node in self.placement.items():
-            lists.setdefault(node, []).append(fid)
-        order, pinned = self.state.file_order_key, self.state.pinned
-        for fids in lists.values():
-            fids.sort(key=lambda fid: (fid in pinned, order(fid)), reverse=True)
+        lists = self.state.lists_by_node(self.placement)
+        order = self.state.file_order_key
         replica_lists: dict[str, list[tuple[int, int]]] = {}
         for fid, nodes in self.replicas.items():
             for copy, node in enumerate(nodes, start=2):

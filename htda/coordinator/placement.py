@@ -47,6 +47,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Generic, NamedTuple, TypeVar
 
 __all__ = ["GroupCandidate", "file_scores", "moves", "place"]
@@ -321,20 +322,22 @@ def _keep(planner: _Planner[F], current: Mapping[F, str], scores: Mapping[F, flo
     With ``drop_unscored`` (a full placement, whose candidates include the group of every placed file) a
     placed file that no candidate names any more goes: nothing rates it (e.g. it was pinned, never read, and
     is pinned no longer)."""
-    size_of, allowed = planner.size_of, planner.allowed
-    held: dict[str, list[F]] = {}
+    size_of, nodes, excluded = planner.size_of, planner.nodes, planner.excluded
+    held: dict[str, list[F]] = {name: [] for name in nodes}
+    # one pass over every placed file: the incremental cycle's largest cost, so no call per file
     for lfn, node_name in current.items():
         if drop_unscored and lfn not in scores:
             continue
-        if node_name in planner.nodes and allowed(lfn, node_name):
-            held.setdefault(node_name, []).append(lfn)
+        files = held.get(node_name)
+        if files is not None and not (excluded and node_name in excluded.get(lfn, ())):
+            files.append(lfn)
     for node_name, lfns in held.items():
-        node = planner.nodes[node_name]
+        node = nodes[node_name]
         total = sum(map(size_of.__getitem__, lfns))
         if total <= node.free:  # the usual case: everything stays, in bulk
-            entries = [(scores.get(lfn, 0.0), lfn) for lfn in lfns]
-            node.files.update((lfn, score) for score, lfn in entries)
-            node.by_score.extend(entries)
+            kept = list(map(scores.get, lfns, repeat(0.0, len(lfns))))
+            node.files.update(zip(lfns, kept))
+            node.by_score.extend(zip(kept, lfns))
             node.free -= total
             planner.where.update(dict.fromkeys(lfns, node_name))
             continue

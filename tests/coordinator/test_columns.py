@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from htda.coordinator import columns
@@ -78,3 +79,18 @@ def test_lfns_are_kept_for_the_wanted_files_and_fetched_for_the_others():
     offline = LfnCache()
     offline.offer(1, "/a")
     assert offline[1] == "/a" and offline.many([1, 2]) == {1: "/a"}
+
+
+def test_a_column_is_read_in_bulk_as_it_is_one_by_one():
+    keys = Column("d", -math.inf)
+    assert keys.take(np.array([1, 2], dtype=np.int64)).tolist() == [-math.inf, -math.inf]  # nothing stored yet
+    keys[3] = 1.5
+    keys[10] = -2.0
+    ids = np.array([10, 3, 4, 0, -1, 99_999], dtype=np.int64)
+    assert keys.take(ids).tolist() == [keys.get(int(i), -math.inf) for i in ids]
+    keys[200_000] = 4.0  # the array still grows after a bulk read: the read let its buffer go
+    assert keys.take(np.array([200_000])).tolist() == [4.0]
+    sizes = SizeColumn()
+    sizes[1], sizes[2] = None, 7
+    unknown, known, absent = sizes.take(np.array([1, 2, 3])).tolist()
+    assert known == 7 and unknown < 0 and absent < 0 and unknown != absent  # both unknown, told apart
