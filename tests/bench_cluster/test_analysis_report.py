@@ -174,6 +174,14 @@ def test_the_cold_floor_counts_new_files_once_at_the_storage_rate_after_the_idea
     assert report.new_input_bytes(results) == {1: 50_000_000, 2: 100_000_000}
     rows = [re.split(r"\s{2,}", line.strip()) for line in report.cold_floor(results).splitlines()]
     assert ["2", "0.10", "4.0", "2.0", "4.0", "6.0", "10.0"] in rows  # floor: 2 s to start + 4 s of new data
+    assert ["1", "0.05", "2.0", "0.0", "1.0", "2.0", "5.0"] in rows  # pass 1: every input is new
+    assert ["run (+0 s think)", "5.0", "8.0", "15.0"] in rows  # the whole run: the passes' floors summed
+    results["config"]["think"] = 10.0
+    results["modes"]["xcache"] = results["modes"]["htda"]
+    text = report.cold_floor(results)
+    assert "run (+10 s think)  15.0  18.0  25.0  25.0" in re.sub(r"\s{2,}", "  ", text)
+    assert "no cache finishes before 18.0 s" in text and "0.72x XCache's run is the least" in text
+    del results["modes"]["xcache"], results["config"]["think"]
     assert report.cold_floor({**results, "modes": {"htda": results["modes"]["htda"]}}) == ""  # no ideal run
     as_run = {name: {**mode, "pass_times": {int(k): v for k, v in mode["pass_times"].items()}}
               for name, mode in results["modes"].items()}  # a run's own results, before JSON: int keys
