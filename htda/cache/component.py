@@ -329,7 +329,7 @@ class CacheComponent(Component):
         for url in self._coordinators():
             try:
                 answer = CoordinatorClient(self.node.client, url).assignments(self.node.name)
-                return Assignment(to_wire(answer.files), answer.draining, url, answer.cycle)
+                return Assignment(answer.files, answer.draining, url, answer.cycle)
             except (ClientError, KeyError, TypeError, ValueError) as exc:
                 self.log.info("no assignment from %s: %s", url, exc)
         return None
