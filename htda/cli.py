@@ -21,7 +21,9 @@ from .lfn import normalize_lfn
 from .node.auth import AuthError, load_secret, new_secret
 from .node.client import Client, ClientError, HTTPStatusError
 from .protocol import cache, coordinator, locator, node, paths
+from .protocol.base import to_wire
 from .protocol.clients import CacheClient, CoordinatorClient, LocatorClient, NodeClient
+from .protocol.node import member_facts
 
 __all__ = ["main", "CLIError", "human_size"]
 
@@ -225,9 +227,11 @@ def cmd_nodes(args: argparse.Namespace) -> Any:
     members = _members(args)
     if args.json:
         return members
-    usage = ("used_bytes", "free_bytes", "capacity_bytes", "files", "staging")  # a cache's heartbeat facts
-    rows = [{"name": m["name"], "roles": m["roles"], "age": m["age"],
-             **{key: ((m.get("info") or {}).get("cache") or {}).get(key, "") for key in usage}} for m in members]
+    usage = cache.CacheFacts.__struct_fields__  # what a cache node says of itself in its heartbeats
+    rows = []
+    for m in members:
+        facts = member_facts(m, "cache", cache.CacheFacts)
+        rows.append({"name": m["name"], "roles": m["roles"], "age": m["age"], **(to_wire(facts) if facts else {})})
     return _table(rows, ["name", "roles", "age", *usage])
 
 
@@ -291,16 +295,16 @@ def cmd_locate(args: argparse.Namespace) -> Any:
 
 def cmd_reads(args: argparse.Namespace) -> Any:
     url = _role_url(args, "coordinator")
-    answer = CoordinatorClient(_client(args), url).fetch(coordinator.READING)
+    answer, plain = CoordinatorClient(_client(args), url).exchange(coordinator.READING)
     if args.json:
-        return answer
-    deferred = set(answer.get("deferred", []))
+        return plain
+    deferred = set(answer.deferred)
     rows = [{"node": node, "lfn": lfn, "copy": "waits" if lfn in deferred else "goes on"}
-            for node, lfns in sorted(answer.get("nodes", {}).items()) for lfn in lfns]
+            for node, lfns in sorted(answer.nodes.items()) for lfn in lfns]
     if not rows:
         return "no job reads from storage now"
     return _table(rows, ["node", "lfn", "copy"]) + f"\n\n{len(deferred)} files' copies wait (max_defer " \
-        f"{answer.get('max_defer', 0):g} s)"
+        f"{answer.max_defer:g} s)"
 
 
 def cmd_history(args: argparse.Namespace) -> Any:
@@ -329,19 +333,18 @@ def cmd_pin(args: argparse.Namespace) -> Any:
         raise CLIError(f"{args.command}: name at least one LFN or --group")
     pin = args.command == "pin"
     url = _role_url(args, "coordinator")
-    answer = _feature("pinning", lambda: CoordinatorClient(_client(args), url).fetch(
+    answer, plain = _feature("pinning", lambda: CoordinatorClient(_client(args), url).exchange(
         coordinator.PIN, coordinator.PinRequest(pin=pin, lfns=lfns, groups=args.groups)))
-    return answer if args.json else _pin_text(pin, lfns, args.groups, answer)
+    return plain if args.json else _pin_text(pin, lfns, args.groups, answer)
 
 
-def _pin_text(pin: bool, lfns: list[str], groups: list[str], answer: dict[str, Any]) -> str:
+def _pin_text(pin: bool, lfns: list[str], groups: list[str], answer: coordinator.PinAnswer) -> str:
     """What a pin or unpin did, in words: the files it touched, groups the coordinator does not know."""
     verb = "pinned" if pin else "unpinned"
-    unknown = answer.get("unknown_groups") or []
+    unknown = answer.unknown_groups
     what = ", ".join(lfns + [f"group {g}" for g in groups if g not in unknown])
-    lines = [f"{verb}: {what}" if what else f"nothing {verb}"]
-    if "files" in answer:
-        lines.append(f"{answer['files']} file(s) {verb}; {answer.get('pinned', '?')} pinned in the pool now")
+    lines = [f"{verb}: {what}" if what else f"nothing {verb}",
+             f"{answer.files} file(s) {verb}; {answer.pinned} pinned in the pool now"]
     lines += [f"no group named {g!r} is known to the coordinator: nothing done for it" for g in unknown]
     return "\n".join(lines)
 

@@ -329,7 +329,7 @@ class CacheComponent(Component):
         for url in self._coordinators():
             try:
                 answer = CoordinatorClient(self.node.client, url).assignments(self.node.name)
-                return Assignment(to_wire(answer.files), answer.draining, url, answer.cycle)
+                return Assignment(answer.files, answer.draining, url, answer.cycle)
             except (ClientError, KeyError, TypeError, ValueError) as exc:
                 self.log.info("no assignment from %s: %s", url, exc)
         return None
@@ -354,9 +354,9 @@ class CacheComponent(Component):
         rooms = self.service.rooms()
         limits = holdable(rooms)  # what this node can hold now, under its high marks, each file system once
         free = sum(max(0, h - r.used) for h, r in zip(limits, rooms))
-        return {"capacity_bytes": sum(limits), "free_bytes": free,
-                "used_bytes": self.service.index.used_bytes(), "files": len(self.service.index),
-                "staging": len(self.service.jobs)}
+        return to_wire(proto.CacheFacts(used_bytes=self.service.index.used_bytes(), free_bytes=free,
+                                        capacity_bytes=sum(limits), files=len(self.service.index),
+                                        staging=len(self.service.jobs)))
 
     # -- admin -----------------------------------------------------------------------
     def routes(self) -> list[Route]:

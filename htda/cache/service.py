@@ -31,6 +31,8 @@ from typing import Any
 
 from ..lfn import normalize_lfn
 from ..node.clock import SYSTEM_CLOCK, Clock
+from ..protocol.base import unset_or
+from ..protocol.coordinator import AssignedFile
 from .allocation import Room, Wanted, holdable, plan
 from .backends.base import CacheDevice, StorageBackend, StorageError
 from .backends.logical import LogicalDevice
@@ -65,18 +67,15 @@ class Marks:
 class Assignment:
     """What a coordinator answered: the node's files (best first), and whether it drains."""
 
-    files: list[dict[str, Any]]
+    files: list[AssignedFile]
     draining: bool
     coordinator: str
     cycle: int
 
 
-def _peers_of(f: dict[str, Any]) -> tuple[str, ...]:
+def _peers_of(f: AssignedFile) -> tuple[str, ...]:
     """The ``peers`` of an assignment entry: member names, each once, at most :data:`MAX_PEERS`."""
-    peers = f.get("peers")
-    if not isinstance(peers, list):
-        return ()
-    names = (p for p in peers if isinstance(p, str) and 0 < len(p) <= 255)
+    names = (p for p in unset_or(f.peers, []) if 0 < len(p) <= 255)
     return tuple(dict.fromkeys(names))[:MAX_PEERS]
 
 
@@ -253,14 +252,14 @@ class CacheService:
         self.open_files = {"cache": len(reading) - len(from_storage), "storage": len(from_storage)}
         return from_storage[:MAX_REPORTED_READS]
 
-    def _wanted(self, files: list[dict[str, Any]]) -> list[Wanted]:
+    def _wanted(self, files: list[AssignedFile]) -> list[Wanted]:
         out = []
         listed: set[str] = set()
         for f in files:
             try:
-                lfn = normalize_lfn(f["lfn"])
-            except (ValueError, KeyError, TypeError):
-                log.warning("ignoring an assigned file with a bad LFN: %r", f.get("lfn") if isinstance(f, dict) else f)
+                lfn = normalize_lfn(f.lfn)
+            except ValueError:
+                log.warning("ignoring an assigned file with a bad LFN: %r", f.lfn)
                 continue
             listed.add(lfn)
             if self.releases.is_held_back(lfn):
@@ -268,27 +267,26 @@ class CacheService:
             held = self.index.get(lfn)
             if not held and self.failures.waiting(lfn):
                 continue
-            if held and f.get("size") is not None and f["size"] != held.size:
+            if held and f.size is not None and f.size != held.size:
                 # the coordinator saw another size: has the source changed?
                 self.revalidator.check(held, checksum=False)
                 held = self.index.get(lfn)
             size = held.size if held else self._size_of(lfn, f)
-            score, source = f.get("score"), f.get("source")
-            if size is not None and isinstance(score, (int, float)) and isinstance(source, (str, type(None))):
-                out.append(Wanted(lfn, float(score), size, source, defer=f.get("defer") is True,
-                                  peers=_peers_of(f), peers_only=f.get("peers_only") is True))
+            if size is not None:
+                out.append(Wanted(lfn, f.score, size, f.source, defer=f.defer, peers=_peers_of(f),
+                                  peers_only=f.peers_only is True))
         assigned = {w.lfn for w in out}
         self._sizes = {k: v for k, v in self._sizes.items() if k in assigned}
         self.failures.keep_only(listed)
         return out
 
-    def _size_of(self, lfn: str, f: dict[str, Any]) -> int | None:
-        if isinstance(f.get("size"), int) and f["size"] >= 0:
-            return f["size"]
+    def _size_of(self, lfn: str, f: AssignedFile) -> int | None:
+        if f.size is not None and f.size >= 0:
+            return f.size
         if lfn in self._sizes:
             return self._sizes[lfn]
         try:
-            self._sizes[lfn] = self.storage_for(f.get("source")).stat(lfn).size
+            self._sizes[lfn] = self.storage_for(f.source).stat(lfn).size
         except FileNotFoundError as exc:
             self._fail(lfn, exc.strerror or str(exc), permanent=True)
             return None

@@ -21,13 +21,13 @@ and ranks with the one that is currently best:
   sampled (SHARDS' fixed-size variant, by halving): a workload of few large
   groups is replayed whole, one of millions of small ones by a sample of
   bounded cost;
-- **decisions**: every ``decision_every`` sampled accesses the hit counts of
-  the round are added to exponentially decayed totals (``decay``); a
-  candidate replaces the active one only if its total beats the active one's
-  by more than ``hysteresis`` times the smaller of the active one's hits and
-  misses (so a small relative gain counts when the active one misses little,
-  as in a large cache), in ``patience`` decisions in a row, so that the choice
-  does not flap on noise.
+- **decisions** (:class:`DampedChoice`): every ``decision_every`` sampled
+  accesses the hit counts of the round are added to exponentially decayed
+  totals (``decay``); a candidate replaces the active one only if its total
+  beats the active one's by more than ``hysteresis`` times the smaller of the
+  active one's hits and misses (so a small relative gain counts when the
+  active one misses little, as in a large cache), in ``patience`` decisions in
+  a row, so that the choice does not flap on noise.
 
 Time is only ever the accesses' own timestamps (the keys); decisions count
 accesses, never seconds, so a replay gives the same choices whatever the
@@ -40,6 +40,11 @@ policy is plain LRFU at ``half_life``.  Sizes are whatever unit the capacity
 is in: bytes in the simulator; the coordinator, which records accesses
 without sizes, counts groups (size 1 each) against its number of placed
 groups.
+
+:meth:`AdaptiveLRFUPolicy.candidates` shows each candidate as the policy sees
+it (its keys, its shadow cache, its hits), a copy for reading: the tests and
+an operator's investigation read the policy through it, never through its
+tables.
 """
 
 from __future__ import annotations
@@ -47,12 +52,13 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .rating import NEVER, G, RatingPolicy, add_key, log_add
 
-__all__ = ["AdaptiveLRFUPolicy", "DEFAULT_HALF_LIVES"]
+__all__ = ["AdaptiveLRFUPolicy", "Candidate", "DEFAULT_HALF_LIVES", "DampedChoice", "ShadowCache", "sample_hash"]
 
 #: candidate half-lives: 5 minutes, 1 hour, 1 day, 7 days
 DEFAULT_HALF_LIVES = (300.0, 3600.0, 86400.0, 604800.0)
@@ -62,28 +68,33 @@ _MIX2 = 0xBF58476D1CE4E5B9
 _M64 = (1 << 64) - 1
 
 
-def _mixed(group: object) -> int:
-    """A well-spread 64-bit hash of ``group`` (splitmix64's finaliser over Python's hash)."""
+def sample_hash(group: object) -> int:
+    """A well-spread 64-bit hash of ``group`` (splitmix64's finaliser over Python's hash): the group is sampled
+    while it is below the sampling rate times 2**64."""
     h = (hash(group) * _MIX1) & _M64
     h ^= h >> 29
     h = (h * _MIX2) & _M64
     return h ^ (h >> 32)
 
 
-class _Shadow:
-    """A miniature cache of the sampled groups, evicting the lowest key of one candidate half-life."""
+class ShadowCache:
+    """A miniature cache of the sampled groups, evicting the lowest key of one candidate half-life.
 
-    __slots__ = ("keys", "resident", "heap", "used", "hits", "total")
+    ``resident`` maps each group it holds to its size when last accessed, ``used`` is their sum, ``hits`` the
+    bytes hit in the current round; ``heap`` holds ``(key when pushed, group)`` of each resident, lazily: a key
+    that grew since is pushed again when it comes up (keys only grow)."""
+
+    __slots__ = ("keys", "resident", "heap", "used", "hits")
 
     def __init__(self, keys: dict):
         self.keys = keys  # this candidate's key table (shared with the policy)
-        self.resident: dict[Any, float] = {}  # group -> its size when last accessed
-        self.heap: list[tuple[float, Any]] = []  # lazy: (key when pushed, group)
+        self.resident: dict[Any, float] = {}
+        self.heap: list[tuple[float, Any]] = []
         self.used = 0.0
-        self.hits = 0.0  # bytes hit in the current round
-        self.total = 0.0  # decayed hits of past rounds
+        self.hits = 0.0
 
     def evict(self, capacity: float) -> None:
+        """Drop the lowest keys until the residents fit ``capacity``."""
         heap, keys, resident = self.heap, self.keys, self.resident
         while self.used > capacity and heap:
             key, victim = heap[0]
@@ -93,6 +104,63 @@ class _Shadow:
                 continue
             heapq.heappop(heap)
             self.used -= resident.pop(victim)
+
+    def discard(self, groups: Collection[Any]) -> None:
+        """Drop ``groups`` (those resident) without counting anything: they left the sample, or were forgotten."""
+        self.resident = {g: size for g, size in self.resident.items() if g not in groups}
+        self.heap = [(key, g) for key, g in self.heap if g in self.resident]
+        heapq.heapify(self.heap)
+        self.used = sum(self.resident.values())
+
+
+class DampedChoice:
+    """Which candidate ranks, from rounds of the candidates' shadow hits: decayed totals, a margin, patience (see
+    the module docstring).  ``totals`` are each candidate's decayed hits, ``requested`` the decayed bytes
+    asked for (each candidate's hits plus misses), ``challenger`` the candidate that won the latest rounds
+    (-1: none) and ``wins`` how many rounds in a row it won."""
+
+    def __init__(self, candidates: int, hysteresis: float = 0.05, patience: int = 2, decay: float = 0.5):
+        self.hysteresis, self.patience, self.decay = hysteresis, patience, decay
+        self.totals = [0.0] * candidates
+        self.requested = 0.0
+        self.challenger = -1
+        self.wins = 0
+
+    def round(self, hits: Sequence[float], requested: float, active: int) -> int | None:
+        """Take one round: each candidate's bytes hit and the bytes asked for, while ``active`` ranks.  The
+        candidate to switch to, once one beat ``active`` by the margin in ``patience`` rounds in a row; else
+        None."""
+        decay = self.decay
+        totals = self.totals = [decay * total + hit for total, hit in zip(self.totals, hits)]
+        self.requested = decay * self.requested + requested
+        best = max(range(len(totals)), key=totals.__getitem__)
+        mine = totals[active]
+        if best == active or totals[best] - mine <= self.hysteresis * min(mine, self.requested - mine):
+            self.challenger, self.wins = -1, 0
+            return None
+        self.wins = self.wins + 1 if best == self.challenger else 1
+        self.challenger = best
+        if self.wins < self.patience:
+            return None
+        self.challenger, self.wins = -1, 0
+        return best
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate half-life as :meth:`AdaptiveLRFUPolicy.candidates` shows it: copies, for reading."""
+
+    half_life: float
+    #: whether the policy ranks with it now
+    active: bool
+    #: every group's key at this half-life
+    keys: dict[Any, float]
+    #: the groups its shadow cache holds, with their sizes, and their total size
+    residents: dict[Any, float]
+    used: float
+    #: bytes its shadow cache hit in the current round, and its decayed hits of past rounds (its score)
+    hits: float
+    total: float
 
 
 class AdaptiveLRFUPolicy(RatingPolicy[G]):
@@ -122,23 +190,18 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         # access (the rate only halves, so a group out of the sample stays out; :meth:`_halve_rate` updates the rest)
         self._in_sample: dict[G, bool] = {}
         self.decision_every = decision_every
-        self.hysteresis = hysteresis
-        self.patience = patience
-        self.decay = decay
+        self.choice = DampedChoice(len(candidates), hysteresis, patience, decay)  # the decisions; its totals: scores()
         self.active = candidates.index(self.half_life)
         # one key table per candidate; the active one is self._keys (the same dict object for ever: a reader may
         # hold it, as the simulator does)
         self._tables: list[dict[G, float]] = [self._keys if i == self.active else {} for i in range(len(candidates))]
         self._inverse = [1.0 / h for h in candidates]
-        self._candidates = list(zip(self._tables, self._inverse))  # (key table, 1 / half-life) of each candidate
+        self._key_rules = list(zip(self._tables, self._inverse))  # (key table, 1 / half-life) of each candidate
         self._threshold = int(sample_rate * (1 << 64))
-        self._shadows = [_Shadow(table) for table in self._tables]
+        self._shadows = [ShadowCache(table) for table in self._tables]
         self._shadow_capacity = 0.0
         self._sampled = 0  # sampled accesses in the current round
         self._round_bytes = 0.0  # their sizes
-        self.requested = 0.0  # decayed sizes of past rounds' sampled accesses (each shadow's hits + misses)
-        self._challenger = -1
-        self._wins = 0  # decisions in a row the challenger has won
         self._now = epoch  # the latest access time seen (to translate restored keys)
         self.switches = 0
         self.history: deque[tuple[float, float]] = deque(maxlen=100)  # the latest (time of a switch, new half-life)
@@ -175,10 +238,10 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         self._now = t
         base = t - self.epoch
         if group in self._keys:
-            for table, inverse in self._candidates:
+            for table, inverse in self._key_rules:
                 add_key(table, group, lw + base * inverse)
         else:  # a new group (every table has the same groups): its first key at each candidate, no log-add
-            for table, inverse in self._candidates:
+            for table, inverse in self._key_rules:
                 table[group] = lw + base * inverse
         self._touched.add(group)
         if self._shadow_capacity:
@@ -190,7 +253,7 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
 
     def _first_sampled(self, group: G) -> bool:
         """Whether ``group``, seen for the first time with shadows on, is in the sample (which may halve)."""
-        sampled = self._in_sample[group] = _mixed(group) < self._threshold
+        sampled = self._in_sample[group] = sample_hash(group) < self._threshold
         if sampled:
             self._sampled_groups.add(group)
             if len(self._sampled_groups) > self.max_sampled:
@@ -230,14 +293,11 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         self._threshold //= 2
         self._shadow_capacity = self.sample_rate * self.capacity
         threshold = self._threshold
-        left = {g for g in self._sampled_groups if _mixed(g) >= threshold}
+        left = {g for g in self._sampled_groups if sample_hash(g) >= threshold}
         self._sampled_groups -= left
         self._in_sample.update(dict.fromkeys(left, False))
         for shadow in self._shadows:
-            shadow.resident = {g: size for g, size in shadow.resident.items() if g not in left}  # residents are sampled
-            shadow.heap = [(key, g) for key, g in shadow.heap if g in shadow.resident]
-            heapq.heapify(shadow.heap)
-            shadow.used = sum(shadow.resident.values())
+            shadow.discard(left)
             shadow.evict(self._shadow_capacity)
 
     def set_key(self, group: G, key: float) -> None:
@@ -257,33 +317,23 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         self._sampled_groups.discard(group)
         self._in_sample.pop(group, None)
         for shadow in self._shadows:
-            if shadow.resident.pop(group, None) is not None:
-                shadow.heap = [e for e in shadow.heap if e[1] != group]
-                heapq.heapify(shadow.heap)
-                shadow.used = sum(shadow.resident.values())
+            if group in shadow.resident:
+                shadow.discard((group,))
 
     # -- choosing -------------------------------------------------------------
     def scores(self) -> list[float]:
         """Each candidate's decayed shadow hits (the last decision's totals)."""
-        return [s.total for s in self._shadows]
+        return list(self.choice.totals)
 
     def _decide(self) -> None:
         self._sampled = 0
+        hits = [shadow.hits for shadow in self._shadows]
         for shadow in self._shadows:
-            shadow.total = self.decay * shadow.total + shadow.hits
             shadow.hits = 0.0
-        self.requested = self.decay * self.requested + self._round_bytes
-        self._round_bytes = 0.0
-        totals = self.scores()
-        best = max(range(len(totals)), key=totals.__getitem__)
-        mine = totals[self.active]
-        if best == self.active or totals[best] - mine <= self.hysteresis * min(mine, self.requested - mine):
-            self._challenger, self._wins = -1, 0
-            return
-        self._wins = self._wins + 1 if best == self._challenger else 1
-        self._challenger = best
-        if self._wins >= self.patience:
-            self._switch(best)
+        requested, self._round_bytes = self._round_bytes, 0.0
+        to = self.choice.round(hits, requested, self.active)
+        if to is not None:
+            self._switch(to)
 
     def _switch(self, to: int) -> None:
         """Rank with candidate ``to`` from now on: its keys move into the active table (the same dict object)."""
@@ -294,12 +344,25 @@ class AdaptiveLRFUPolicy(RatingPolicy[G]):
         self._tables[to] = self._keys
         self._shadows[old].keys = self._tables[old]
         self._shadows[to].keys = self._keys
-        self._candidates = list(zip(self._tables, self._inverse))
+        self._key_rules = list(zip(self._tables, self._inverse))
         self.active = to
         self.half_life = self.half_lives[to]
-        self._challenger, self._wins = -1, 0
         self.switches += 1
         self.history.append((self._now, self.half_life))
         self._touched.update(self._keys)
         if self.on_switch is not None:
             self.on_switch()
+
+    # -- reading --------------------------------------------------------------
+    @property
+    def sampled_groups(self) -> int:
+        """How many groups the shadow caches sample now (at most ``max_sampled``)."""
+        return len(self._sampled_groups)
+
+    def candidates(self) -> list[Candidate]:
+        """Each candidate half-life, shortest first: its keys, its shadow cache and its hits, copied (every key
+        of every group: for tests and investigations, not for a hot path)."""
+        return [Candidate(half_life=h, active=i == self.active, keys=dict(table), residents=dict(shadow.resident),
+                          used=shadow.used, hits=shadow.hits, total=total)
+                for i, (h, table, shadow, total) in enumerate(zip(self.half_lives, self._tables, self._shadows,
+                                                                 self.choice.totals))]

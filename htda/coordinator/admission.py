@@ -149,6 +149,11 @@ class FrequencySketch:
                     counters[3 * w + ((g >> 32) & mask)])
         return count + 1 if door[(h >> 16) & dmask] and door[(g >> 8) & dmask] else count
 
+    def counted(self) -> int:
+        """The sum of every counter of every row: the accesses past the doorkeeper, ``depth`` each, less what the
+        cap and the halvings took (for reading how full the sketch is)."""
+        return int(np.frombuffer(self._counters, dtype=np.uint8).sum())
+
     def halve(self) -> None:
         """Age the sketch: every counter halves and the doorkeeper forgets."""
         counters = np.frombuffer(self._counters, dtype=np.uint8)

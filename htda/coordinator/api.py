@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..lfn import normalize_lfn
 from ..node.rest import HTTPError, Request, Route
 from ..protocol import coordinator as proto
 from ..protocol.base import UNSET, to_wire, unset_or
+from .core import CycleReport
 from .store import JobRecord
 
 if TYPE_CHECKING:
@@ -60,6 +61,11 @@ def _job_record(job: proto.Job, index: int) -> JobRecord:
     return JobRecord(job_id=job.job_id, owner=job.owner, inputs=inputs, cpus=unset_or(job.cpus, None),
                      memory=unset_or(job.memory, None), submit_time=submit_time,
                      task=unset_or(job.task, "") or None, sizes=sizes)
+
+
+def _report(report: CycleReport) -> proto.CycleReport:
+    """A cycle's report as the answers carry it."""
+    return proto.CycleReport(**dataclasses.asdict(report))
 
 
 # Answers of the example all-in-one node for the REST reference, after one job read a dataset of two files.
@@ -113,26 +119,26 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         component.wake()
         return proto.ReleasesAnswer(released=released)
 
-    def assignments(request: Request) -> dict[str, Any]:
+    def assignments(request: Request) -> proto.Assignments:
         return core.assignments(request.params["node"])
 
-    def top_files(request: Request) -> dict[str, Any]:
-        return {"files": core.top_files(request.query_int("n", 100, 1, 100_000))}
+    def top_files(request: Request) -> proto.TopFiles:
+        return proto.TopFiles(files=core.top_files(request.query_int("n", 100, 1, 100_000)))
 
-    def top_groups(request: Request) -> dict[str, Any]:
-        return {"groups": core.top_groups(request.query_int("n", 100, 1, 100_000))}
+    def top_groups(request: Request) -> proto.TopGroups:
+        return proto.TopGroups(groups=core.top_groups(request.query_int("n", 100, 1, 100_000)))
 
-    def file_info(request: Request) -> dict[str, Any]:
+    def file_info(request: Request) -> proto.FileInfo:
         lfn = checked_lfn(request.params["lfn"], "path")
         info = core.file_info(lfn, request.query_int("limit", 50, 1, 10_000))
         if info is None:
             raise HTTPError(404, f"no job ever asked for {lfn}")
         return info
 
-    def nodes(request: Request) -> dict[str, Any]:
-        reports = [dataclasses.asdict(report) for report in component.reports]
-        return {"cycle": core.cycle, "last_cycle": reports[-1] if reports else None, "recent_cycles": reports,
-                "nodes": core.node_summary(component.cache_nodes())}
+    def nodes(request: Request) -> proto.NodesAnswer:
+        reports = [_report(report) for report in component.reports]
+        return proto.NodesAnswer(cycle=core.cycle, last_cycle=reports[-1] if reports else None,
+                                 recent_cycles=reports, nodes=core.node_summary(component.cache_nodes()))
 
     def drain(request: Request) -> proto.DrainAnswer:
         name = request.params["node"]
@@ -146,7 +152,7 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         component.wake()
         return proto.DrainAnswer(node=name, draining=draining)
 
-    def pins(request: Request) -> dict[str, Any]:
+    def pins(request: Request) -> proto.PinAnswer:
         body: proto.PinRequest = request.data
         lfns = [checked_lfn(lfn, "body.lfns") for lfn in unset_or(body.lfns, [])]
         groups = unset_or(body.groups, [])
@@ -162,16 +168,16 @@ def routes(component: "CoordinatorComponent") -> list[Route]:
         core.report_reads(body.node, lfns, _finite(body.ttl, "body.ttl"))
         return proto.ReadsAnswer(reported=len(lfns))
 
-    def reading(request: Request) -> dict[str, Any]:
+    def reading(request: Request) -> proto.StorageReads:
         return core.storage_reads()
 
-    def pinned(request: Request) -> dict[str, Any]:
-        return {"files": core.pinned_files()}
+    def pinned(request: Request) -> proto.Pinned:
+        return proto.Pinned(files=core.pinned_files())
 
     def cycle_now(request: Request) -> proto.CycleAnswer:
         full = bool(request.body) and request.data.full
         report = component.run_cycle(full=full)
-        return proto.CycleAnswer(cycle=proto.CycleReport(**dataclasses.asdict(report)) if report else None)
+        return proto.CycleAnswer(cycle=_report(report) if report else None)
 
     big = 256 * 1024 * 1024
     return [

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..node.clock import SYSTEM_CLOCK, Clock
+from ..protocol import coordinator as proto
 from .admission import make_admission
 from .placement import moves, place
 from .rating import RatingPolicy
@@ -173,7 +174,7 @@ class Coordinator:
         (self.draining.add if draining else self.draining.discard)(node)
         return True
 
-    def pin(self, lfns: Sequence[str], groups: Sequence[str], pin: bool) -> dict[str, Any]:
+    def pin(self, lfns: Sequence[str], groups: Sequence[str], pin: bool) -> proto.PinAnswer:
         """Pin (or unpin) files and the files of groups (by name); pinned files are placed first, never
         displaced.  Unknown LFNs are recorded when pinned; unknown groups are named in the answer."""
         created, ids, unknown = self.store.set_pins(lfns, groups, pin)
@@ -183,7 +184,7 @@ class Coordinator:
                 self.state.pinned |= ids
             else:
                 self.state.pinned -= ids
-        return {"files": len(ids), "pinned": len(self.state.pinned), "unknown_groups": unknown}
+        return proto.PinAnswer(files=len(ids), pinned=len(self.state.pinned), unknown_groups=unknown)
 
     def node_restarted(self, node: str) -> None:
         """A cache node came back (maybe with new disks): its releases no longer hold."""
@@ -319,7 +320,7 @@ class Coordinator:
         deferred = set(state.lfns.many(files).values())
         self.reads.report(node, lfns, ttl, self._now(now), deferred)
 
-    def assignments(self, node: str, now: float | None = None) -> dict[str, Any]:
+    def assignments(self, node: str, now: float | None = None) -> proto.Assignments:
         """The full list of files ``node`` should hold, best first (the pull contract).
 
         ``defer`` marks files that jobs read from storage now (see :mod:`~htda.coordinator.reads`):
@@ -329,18 +330,18 @@ class Coordinator:
         state = self.state
         fids = self.lists.get(node, ())
         deferred = self.reads.deferred(now)
-        files: list[dict[str, Any]] = [{"lfn": state.lfns[fid], "score": state.score(state.file_order_key(fid), now),
-                  "size": state.sizes.get(fid), "source": None, "defer": state.lfns[fid] in deferred}
-                 for fid in fids]
-        # Pinned files lead the list: they score as the best file of the node, so the order stays by score.
-        best = max((f["score"] for fid, f in zip(fids, files) if fid not in state.pinned), default=0.0)
-        for fid, entry in zip(fids, files):
-            if fid in state.pinned:
-                entry["score"] = max(entry["score"], best)
+        lfns, sizes, order, score, pinned = state.lfns, state.sizes, state.file_order_key, state.score, state.pinned
+        scores = [score(order(fid), now) for fid in fids]
+        if pinned:  # pinned files lead the list: they score as the node's best file, so the order stays by score
+            best = max((s for fid, s in zip(fids, scores) if fid not in pinned), default=0.0)
+            scores = [max(s, best) if fid in pinned else s for fid, s in zip(fids, scores)]
+        entry = proto.AssignedFile
+        files = [entry(lfn=(lfn := lfns[fid]), score=s, size=sizes.get(fid), source=None, defer=lfn in deferred)
+                 for fid, s in zip(fids, scores)]
         files += self._replica_entries(node, now)
-        return {"node": node, "cycle": self.cycle, "files": files, "draining": node in self.draining}
+        return proto.Assignments(node=node, cycle=self.cycle, files=files, draining=node in self.draining)
 
-    def _replica_entries(self, node: str, now: float) -> list[dict[str, Any]]:
+    def _replica_entries(self, node: str, now: float) -> list[proto.AssignedFile]:
         """The replicas ``node`` should hold: the k-th copy of a file scores 1/k of it (replicas go first when
         room is short), and comes from the nodes holding the others, never from storage."""
         state, placement, replicas = self.state, self.placement, self.replicas
@@ -350,27 +351,28 @@ class Coordinator:
             if primary is None:
                 continue
             peers = [primary, *(n for n in replicas.get(fid, ()) if n != node)]
-            out.append({"lfn": state.lfns[fid], "score": state.score(state.file_order_key(fid), now) / copy,
-                        "size": state.sizes.get(fid), "source": None, "defer": False, "peers": peers,
-                        "peers_only": True})
+            score = state.score(state.file_order_key(fid), now) / copy
+            out.append(proto.AssignedFile(lfn=state.lfns[fid], score=score, size=state.sizes.get(fid), source=None,
+                                          defer=False, peers=peers, peers_only=True))
         return out
 
     # -- admin queries (the REST handlers' only way in) --------------------------------------
-    def top_files(self, n: int, now: float | None = None) -> list[dict[str, Any]]:
+    def top_files(self, n: int, now: float | None = None) -> list[proto.TopFile]:
         """The ``n`` best-rated files: LFN, score, size and the node they are placed on."""
         state = self.state
         best = state.top_files(n, self._now(now))
         lfns = state.lfns.many(fid for fid, _ in best)
-        return [{"lfn": lfns[fid], "score": score, "size": state.sizes.get(fid),
-                 "node": self.placement.get(fid)} for fid, score in best]
+        return [proto.TopFile(lfn=lfns[fid], score=score, size=state.sizes.get(fid), node=self.placement.get(fid))
+                for fid, score in best]
 
-    def top_groups(self, n: int, now: float | None = None) -> list[dict[str, Any]]:
+    def top_groups(self, n: int, now: float | None = None) -> list[proto.TopGroup]:
         """The ``n`` best-rated groups: name and kind (from the database), score and number of files."""
         best = self.state.top_groups(n, self._now(now))
         names = self.store.groups_info(gid for gid, _, _ in best)
-        return [{**names.get(gid, {"id": gid}), "score": score, "files": count} for gid, score, count in best]
+        return [proto.TopGroup(**names.get(gid, {"id": gid, "name": None, "kind": None}), score=score, files=count)
+                for gid, score, count in best]
 
-    def file_info(self, lfn: str, limit: int, now: float | None = None) -> dict[str, Any] | None:
+    def file_info(self, lfn: str, limit: int, now: float | None = None) -> proto.FileInfo | None:
         """One file: size, score, node, its groups by score and its last ``limit`` jobs; None if unknown."""
         fid = self.store.file_ids([lfn]).get(lfn)
         if fid is None:
@@ -379,25 +381,24 @@ class Coordinator:
         history = self.store.file_history(fid, limit)
         state = self.state
         state.refresh()
-        groups = self.store.groups_info(history.pop("groups"))
-        for gid, info in groups.items():
-            info["score"] = state.score(state.policy.key(gid), now)
-        return {"lfn": lfn, "size": state.sizes.get(fid), "score": state.score(state.file_order_key(fid), now),
-                "node": self.placement.get(fid), "groups": sorted(groups.values(), key=lambda g: -g["score"]),
-                **history}
+        groups = [proto.GroupInfo(**info, score=state.score(state.policy.key(gid), now))
+                  for gid, info in self.store.groups_info(history["groups"]).items()]
+        return proto.FileInfo(lfn=lfn, size=state.sizes.get(fid), score=state.score(state.file_order_key(fid), now),
+                              node=self.placement.get(fid), groups=sorted(groups, key=lambda g: -g.score),
+                              accesses=history["accesses"], recent=[proto.Access(**row) for row in history["recent"]])
 
-    def pinned_files(self) -> list[dict[str, Any]]:
+    def pinned_files(self) -> list[proto.PinnedFile]:
         """Pinned files by LFN, with the node each is placed on."""
         state = self.state
         lfns = state.lfns.many(state.pinned)
-        files = [{"lfn": lfns[fid], "node": self.placement.get(fid)} for fid in state.pinned]
-        return sorted(files, key=lambda f: f["lfn"])
+        return sorted((proto.PinnedFile(lfn=lfns[fid], node=self.placement.get(fid)) for fid in state.pinned),
+                      key=lambda f: f.lfn)
 
-    def storage_reads(self, now: float | None = None) -> dict[str, Any]:
+    def storage_reads(self, now: float | None = None) -> proto.StorageReads:
         """Files jobs read from storage now, by node, and the ones whose copies wait for those reads."""
         now = self._now(now)
-        return {"nodes": self.reads.snapshot(now), "deferred": sorted(self.reads.deferred(now)),
-                "max_defer": self.reads.max_defer}
+        return proto.StorageReads(nodes=self.reads.snapshot(now), deferred=sorted(self.reads.deferred(now)),
+                                  max_defer=self.reads.max_defer)
 
     def forget_reader(self, node: str) -> None:
         """A cache node left: its reports of storage reads no longer hold."""
@@ -419,15 +420,16 @@ class Coordinator:
     def close(self) -> None:
         self.store.close()
 
-    def node_summary(self, live: Sequence[CacheNode]) -> list[dict[str, Any]]:
+    def node_summary(self, live: Sequence[CacheNode]) -> list[proto.CacheNodeSummary]:
         """Per cache node: capacity report, live or not, draining, files and bytes assigned."""
         live_names = {n.name for n in live}
         out = []
         for row in self.store.nodes():
-            fids = self.lists.get(row["name"], ())
-            out.append({"name": row["name"], "url": row["url"], "live": row["name"] in live_names,
-                        "draining": row["name"] in self.draining, "capacity_bytes": row["capacity_bytes"],
-                        "free_bytes": row["free_bytes"], "last_seen": row["last_seen"],
-                        "assigned_files": len(fids), "assigned_bytes": sum(self.state.size(f) for f in fids),
-                        "replica_files": len(self.replica_lists.get(row["name"], ()))})
+            name = row["name"]
+            fids = self.lists.get(name, ())
+            out.append(proto.CacheNodeSummary(
+                name=name, url=row["url"], live=name in live_names, draining=name in self.draining,
+                capacity_bytes=row["capacity_bytes"], free_bytes=row["free_bytes"], last_seen=row["last_seen"],
+                assigned_files=len(fids), assigned_bytes=sum(self.state.size(f) for f in fids),
+                replica_files=len(self.replica_lists.get(name, ()))))
         return out

@@ -111,7 +111,11 @@ class RatingPolicy(ABC, Generic[G]):
 
     Subclasses implement :meth:`_key_after` (the new key of a group after one
     access) and :meth:`offset`.  Everything else — bookkeeping of which
-    groups changed, ranking, restoring keys saved elsewhere — is shared.
+    groups changed, ranking, restoring keys saved elsewhere — is shared.  A
+    subclass that replaces :meth:`access` (:class:`LRFUPolicy` does, for
+    speed) keeps the two protected tables itself: ``_keys`` (group -> key,
+    one dict object for the policy's life: readers may hold it) and
+    ``_touched`` (the groups accessed since :meth:`take_touched`).
     """
 
     #: entry-point name of the policy

@@ -11,6 +11,7 @@ from ..node.component import Component
 from ..node.config import Field, Section, positive
 from ..node.rest import HTTPError, Request, Response, Route
 from ..protocol import dashboard as proto
+from ..protocol.base import encode
 from .summary import SummaryBuilder
 
 __all__ = ["DashboardComponent"]
@@ -88,7 +89,7 @@ class DashboardComponent(Component):
         with self._lock:
             built_at, body = self._cache
             if self.node.clock.monotonic() - built_at >= self.config["refresh"] / 2 or not body:
-                body = json.dumps(self.builder.build(), separators=(",", ":"), allow_nan=False).encode()
+                body = encode(self.builder.build())
                 self._cache = (self.node.clock.monotonic(), body)
                 self._built.inc()
         return Response(body, headers=[("Cache-Control", "no-cache")])

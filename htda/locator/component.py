@@ -13,7 +13,7 @@ from ..node.metrics import Counter
 from ..node.periodic import Periodic
 from ..node.rest import HTTPError, Request, Response, Route
 from ..protocol import locator as proto
-from ..protocol.base import unset_or
+from ..protocol.base import to_wire, unset_or
 from .index import HoldingsIndex
 
 if TYPE_CHECKING:
@@ -79,8 +79,8 @@ class LocatorComponent(Component):
 
     def heartbeat_info(self) -> dict[str, Any]:
         """Size of the index, and the LFNs looked up and found held since start (the dashboard's hit ratio)."""
-        return {"files": self.index.file_count, "nodes": self.index.node_count,
-                "looked_up": _total(self._lookup_files), "held": _total(self._lookup_hits)}
+        return to_wire(proto.LocatorFacts(files=self.index.file_count, nodes=self.index.node_count,
+                                          looked_up=_total(self._lookup_files), held=_total(self._lookup_hits)))
 
     def on_member_left(self, member: "Member") -> None:
         dropped = self.index.drop(member.name)

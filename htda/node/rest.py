@@ -37,7 +37,7 @@ import msgspec
 from cheroot import wsgi
 from cheroot.ssl.builtin import BuiltinSSLAdapter
 
-from ..protocol.base import Endpoint, ProtocolError, to_wire
+from ..protocol.base import Endpoint, ProtocolError, encode
 from ..protocol.base import decode as decode_body
 from .auth import AuthError, CertificatePolicy, Verifier, check_body, describe_certificate, host_port
 from .gate import GatedServerMixin, GateOptions
@@ -411,7 +411,7 @@ def _body_left_unread(environ: dict[str, Any], request: Request | None) -> bool:
 def _dumps(value: Any) -> bytes:
     """An answer as JSON: a typed answer (a :mod:`htda.protocol` struct) or plain JSON values."""
     if isinstance(value, msgspec.Struct):
-        value = to_wire(value)  # fields left unset are left out
+        return encode(value)  # fields left unset are left out
     return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
 
 

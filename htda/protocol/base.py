@@ -21,7 +21,7 @@ from msgspec import UNSET, Meta, UnsetType
 from . import paths
 
 __all__ = ["API", "Answer", "Body", "Endpoint", "Lfn", "Name", "ProtocolError", "Text", "Time", "UNSET",
-           "UnsetType", "check_answer", "decode", "schemas", "to_wire", "unset_or"]
+           "UnsetType", "check_answer", "decode", "encode", "schemas", "to_wire", "unset_or"]
 
 API = paths.API
 
@@ -123,6 +123,12 @@ def check_answer(value: Any, kind: type[T], root: str = "answer") -> T:
 def to_wire(value: Any) -> Any:
     """A struct (or anything holding structs) as plain JSON values; fields left unset are left out."""
     return msgspec.to_builtins(value)
+
+
+#: A struct (or anything holding structs) as JSON bytes, what :func:`to_wire` gives written out (fields in their
+#: declared order, fields left unset left out, non-ASCII as UTF-8) without the plain values in between: how the
+#: REST layer writes a typed answer (an assignment list of 10,000 files in a few milliseconds).
+encode = msgspec.json.Encoder().encode
 
 
 A = TypeVar("A")

@@ -9,11 +9,23 @@ from msgspec import UNSET, Meta, UnsetType
 from . import paths
 from .base import Answer, Body, Endpoint
 
-__all__ = ["BASE", "COPIES", "CYCLE", "CacheCycle", "CacheCycleRequest", "CacheFiles", "Copy", "DEVICES", "Device",
+__all__ = ["BASE", "COPIES", "CYCLE", "CacheCycle", "CacheCycleRequest", "CacheFacts", "CacheFiles", "Copy", "DEVICES",
+           "Device",
            "Devices", "EVICT", "EVICTIONS", "EvictAnswer", "EvictRequest", "Eviction", "Evictions", "FILES", "Retry",
            "STAGING", "Staging", "StagingCopy", "StagingFailure", "VIEW", "ViewInfo"]
 
 BASE = paths.CACHE
+
+
+class CacheFacts(Answer):
+    """What a cache node says of itself in its heartbeats (``info.cache``): use, room and copies held and being
+    made, in the order ``htda nodes`` shows them."""
+
+    used_bytes: int
+    free_bytes: int
+    capacity_bytes: int
+    files: int
+    staging: int
 
 
 class Copy(Answer):

@@ -28,7 +28,8 @@ class Transport(Protocol):
 
 
 class RoleClient:
-    """What every role's client shares: :meth:`call` (a typed answer) and :meth:`fetch` (plain JSON)."""
+    """What every role's client shares: :meth:`call` (a typed answer), :meth:`fetch` (plain JSON) and
+    :meth:`exchange` (both)."""
 
     def __init__(self, client: Transport, base_url: str):
         self.client, self.base_url = client, base_url.rstrip("/")
@@ -37,17 +38,22 @@ class RoleClient:
              timeout: float | None = None, idempotent: bool = False, retries: int | None = None,
              **params: str) -> T:
         """Call ``endpoint``; the answer checked against (and converted to) its answer type."""
-        url, answer = self._send(endpoint, body, query, timeout, idempotent, retries, params)
-        return self._checked(endpoint, answer, url)
+        return self.exchange(endpoint, body, query, timeout, idempotent, retries, **params)[0]
 
     def fetch(self, endpoint: Endpoint[Any], body: Any = None, query: dict[str, Any] | None = None,
               timeout: float | None = None, idempotent: bool = False, retries: int | None = None,
               **params: str) -> Any:
         """Call ``endpoint``; the answer checked against its answer type but returned as plain JSON, every field
         the server sent kept (what ``htda --json`` prints)."""
+        return self.exchange(endpoint, body, query, timeout, idempotent, retries, **params)[1]
+
+    def exchange(self, endpoint: Endpoint[T], body: Any = None, query: dict[str, Any] | None = None,
+                 timeout: float | None = None, idempotent: bool = False, retries: int | None = None,
+                 **params: str) -> tuple[T, Any]:
+        """Call ``endpoint``; the answer both typed (as :meth:`call` gives it) and as plain JSON (as :meth:`fetch`
+        does): for a caller that reads the fields and prints the whole answer."""
         url, answer = self._send(endpoint, body, query, timeout, idempotent, retries, params)
-        self._checked(endpoint, answer, url)
-        return answer
+        return self._checked(endpoint, answer, url), answer
 
     def _send(self, endpoint: Endpoint[Any], body: Any, query: dict[str, Any] | None, timeout: float | None,
               idempotent: bool, retries: int | None, params: dict[str, str]) -> tuple[str, Any]:

@@ -6,22 +6,12 @@ from msgspec import UNSET, UnsetType
 
 from . import paths
 from .base import Answer, Endpoint
-from .cache import StagingCopy
+from .cache import CacheFacts, StagingCopy
 from .coordinator import TopFile
 from .node import NodeInfo
 
-__all__ = ["CacheFacts", "Failing", "Hits", "MemberRow", "NodeStaging", "PAGE", "STATIC", "SUMMARY", "Summary",
+__all__ = ["Failing", "Hits", "MemberRow", "NodeStaging", "PAGE", "STATIC", "SUMMARY", "Summary",
            "TopFilesPart", "Totals"]
-
-
-class CacheFacts(Answer):
-    """What a cache node says of itself in its heartbeats: room, use, copies held and being made."""
-
-    capacity_bytes: int
-    free_bytes: int
-    used_bytes: int
-    files: int
-    staging: int
 
 
 class Totals(CacheFacts):

@@ -10,9 +10,19 @@ from . import paths
 from .base import Answer, Body, Endpoint, Lfn, Name
 
 __all__ = ["BASE", "FILE", "HOLDINGS", "HeldFile", "HeldSummary", "Holding", "HoldingsAnswer", "HoldingsRequest",
-           "LOOKUP", "LocatorNodes", "LookupAnswer", "LookupRequest", "NODES", "NodeShare"]
+           "LOOKUP", "LocatorFacts", "LocatorNodes", "LookupAnswer", "LookupRequest", "NODES", "NodeShare"]
 
 BASE = paths.LOCATOR
+
+
+class LocatorFacts(Answer):
+    """What a locator says of itself in its heartbeats (``info.locator``): the size of its index, and the LFNs
+    looked up and found held since it started (the dashboard's hit ratio)."""
+
+    files: int
+    nodes: int
+    looked_up: int
+    held: int
 
 
 class Holding(Body):

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 from msgspec import Meta
 
 from . import paths
-from .base import Answer, Body, Endpoint, Name
+from .base import Answer, Body, Endpoint, Name, ProtocolError, check_answer
 
 __all__ = ["HEALTH", "HEARTBEAT", "Health", "Heartbeat", "HeartbeatAnswer", "LoopHealth", "METRICS", "MemberInfo",
-           "NODE", "NodeInfo", "OPENAPI", "POOL", "PoolView"]
+           "NODE", "NodeInfo", "OPENAPI", "POOL", "PoolView", "member_facts"]
 
 Role = Annotated[str, Meta(max_length=64)]
 
@@ -33,7 +34,8 @@ class Heartbeat(Body):
 
 
 class MemberInfo(Answer):
-    """A pool member as a node sees it; ``age``: seconds since that node last heard from it."""
+    """A pool member as a node sees it; ``age``: seconds since that node last heard from it; ``info``: what each
+    of its components says of itself, by component."""
 
     name: str
     url: str
@@ -87,3 +89,19 @@ NODE = Endpoint("GET", paths.NODE, None, NodeInfo)
 HEALTH = Endpoint("GET", paths.HEALTHZ, None, Health)
 METRICS: Endpoint[str] = Endpoint("GET", paths.METRICS)  # Prometheus text, no JSON
 OPENAPI = Endpoint("GET", paths.OPENAPI, None, dict[str, Any])
+
+
+F = TypeVar("F")
+
+
+def member_facts(member: Mapping[str, Any], component: str, kind: type[F]) -> F | None:
+    """What ``member`` (a :class:`MemberInfo` as plain JSON) says of its ``component`` in its heartbeats
+    (``info[component]``), as ``kind`` (e.g. :class:`~htda.protocol.cache.CacheFacts`); None if it says nothing,
+    or nothing that fits (a member of another version)."""
+    facts = (member.get("info") or {}).get(component)
+    if facts is None:
+        return None
+    try:
+        return check_answer(facts, kind)
+    except ProtocolError:
+        return None

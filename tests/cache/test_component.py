@@ -13,6 +13,7 @@ import pytest
 
 from htda.cache.component import READS_TTL
 from htda.node.client import Client, HTTPStatusError
+from htda.protocol.coordinator import AssignedFile
 from testkit.clock import FakeClock
 from testkit.fakes import PeerStandIn
 from testkit.http import raw as raw_request
@@ -292,7 +293,7 @@ def test_copies_in_flight_of_newly_deferred_files_give_way_unless_half_done(quie
     unread = StagingJob("/store/f2.dat", None, device, 1.0, 1000, done_bytes=0)
     service.jobs.update({j.lfn: j for j in (early, late, unread)})
     try:
-        service.apply(Assignment([{"lfn": j.lfn, "score": 1.0, "size": 1000, "defer": j is not unread}
+        service.apply(Assignment([AssignedFile(lfn=j.lfn, score=1.0, size=1000, source=None, defer=j is not unread)
                                   for j in (early, late, unread)], False, peer.url, 1))
         assert early.cancel.is_set()  # 10 % done: the job reading it gets the link
         assert not late.cancel.is_set()  # 60 % done: finishing costs less than starting again
@@ -308,7 +309,7 @@ def test_a_copy_starts_on_the_second_assignment_naming_the_file(quiet_node, peer
     service = node.components["cache"].service
 
     def apply(*files):
-        return service.apply(Assignment([{"lfn": lfn, "score": 1.0, "size": None, "defer": defer}
+        return service.apply(Assignment([AssignedFile(lfn=lfn, score=1.0, size=None, source=None, defer=defer)
                                          for lfn, defer in files], False, peer.url, 1))
 
     first = apply(("/store/f0.dat", False), ("/store/f1.dat", True))

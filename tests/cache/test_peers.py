@@ -18,6 +18,8 @@ from htda.cache.peers import MAX_RANGE, PeerSource, copy_url
 from htda.cache.service import MAX_PEERS, _peers_of
 from htda.cache.staging import PeersUnavailable, Stager, StagingError, StagingJob
 from htda.node.client import BadResponse, Client
+from htda.protocol.base import ProtocolError, check_answer, to_wire
+from htda.protocol.coordinator import AssignedFile
 from testkit.fakes import PeerStandIn
 from testkit.http import raw as raw_request
 from testkit.nodes import SECRET, wait_until
@@ -337,8 +339,13 @@ def test_fetch_ends_an_answer_over_its_limit(holder, signed):
     assert status == 206 and body == holder.files[BIG][:1000]  # the handle is good again
 
 
-def test_assignment_entries_without_or_with_bad_peer_keys():
-    assert _peers_of({"lfn": "/a"}) == ()
-    assert _peers_of({"peers": "node-a"}) == ()
-    assert _peers_of({"peers": ["a", 1, None, "", "x" * 300, "b", "a"]}) == ("a", "b")
-    assert len(_peers_of({"peers": [f"n{i}" for i in range(50)]})) == MAX_PEERS
+def test_assignment_entries_without_or_with_bad_peers():
+    def entry(**peers) -> AssignedFile:
+        return AssignedFile(lfn="/a", score=1.0, size=None, source=None, **peers)
+
+    assert _peers_of(entry()) == ()
+    assert _peers_of(entry(peers=["a", "", "x" * 300, "b", "a"])) == ("a", "b")
+    assert len(_peers_of(entry(peers=[f"n{i}" for i in range(50)]))) == MAX_PEERS
+    for peers in ("node-a", ["a", 1, None]):  # not names: the client refuses the answer before the cache sees it
+        with pytest.raises(ProtocolError, match="peers"):
+            check_answer({**to_wire(entry()), "peers": peers}, AssignedFile)

@@ -22,6 +22,7 @@ from htda.cache.view import VIEW_RETRY
 from htda.node.client import Client
 from htda.node.config import validate
 from htda.node.metrics import Registry
+from htda.protocol.coordinator import AssignedFile
 from testkit.clock import FakeClock
 from testkit.fakes import PeerStandIn
 from testkit.nodes import SECRET, wait_until
@@ -63,13 +64,13 @@ class Node:
             raise ValueError(f"unsupported source {source!r}")
         return self.storage
 
-    def apply(self, *files: dict, draining: bool = False) -> dict[str, int]:
+    def apply(self, *files: AssignedFile, draining: bool = False) -> dict[str, int]:
         """One cycle's assignment of ``files``; waits for the copies it started."""
         counts = self.service.apply(Assignment(list(files), draining, self.coordinator.url, 1))
         self.settle()
         return counts
 
-    def twice(self, *files: dict) -> dict[str, int]:
+    def twice(self, *files: AssignedFile) -> dict[str, int]:
         """Two cycles with the same assignment: a copy starts at the second (the first only confirms it)."""
         self.apply(*files)
         return self.apply(*files)
@@ -87,8 +88,8 @@ class Node:
         return self.root / lfn.lstrip("/")
 
 
-def wanted(lfn: str, score: float = 1.0, size: int | None = None, **extra) -> dict:
-    return {"lfn": lfn, "score": score, "size": size, "source": None, **extra}
+def wanted(lfn: str, score: float = 1.0, size: int | None = None, **extra) -> AssignedFile:
+    return AssignedFile(lfn=lfn, score=float(score), size=size, source=None, **extra)
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from htda.coordinator.adaptive import AdaptiveLRFUPolicy, _mixed
+from htda.coordinator.adaptive import AdaptiveLRFUPolicy, DampedChoice, ShadowCache, sample_hash
 from htda.coordinator.component import CoordinatorComponent
-from htda.coordinator.rating import NEVER, LRFUPolicy, log_add
+from htda.coordinator.rating import NEVER, LRFUPolicy, RatingPolicy, log_add
 from htda.node.config import ConfigError, validate
 from htda.simulator.htda_policy import HTDAPolicy
 
@@ -78,25 +78,22 @@ def test_the_active_keys_are_lrfu_keys_at_the_active_half_life():
 
 
 def test_a_switch_needs_a_clear_margin_in_several_decisions_in_a_row():
-    policy = adaptive(start=LONG, patience=2, hysteresis=0.1, decay=0.0)
+    choice = DampedChoice(3, hysteresis=0.1, patience=2, decay=0.0)  # candidates SHORT, MIDDLE, LONG
+    short, long = 0, 2
 
-    def round_of(long_hits: float, short_hits: float, requested: float = 1000.0) -> None:
-        short, middle, long = policy._shadows
-        long.hits, short.hits, policy._round_bytes = long_hits, short_hits, requested
-        policy._decide()
+    def round_of(long_hits: float, short_hits: float, active: int) -> int | None:
+        return choice.round([short_hits, 0.0, long_hits], 1000.0, active)
 
-    round_of(100.0, 105.0)  # within the hysteresis (0.1 of the active one's hits, fewer than its misses): nothing
-    assert (policy.half_life, policy._wins) == (LONG, 0)
-    round_of(100.0, 400.0)  # a clear win, once: not yet
-    assert policy.half_life == LONG and policy._wins == 1
-    round_of(100.0, 400.0)  # twice in a row: switch
-    assert policy.half_life == SHORT and policy.switches == 1
-    round_of(905.0, 900.0)  # few misses: the margin is 0.1 of the misses (10), not of the hits (90): nothing
-    round_of(905.0, 900.0)
-    assert policy.half_life == SHORT
-    round_of(960.0, 900.0)  # removing 60 of 100 misses is a clear win, though a small share of the hits
-    round_of(960.0, 900.0)
-    assert policy.half_life == LONG and policy.switches == 2
+    # within the hysteresis (0.1 of the active one's hits, fewer than its misses): nothing
+    assert round_of(100.0, 105.0, active=long) is None and choice.wins == 0
+    assert round_of(100.0, 400.0, active=long) is None and choice.wins == 1  # a clear win, once: not yet
+    assert round_of(100.0, 400.0, active=long) == short  # twice in a row: switch
+    assert choice.wins == 0
+    # few misses: the margin is 0.1 of the misses (10), not of the hits (90): nothing
+    assert round_of(905.0, 900.0, active=short) is None and round_of(905.0, 900.0, active=short) is None
+    # removing 60 of 100 misses is a clear win, though a small share of the hits
+    assert round_of(960.0, 900.0, active=short) is None and round_of(960.0, 900.0, active=short) == long
+    assert choice.totals == [900.0, 0.0, 960.0] and choice.requested == 1000.0  # decay 0: the last round alone
 
 
 def test_noise_does_not_flap_the_choice():
@@ -112,9 +109,9 @@ def test_the_sample_halves_to_its_budget():
     policy = adaptive(start=LONG, capacity=10_000, max_sampled=256)
     for t in range(1, 5001):
         policy.access(t, t)
-    assert len(policy._sampled_groups) <= 256
+    assert policy.sampled_groups <= 256
     assert policy.sample_rate < 1.0
-    assert all(s.used <= policy.sample_rate * policy.capacity for s in policy._shadows)
+    assert all(c.used <= policy.sample_rate * policy.capacity for c in policy.candidates())
 
 
 def test_without_a_capacity_it_is_plain_lrfu():
@@ -175,8 +172,9 @@ def test_forgetting_a_group_drops_it_from_every_table_and_shadow():
     for t, g in drifting(phases=1, rounds=2):
         policy.access(g, t, size=1.0)
     policy.forget(3)
-    assert 3 not in policy and all(3 not in table for table in policy._tables)
-    assert all(3 not in s.resident and s.used == sum(s.resident.values()) for s in policy._shadows)
+    candidates = policy.candidates()
+    assert 3 not in policy and all(3 not in c.keys and 3 not in c.residents for c in candidates)
+    assert all(c.used == sum(c.residents.values()) for c in candidates) and candidates[0].residents
 
 
 def test_the_coordinator_sizes_the_shadows_by_the_placed_groups(inprocess_node):
@@ -188,37 +186,91 @@ def test_the_coordinator_sizes_the_shadows_by_the_placed_groups(inprocess_node):
     assert component.core.state.policy.capacity == 2
 
 
-class _Straightforward(AdaptiveLRFUPolicy):
-    """The reference for the fast path: every access log-adds at each candidate with :func:`log_add`, mixes the
-    group's hash, and plays every shadow cache plainly (push, then evict the lowest keys while over)."""
+class _Straightforward(RatingPolicy):
+    """The reference for the fast path, from the module docstring and nothing of the fast policy but its public
+    parts (ShadowCache's eviction, DampedChoice's rule, sample_hash): every access log-adds at each candidate with
+    :func:`log_add`, samples the group by its hash, plays every shadow cache plainly (push, then evict the lowest
+    keys while over); a switch copies the winner's keys into the ranked table (the same dict object)."""
+
+    def __init__(self, half_life, half_lives, capacity=0.0, sample_rate=1.0, max_sampled=16384, decision_every=1000,
+                 hysteresis=0.05, patience=2, decay=0.5):
+        super().__init__(half_life)
+        self.half_lives = sorted({float(h) for h in half_lives} | {self.half_life})
+        self.active = self.half_lives.index(self.half_life)
+        self.tables = [{} for _ in self.half_lives]
+        self.sample_rate, self.threshold = sample_rate, int(sample_rate * (1 << 64))
+        self.max_sampled, self.decision_every = max_sampled, decision_every
+        self.sampled = set()
+        self.shadows = [ShadowCache(table) for table in self.tables]
+        self.choice = DampedChoice(len(self.half_lives), hysteresis, patience, decay)
+        self.round, self.round_bytes = 0, 0.0
+        self.history, self.switches, self.on_switch = [], 0, None
+        self.set_capacity(capacity)
+
+    def set_capacity(self, capacity):
+        self.capacity = capacity
+        for shadow in self.shadows:
+            shadow.evict(self.sample_rate * capacity)
+
+    def _key_after(self, key, t, weight):
+        raise AssertionError("access() is the reference's own")
+
+    def offset(self, now):
+        return (now - self.epoch) / self.half_life
 
     def access(self, group, t, weight=1.0, size=1.0):
-        self._now = t
-        for table, h in zip(self._tables, self.half_lives):
+        for table, h in zip(self.tables, self.half_lives):
             table[group] = log_add(table.get(group, NEVER), math.log2(weight) + (t - self.epoch) * (1.0 / h))
+        self._keys[group] = self.tables[self.active][group]
         self._touched.add(group)
-        if not self._shadow_capacity or _mixed(group) >= self._threshold:
+        if not self.capacity or sample_hash(group) >= self.threshold:
             return
-        if group not in self._sampled_groups:
-            self._sampled_groups.add(group)
-            if len(self._sampled_groups) > self.max_sampled:
-                self._halve_rate()
-                if _mixed(group) >= self._threshold:
+        if group not in self.sampled:
+            self.sampled.add(group)
+            if len(self.sampled) > self.max_sampled:
+                self.halve()
+                if sample_hash(group) >= self.threshold:
                     return
-        for shadow in self._shadows:
+        capacity = self.sample_rate * self.capacity
+        for shadow in self.shadows:
             if group in shadow.resident:
                 shadow.hits += size
                 shadow.used += size - shadow.resident[group]
                 shadow.resident[group] = size
-            elif size <= self._shadow_capacity:
+            elif size <= capacity:
                 shadow.resident[group] = size
                 heapq.heappush(shadow.heap, (shadow.keys[group], group))
                 shadow.used += size
-                shadow.evict(self._shadow_capacity)
-        self._sampled += 1
-        self._round_bytes += size
-        if self._sampled >= self.decision_every:
-            self._decide()
+                shadow.evict(capacity)
+        self.round += 1
+        self.round_bytes += size
+        if self.round >= self.decision_every:
+            hits = [shadow.hits for shadow in self.shadows]
+            for shadow in self.shadows:
+                shadow.hits = 0.0
+            to = self.choice.round(hits, self.round_bytes, self.active)
+            self.round, self.round_bytes = 0, 0.0
+            if to is not None:
+                self.switch(to, t)
+
+    def halve(self):
+        self.sample_rate /= 2
+        self.threshold //= 2
+        left = {g for g in self.sampled if sample_hash(g) >= self.threshold}
+        self.sampled -= left
+        for shadow in self.shadows:
+            shadow.discard(left)
+            shadow.evict(self.sample_rate * self.capacity)
+
+    def switch(self, to, t):
+        self.active, self.half_life = to, self.half_lives[to]
+        self._keys.clear()
+        self._keys.update(self.tables[to])
+        self._touched.update(self._keys)
+        self.switches += 1
+        self.history.append((t, self.half_life))
+        if self.on_switch is not None:
+            self.on_switch()
 
 
 def _random_trace(n: int = 30_000, seed: int = 3):
@@ -251,11 +303,13 @@ def test_the_fast_path_decides_as_the_straightforward_reference():
         fast.access(group, t, 1.0, size)
         reference.access(group, t, 1.0, size)
     assert fast.switches >= 5 and fast.sample_rate < 0.5  # the trace exercises switches and halvings
-    assert list(fast.history) == list(reference.history)
-    assert fast._tables == reference._tables  # every key at every candidate, exactly
-    assert fast.scores() == reference.scores()
-    for mine, theirs in zip(fast._shadows, reference._shadows):
-        assert mine.resident == theirs.resident and mine.used == theirs.used
+    assert list(fast.history) == reference.history
+    candidates = fast.candidates()
+    assert [c.keys for c in candidates] == reference.tables  # every key at every candidate, exactly
+    assert fast.keys() == reference.keys() and fast.sampled_groups == len(reference.sampled)
+    assert fast.scores() == reference.choice.totals
+    for mine, theirs in zip(candidates, reference.shadows):
+        assert mine.residents == theirs.resident and mine.used == theirs.used
 
 
 def test_the_simulator_replays_the_fast_path_as_the_reference():

@@ -7,6 +7,7 @@ import pytest
 from htda.coordinator.core import CacheNode, Coordinator
 from htda.coordinator.rating import LRFUPolicy
 from htda.coordinator.store import JobRecord, Store
+from htda.protocol.base import to_wire
 
 HALF_LIFE = 100.0
 NOW = 10_000.0
@@ -73,11 +74,11 @@ def test_assignments_list_best_first_with_scores(database):
     _load_history(core)
     core.run_cycle(_nodes(("n1", 1000)), now=NOW)
     answer = core.assignments("n1", now=NOW)
-    assert answer["node"] == "n1" and answer["cycle"] == 1 and answer["draining"] is False
-    scores = [f["score"] for f in answer["files"]]
+    assert (answer.node, answer.cycle, answer.draining) == ("n1", 1, False)
+    scores = [f.score for f in answer.files]
     assert scores == sorted(scores, reverse=True) and scores[0] > 0
-    assert {f["size"] for f in answer["files"]} == {100}
-    assert core.assignments("nobody")["files"] == []
+    assert {f.size for f in answer.files} == {100}
+    assert core.assignments("nobody").files == []
 
 
 def test_a_restarted_coordinator_hands_out_the_same_assignments(database):
@@ -91,9 +92,9 @@ def test_a_restarted_coordinator_hands_out_the_same_assignments(database):
     assert again.run_cycle(nodes, now=NOW).moved == 0
     after = {n.name: again.assignments(n.name, now=NOW) for n in nodes}
     for name in before:
-        assert [f["lfn"] for f in after[name]["files"]] == [f["lfn"] for f in before[name]["files"]]
-        assert [f["score"] for f in after[name]["files"]] == pytest.approx([f["score"] for f in before[name]["files"]])
-    assert after["n1"]["cycle"] == before["n1"]["cycle"] + 1
+        assert [f.lfn for f in after[name].files] == [f.lfn for f in before[name].files]
+        assert [f.score for f in after[name].files] == pytest.approx([f.score for f in before[name].files])
+    assert after["n1"].cycle == before["n1"].cycle + 1
 
 
 def test_files_of_a_departed_node_are_placed_again(database):
@@ -132,7 +133,7 @@ def test_a_draining_node_gets_nothing(database):
     core.run_cycle(nodes, now=NOW)
     assert core.set_draining("n1", True)
     core.run_cycle(nodes, now=NOW)
-    assert core.assignments("n1") == {"node": "n1", "cycle": 2, "files": [], "draining": True}
+    assert to_wire(core.assignments("n1")) == {"node": "n1", "cycle": 2, "files": [], "draining": True}
     assert set(_holders(core).values()) == {"n2"}
 
 
@@ -154,14 +155,14 @@ def test_pinned_files_are_placed_first_and_stay(database):
     core.run_cycle(nodes, now=NOW)
     assert "/store/g0/f0" not in _holders(core)  # the least popular group
     answer = core.pin(["/store/g0/f0", "/never/asked"], ["task:task1", "task:nope"], pin=True)
-    assert answer == {"files": 5, "pinned": 5, "unknown_groups": ["task:nope"]}
+    assert to_wire(answer) == {"files": 5, "pinned": 5, "unknown_groups": ["task:nope"]}
     core.run_cycle(nodes, now=NOW)
     holders = _holders(core)
     pinned = {"/store/g0/f0", "/store/g1/f0", "/store/g1/f1", "/store/g1/f2"}
     assert pinned <= set(holders)  # /never/asked has no size: 1 GiB does not fit, it is simply not placed
-    files = core.assignments("n1", now=NOW)["files"]
-    assert {f["lfn"] for f in files[:4]} == pinned
-    scores = [f["score"] for f in files]
+    files = core.assignments("n1", now=NOW).files
+    assert {f.lfn for f in files[:4]} == pinned
+    scores = [f.score for f in files]
     assert scores == sorted(scores, reverse=True)
     # much more popular new accesses cannot displace pinned files
     core.submit_jobs([JobRecord("hot", "bob", ["/store/g11/f0"], sizes={"/store/g11/f0": 100})])
@@ -169,7 +170,7 @@ def test_pinned_files_are_placed_first_and_stay(database):
     core.run_cycle(nodes, now=NOW)
     assert pinned <= set(_holders(core))
     core.pin([], ["task:task1"], pin=False)
-    assert core.pin(["/store/g0/f0"], [], pin=False)["pinned"] == 1
+    assert core.pin(["/store/g0/f0"], [], pin=False).pinned == 1
     core.store.close()
     assert _coordinator(database).state.pinned == {core.store.file_ids(["/never/asked"])["/never/asked"]}
 
@@ -258,8 +259,8 @@ def test_the_files_of_a_new_job_follow_the_node_that_reads_them_until_copied(dat
     core.report_reads("n2", ["/store/new/a"], ttl=30, now=NOW + 1)  # the job runs on n2, reading storage
     report = core.run_cycle(nodes, now=NOW + 2)
     assert report.moved == 2 and set(_holders(core).values()) == {"n2"}
-    listed = core.assignments("n2", now=NOW + 2)["files"]
-    assert {(f["lfn"], f["defer"]) for f in listed} == {("/store/new/a", True), ("/store/new/b", True)}
+    listed = core.assignments("n2", now=NOW + 2).files
+    assert {(f.lfn, f.defer) for f in listed} == {("/store/new/a", True), ("/store/new/b", True)}
     core.report_reads("n2", [], ttl=30, now=NOW + 40)  # the job is done: n2 copies them, and they stay
     assert core.run_cycle(nodes, now=NOW + 41).moved == 0 and set(_holders(core).values()) == {"n2"}
 
@@ -275,7 +276,7 @@ def test_a_new_group_waits_for_its_first_reader_then_goes_to_its_node(database):
     core.report_reads("n2", ["/store/new/a"], ttl=30, now=NOW + 2)  # the first job runs on n2
     core.run_cycle(nodes, now=NOW + 3)
     assert _holders(core) == {"/store/new/a": "n2", "/store/new/b": "n2"}  # the whole group, with its reader
-    assert not any(f["defer"] for f in core.assignments("n2", now=NOW + 3)["files"])  # copied while read
+    assert not any(f.defer for f in core.assignments("n2", now=NOW + 3).files)  # copied while read
 
 
 def test_a_new_group_no_job_reads_is_placed_once_the_wait_is_over(database):
@@ -326,21 +327,22 @@ def test_a_popular_group_gets_replicas_copied_from_its_holder(database, tasks):
     (home,) = primary
     # hot has 9 of 12 accesses: 3 nodes' worth of 4, capped at 3 copies
     replica_nodes = {n.name for n in nodes
-                     if any(f.get("peers_only") for f in core.assignments(n.name, now=NOW)["files"])}
+                     if any(f.peers_only is True for f in core.assignments(n.name, now=NOW).files)}
     assert len(replica_nodes) == 2 and home not in replica_nodes
     for name in replica_nodes:
-        entries = [f for f in core.assignments(name, now=NOW)["files"] if f.get("peers_only")]
+        entries = [f for f in to_wire(core.assignments(name, now=NOW).files) if f.get("peers_only")]
         assert sorted(f["lfn"] for f in entries) == [f"/store/hot/f{i}" for i in range(3)]
         assert all(f["peers"][0] == home and name not in f["peers"] for f in entries)
-        first = next(f for f in core.assignments(home, now=NOW)["files"] if f["lfn"] == entries[0]["lfn"])
-        assert entries[0]["score"] < first["score"]  # a replica goes before any first copy when room is short
+        first = next(f for f in core.assignments(home, now=NOW).files if f.lfn == entries[0]["lfn"])
+        assert "peers" not in to_wire(first)  # the first copy comes from storage
+        assert entries[0]["score"] < first.score  # a replica goes before any first copy when room is short
     assert core.sizes(NOW)["replicas"] == 6
-    assert sum(n["replica_files"] for n in core.node_summary([])) == 6
+    assert sum(n.replica_files for n in core.node_summary([])) == 6
     # nothing changed: the same replicas, on the same nodes
-    before = {n.name: core.assignments(n.name, now=NOW)["files"] for n in nodes}
+    before = {n.name: core.assignments(n.name, now=NOW).files for n in nodes}
     core.run_cycle(nodes, now=NOW + 10.0, full=True)
-    assert {n.name: [f["lfn"] for f in core.assignments(n.name, now=NOW + 10.0)["files"]] for n in nodes} == \
-        {name: [f["lfn"] for f in files] for name, files in before.items()}
+    assert {n.name: [f.lfn for f in core.assignments(n.name, now=NOW + 10.0).files] for n in nodes} == \
+        {name: [f.lfn for f in files] for name, files in before.items()}
 
 
 def test_replicas_make_way_for_first_copies(database):
@@ -358,4 +360,4 @@ def test_no_replicas_by_default_in_the_core(database):
     core = _coordinator(database)
     _hot_and_cold(core)
     core.run_cycle(_nodes(("n1", 1000), ("n2", 1000)), now=NOW)
-    assert core.replicas == {} and not any("peers" in f for f in core.assignments("n1", now=NOW)["files"])
+    assert core.replicas == {} and not any("peers" in f for f in to_wire(core.assignments("n1", now=NOW).files))

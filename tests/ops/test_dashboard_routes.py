@@ -7,7 +7,7 @@ import pytest
 from htda.node.client import Client
 from htda.node.rest import API
 from htda.protocol import dashboard
-from htda.protocol.base import check_answer
+from htda.protocol.base import check_answer, to_wire
 from testkit.http import raw as raw_request
 from testkit.nodes import wait_until
 
@@ -106,3 +106,19 @@ def test_summary_without_coordinator(inprocess_node):
     assert summary["top_files"] == {"error": "no coordinator in the pool"}
     assert summary["hits"] is None and summary["staging"] == []
     check_answer(summary, dashboard.Summary)
+
+
+def test_totals_and_hits_sum_the_facts_that_fit_their_types():
+    from htda.dashboard.summary import _hit_ratio, _totals
+
+    def member(**info):
+        return {"name": "m", "info": info}
+
+    cache = {"used_bytes": 1, "free_bytes": 2, "capacity_bytes": 3, "files": 4, "staging": 5}
+    caches = [member(cache=cache), member(cache=cache), member(cache={"files": 9}), member()]
+    assert to_wire(_totals(caches)) == {"used_bytes": 2, "free_bytes": 4, "capacity_bytes": 6, "files": 8,
+                                        "staging": 10, "cache_nodes": 4}  # facts that do not fit count as none
+    locators = [member(locator={"files": 1, "nodes": 1, "looked_up": 3, "held": 1}),
+                member(locator={"files": 1, "nodes": 1, "looked_up": 1, "held": 1}), member(locator={"files": 2})]
+    assert to_wire(_hit_ratio(locators)) == {"looked_up": 4, "held": 2, "ratio": 0.5}
+    assert _hit_ratio([member(locator={"files": 2})]) is None

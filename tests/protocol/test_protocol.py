@@ -10,7 +10,7 @@ import pytest
 
 from htda.node.client import BadResponse, Client, HTTPStatusError
 from htda.protocol import cache, coordinator, locator, node, paths
-from htda.protocol.base import UNSET, ProtocolError, check_answer, decode, to_wire
+from htda.protocol.base import UNSET, ProtocolError, check_answer, decode, encode, to_wire
 from htda.protocol.clients import CoordinatorClient, LocatorClient
 from testkit.fakes import StandIn
 from testkit.nodes import SECRET
@@ -53,6 +53,24 @@ def test_fields_left_out_stay_out_on_the_wire():
     assert json.dumps(to_wire(request)) == '{"node": "w1", "lfns": ["/a"]}'
     assert to_wire(decode(b'{"node":"w1","lfns":["/a"],"reason":"full"}', coordinator.ReleasesRequest)) == {
         "node": "w1", "lfns": ["/a"], "reason": "full"}
+
+
+def test_encode_writes_what_to_wire_gives():
+    answer = coordinator.Assignments(node="w1", cycle=3, files=[
+        coordinator.AssignedFile(lfn="/a", score=0.5, size=None, source=None),
+        coordinator.AssignedFile(lfn="/b", score=1e-7, size=10, source=None, peers=["w2"], peers_only=True)])
+    written = json.loads(encode(answer))
+    assert written == to_wire(answer) and list(written) == ["node", "cycle", "files", "draining"]
+    assert "peers" not in written["files"][0] and written["files"][1]["peers"] == ["w2"]  # unset: left out
+
+
+def test_member_facts_are_typed_or_none():
+    facts = {"used_bytes": 1, "free_bytes": 2, "capacity_bytes": 3, "files": 4, "staging": 0}
+    assert node.member_facts({"info": {"cache": facts}}, "cache", cache.CacheFacts) == cache.CacheFacts(**facts)
+    assert node.member_facts({"info": {"locator": {}}}, "cache", cache.CacheFacts) is None  # says nothing
+    assert node.member_facts({"name": "old"}, "cache", cache.CacheFacts) is None  # no info at all
+    older = {k: v for k, v in facts.items() if k != "staging"}
+    assert node.member_facts({"info": {"cache": older}}, "cache", cache.CacheFacts) is None  # does not fit
 
 
 def test_answers_tolerate_new_fields_but_not_missing_ones():
@@ -100,6 +118,15 @@ def test_typed_clients_send_and_check(standin):
     assert seen[0].reason is UNSET
     answer = LocatorClient(client, peer.url).lookup(["/a"])
     assert answer.files == {"/a": ["w1"]} and answer.nodes["w1"].fraction == 1.0
+
+
+def test_exchange_gives_the_typed_answer_and_every_field_sent(standin):
+    peer = standin({coordinator.PINNED: lambda r: {"files": [{"lfn": "/a", "node": None, "later": 1}]}})
+    client = CoordinatorClient(Client(SECRET.encode()), peer.url)
+    typed, plain = client.exchange(coordinator.PINNED)
+    assert typed == coordinator.Pinned(files=[coordinator.PinnedFile(lfn="/a", node=None)])
+    assert plain == {"files": [{"lfn": "/a", "node": None, "later": 1}]} == client.fetch(coordinator.PINNED)
+    assert client.pinned() == typed
 
 
 def test_the_standin_refuses_bad_requests_and_its_own_bad_answers(standin):
