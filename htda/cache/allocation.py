@@ -9,6 +9,13 @@ room drops to the low watermark, so eviction frees a useful amount at once
 instead of one file per cycle.  Walking the files best first means a held
 file that no longer fits under the room left by better files is evicted, and
 a new file that fits nowhere is released back to the coordinator.
+
+A copy the coordinator no longer assigns here (it moved the file, or rates it
+lower now) is *spare*: it stays while the room the assigned files leave
+holds it, best last-known score first, and goes first when that room is
+needed.  The locator still lists it, so jobs steered here before the move
+(or sent here because the new holder is busy) read it locally instead of
+from storage, as a cache that evicts on demand would let them.
 """
 
 from __future__ import annotations
@@ -66,14 +73,16 @@ class Room:
 class Plan:
     stage: list[tuple[Wanted, CacheDevice]] = field(default_factory=list)
     keep: list[str] = field(default_factory=list)
+    spare: list[str] = field(default_factory=list)  # unassigned copies kept in the room left
     evict: list[str] = field(default_factory=list)
     release: list[str] = field(default_factory=list)
     cancel: list[str] = field(default_factory=list)
 
 
 def plan(wanted: list[Wanted], held: dict[str, tuple[CacheDevice, int]],
-         in_flight: dict[str, tuple[CacheDevice, int]], rooms: list[Room]) -> Plan:
-    """Decide a cycle's work.  ``held``/``in_flight`` map LFN -> (device, size)."""
+         in_flight: dict[str, tuple[CacheDevice, int]], rooms: list[Room], keep_spare: bool = True) -> Plan:
+    """Decide a cycle's work.  ``held``/``in_flight`` map LFN -> (device, size); unassigned copies in
+    ``held`` are kept as spare in its order while room is left (none without ``keep_spare``)."""
     out = Plan()
     left = {id(r.device): r.limit() for r in rooms}
     seen: set[str] = set()
@@ -98,8 +107,13 @@ def plan(wanted: list[Wanted], held: dict[str, tuple[CacheDevice, int]],
             out.stage.append((w, target.device))
         else:
             out.release.append(w.lfn)
-    kept = set(out.keep)
     scores = {w.lfn: w.score for w in wanted}
+    if keep_spare:
+        for lfn, (device, size) in held.items():
+            if lfn not in scores and left.get(id(device), 0) >= size:
+                left[id(device)] -= size
+                out.spare.append(lfn)
+    kept = set(out.keep).union(out.spare)
     # worst first, unassigned copies before any assigned one: the order they go in (and are logged in) is the
     # same whatever order the copies were made in
     out.evict = sorted((lfn for lfn in held if lfn not in kept), key=lambda lfn: scores.get(lfn, float("-inf")))

@@ -206,11 +206,13 @@ class CacheService:
         wanted = self._wanted(assignment.files)
         with self._lock:
             in_flight = {lfn: (j.device, j.size or 0) for lfn, j in self.jobs.items()}
-        held = {e.lfn: (e.device, e.size) for e in self.index.entries()}
-        work = plan(wanted, held, in_flight, self.rooms())
+        # best last-known score first: the order spare copies keep their room in
+        entries = sorted(self.index.entries(), key=lambda e: -e.score)
+        held = {e.lfn: (e.device, e.size) for e in entries}
+        work = plan(wanted, held, in_flight, self.rooms(), keep_spare=not assignment.draining)
         scores = {w.lfn: w.score for w in wanted}
-        for entry in self.index.entries():
-            entry.score = scores.get(entry.lfn, 0.0)
+        for entry in entries:
+            entry.score = scores.get(entry.lfn, entry.score)  # a spare copy keeps its last score
         for lfn in work.cancel + self._yielding(wanted):
             self._cancel(lfn)
         for lfn in work.evict:
@@ -230,7 +232,7 @@ class CacheService:
         self.releases.release(assignment.coordinator, work.release, "no room")
         self.releases.release(assignment.coordinator, self.failures.exhausted(), "copies failed")
         return {"wanted": len(wanted), "stage": started, "deferred": deferred, "unconfirmed": unconfirmed,
-                "evict": len(work.evict), "release": len(work.release)}
+                "spare": len(work.spare), "evict": len(work.evict), "release": len(work.release)}
 
     def _yielding(self, wanted: list[Wanted]) -> list[str]:
         """Copies in flight of files now deferred, if less than half done: they give the storage link back to

@@ -149,11 +149,12 @@ class CacheCycle(Answer):
     stage: int | UnsetType = UNSET
     deferred: int | UnsetType = UNSET
     unconfirmed: int | UnsetType = UNSET
+    spare: int | UnsetType = UNSET  # copies no longer assigned, kept in the room left
     evict: int | UnsetType = UNSET
     release: int | UnsetType = UNSET
 
     example = {"coordinator": "http://127.0.0.1:8740", "wanted": 2, "stage": 1, "deferred": 0, "unconfirmed": 1,
-               "evict": 0, "release": 0, "revalidated_dropped": 0, "cycle": 12, "seconds": 0.041}
+               "spare": 1, "evict": 0, "release": 0, "revalidated_dropped": 0, "cycle": 12, "seconds": 0.041}
 
 
 class CacheCycleRequest(Body):

@@ -200,6 +200,18 @@ def test_eviction_takes_the_lowest_scores_first_and_down_to_the_low_mark(make_no
     assert [e["lfn"] for e in node.service.evictions][1:] == ["/f2.dat", "/f1.dat"]  # score 8, then 9
 
 
+def test_a_copy_no_longer_assigned_stays_spare_until_its_room_is_needed(make_node):
+    files = {"/moved.dat": 400 * KB, "/kept.dat": 300 * KB, "/new.dat": 400 * KB}
+    node = make_node(files, capacity=1_000 * KB, high=0.9, low=0.5)
+    node.twice(wanted("/moved.dat", score=5), wanted("/kept.dat", score=4))
+    counts = node.apply(wanted("/kept.dat", score=4))  # the coordinator moved /moved.dat to another node
+    assert counts["spare"] == 1 and counts["evict"] == 0
+    assert node.held() == {"/moved.dat", "/kept.dat"} and not node.service.evictions  # still served here
+    node.twice(wanted("/kept.dat", score=4), wanted("/new.dat", score=3))  # 300 + 400 + 400 > 900 kB
+    assert node.held() == {"/kept.dat", "/new.dat"}
+    assert [(e["lfn"], e["reason"]) for e in node.service.evictions] == [("/moved.dat", "unassigned")]
+
+
 def test_unassigned_copies_are_evicted_but_not_while_draining_for_room(make_node):
     node = make_node({"/a.dat": 1 * KB, "/b.dat": 1 * KB})
     node.twice(wanted("/a.dat"), wanted("/b.dat"))
