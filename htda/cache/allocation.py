@@ -12,8 +12,8 @@ a new file that fits nowhere is released back to the coordinator.
 
 A copy the coordinator no longer assigns here (it moved the file, or rates it
 lower now) is *spare*: it stays while the room the assigned files leave
-holds it, best last-known score first, and goes first when that room is
-needed.  The locator still lists it, so jobs steered here before the move
+below the low watermark holds it, best last-known score first, and goes
+first when that room is needed.  The locator still lists it, so jobs steered here before the move
 (or sent here because the new holder is busy) read it locally instead of
 from storage, as a cache that evicts on demand would let them.
 """
@@ -109,9 +109,12 @@ def plan(wanted: list[Wanted], held: dict[str, tuple[CacheDevice, int]],
             out.release.append(w.lfn)
     scores = {w.lfn: w.score for w in wanted}
     if keep_spare:
+        # spare copies stay under the low mark: they never push a device over its high mark, which would
+        # shrink the room of the assigned files
+        spare_left = {id(r.device): left[id(r.device)] - (r.limit() - r.limit(r.low)) for r in rooms}
         for lfn, (device, size) in held.items():
-            if lfn not in scores and left.get(id(device), 0) >= size:
-                left[id(device)] -= size
+            if lfn not in scores and spare_left.get(id(device), 0) >= size:
+                spare_left[id(device)] -= size
                 out.spare.append(lfn)
     kept = set(out.keep).union(out.spare)
     # worst first, unassigned copies before any assigned one: the order they go in (and are logged in) is the

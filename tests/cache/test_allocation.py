@@ -41,12 +41,14 @@ def test_held_files_kept_in_place_and_unassigned_kept_spare_while_room_is_left()
 
 def test_spare_copies_give_their_room_to_assigned_files_and_go_first():
     held = {"/s1": (A, 300), "/s2": (A, 300), "/old": (A, 200)}  # /s1 first: the better last-known score
-    room_a = room(A, used=800)  # room for 1000 bytes of copies (high mark 1.0), 800 used
+    room_a = room(A, used=800, low=1.0)  # room for 1000 bytes of copies (both marks 1.0), 800 used
     p = plan([Wanted("/old", 1.0, 200), Wanted("/new", 5.0, 300)], held, {}, [room_a])
     assert [w.lfn for w, _ in p.stage] == ["/new"] and p.keep == ["/old"]
     assert p.spare == ["/s1"] and p.evict == ["/s2"]  # 300 + 200 assigned leave room for one spare copy
     p = plan([Wanted("/old", 1.0, 200), Wanted("/new", 5.0, 300), Wanted("/big", 4.0, 400)], held, {}, [room_a])
     assert p.spare == [] and p.evict == ["/s1", "/s2"] and p.release == []  # assigned files first, always
+    p = plan([Wanted("/old", 1.0, 200)], held, {}, [room(A, used=800, high=1.0, low=0.5)])
+    assert p.spare == ["/s1"] and p.evict == ["/s2"]  # spare copies stay under the low mark (500 bytes)
 
 
 def test_spreads_over_devices_by_room():

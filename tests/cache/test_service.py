@@ -202,7 +202,7 @@ def test_eviction_takes_the_lowest_scores_first_and_down_to_the_low_mark(make_no
 
 def test_a_copy_no_longer_assigned_stays_spare_until_its_room_is_needed(make_node):
     files = {"/moved.dat": 400 * KB, "/kept.dat": 300 * KB, "/new.dat": 400 * KB}
-    node = make_node(files, capacity=1_000 * KB, high=0.9, low=0.5)
+    node = make_node(files, capacity=1_000 * KB, high=0.9, low=0.8)  # spare copies stay under 800 kB
     node.twice(wanted("/moved.dat", score=5), wanted("/kept.dat", score=4))
     counts = node.apply(wanted("/kept.dat", score=4))  # the coordinator moved /moved.dat to another node
     assert counts["spare"] == 1 and counts["evict"] == 0
