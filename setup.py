@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 HERE = Path(__file__).parent
 VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "htda" / "__init__.py").read_text()).group(1)
@@ -54,6 +54,14 @@ ENTRY_POINTS = {
     ],
 }
 
+# The hot path of the lrfu-adaptive rating (htda.coordinator.adaptive) is C: the coordinator and the simulator
+# record every access through it.  Its arithmetic must round as Python's does: no contraction of a*b+c into one
+# fused multiply-add.
+KERNELS = [
+    Extension("htda.coordinator._adaptive", ["htda/coordinator/_adaptive.c"],
+              extra_compile_args=["-ffp-contract=off", "-fno-fast-math"]),
+]
+
 setup(
     name="htda",
     version=VERSION,
@@ -63,7 +71,8 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.11",
     packages=find_packages(include=["htda", "htda.*"]),
-    package_data={"htda": ["py.typed", "static/*", "coordinator/migrations/script.py.mako"]},
+    package_data={"htda": ["py.typed", "static/*", "coordinator/migrations/script.py.mako", "coordinator/*.pyi"]},
+    ext_modules=KERNELS,
     scripts=[str(p) for p in sorted((HERE / "hooks").glob("htda_*")) if p.is_file()],
     install_requires=[
         "CherryPy>=18.8",

@@ -5,10 +5,12 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from collections.abc import Collection
+from typing import Any
 
 import pytest
 
-from htda.coordinator.adaptive import AdaptiveLRFUPolicy, DampedChoice, ShadowCache, sample_hash
+from htda.coordinator.adaptive import AdaptiveLRFUPolicy, DampedChoice
 from htda.coordinator.component import CoordinatorComponent
 from htda.coordinator.rating import NEVER, LRFUPolicy, RatingPolicy, log_add
 from htda.node.config import ConfigError, validate
@@ -186,11 +188,64 @@ def test_the_coordinator_sizes_the_shadows_by_the_placed_groups(inprocess_node):
     assert component.core.state.policy.capacity == 2
 
 
+# The reference's parts for what the C kernel does (htda/coordinator/_adaptive.c): the sampling hash and a shadow
+# cache, in Python.
+
+_MIX1 = 0x9E3779B97F4A7C15
+_MIX2 = 0xBF58476D1CE4E5B9
+_M64 = (1 << 64) - 1
+
+
+def sample_hash(group: object) -> int:
+    """A well-spread 64-bit hash of ``group`` (splitmix64's finaliser over Python's hash): the group is sampled
+    while it is below the sampling rate times 2**64."""
+    h = (hash(group) * _MIX1) & _M64
+    h ^= h >> 29
+    h = (h * _MIX2) & _M64
+    return h ^ (h >> 32)
+
+
+class ShadowCache:
+    """A miniature cache of the sampled groups, evicting the lowest key of one candidate half-life.
+
+    ``resident`` maps each group it holds to its size when last accessed, ``used`` is their sum, ``hits`` the
+    bytes hit in the current round; ``heap`` holds ``(key when pushed, group)`` of each resident, lazily: a key
+    that grew since is pushed again when it comes up (keys only grow)."""
+
+    __slots__ = ("keys", "resident", "heap", "used", "hits")
+
+    def __init__(self, keys: dict):
+        self.keys = keys  # this candidate's key table (shared with the policy)
+        self.resident: dict[Any, float] = {}
+        self.heap: list[tuple[float, Any]] = []
+        self.used = 0.0
+        self.hits = 0.0
+
+    def evict(self, capacity: float) -> None:
+        """Drop the lowest keys until the residents fit ``capacity``."""
+        heap, keys, resident = self.heap, self.keys, self.resident
+        while self.used > capacity and heap:
+            key, victim = heap[0]
+            current = keys[victim]
+            if current != key:  # accessed since it was pushed: keys only grow, re-push it
+                heapq.heapreplace(heap, (current, victim))
+                continue
+            heapq.heappop(heap)
+            self.used -= resident.pop(victim)
+
+    def discard(self, groups: Collection[Any]) -> None:
+        """Drop ``groups`` (those resident) without counting anything: they left the sample, or were forgotten."""
+        self.resident = {g: size for g, size in self.resident.items() if g not in groups}
+        self.heap = [(key, g) for key, g in self.heap if g in self.resident]
+        heapq.heapify(self.heap)
+        self.used = sum(self.resident.values())
+
+
 class _Straightforward(RatingPolicy):
-    """The reference for the fast path, from the module docstring and nothing of the fast policy but its public
-    parts (ShadowCache's eviction, DampedChoice's rule, sample_hash): every access log-adds at each candidate with
-    :func:`log_add`, samples the group by its hash, plays every shadow cache plainly (push, then evict the lowest
-    keys while over); a switch copies the winner's keys into the ranked table (the same dict object)."""
+    """The reference for the C kernel, from the module docstring and nothing of the fast policy but its decision
+    rule (DampedChoice): every access log-adds at each candidate with :func:`log_add`, samples the group by its
+    hash (sample_hash), plays every shadow cache plainly (ShadowCache: push, then evict the lowest keys while
+    over); a switch copies the winner's keys into the ranked table (the same dict object)."""
 
     def __init__(self, half_life, half_lives, capacity=0.0, sample_rate=1.0, max_sampled=16384, decision_every=1000,
                  hysteresis=0.05, patience=2, decay=0.5):
@@ -219,6 +274,7 @@ class _Straightforward(RatingPolicy):
         return (now - self.epoch) / self.half_life
 
     def access(self, group, t, weight=1.0, size=1.0):
+        self._now = t
         for table, h in zip(self.tables, self.half_lives):
             table[group] = log_add(table.get(group, NEVER), math.log2(weight) + (t - self.epoch) * (1.0 / h))
         self._keys[group] = self.tables[self.active][group]
@@ -262,6 +318,21 @@ class _Straightforward(RatingPolicy):
             shadow.discard(left)
             shadow.evict(self.sample_rate * self.capacity)
 
+    def set_key(self, group, key):
+        super().set_key(group, key)
+        ref = self._now - self.epoch
+        for i, (table, h) in enumerate(zip(self.tables, self.half_lives)):
+            table[group] = key if i == self.active else key - ref / self.half_life + ref / h
+
+    def forget(self, group):
+        super().forget(group)
+        for table in self.tables:
+            table.pop(group, None)
+        self.sampled.discard(group)
+        for shadow in self.shadows:
+            if group in shadow.resident:
+                shadow.discard((group,))
+
     def switch(self, to, t):
         self.active, self.half_life = to, self.half_lives[to]
         self._keys.clear()
@@ -297,19 +368,30 @@ def _options() -> dict:
 
 
 def test_the_fast_path_decides_as_the_straightforward_reference():
+    """Keys, sample, shadows and decisions of the C kernel are the reference's, bit for bit, through switches,
+    halvings of the sample, restored keys and forgotten groups."""
     fast, reference = AdaptiveLRFUPolicy(half_life=MIDDLE, **_options()), _Straightforward(half_life=MIDDLE,
                                                                                            **_options())
-    for group, t, size in _random_trace():
-        fast.access(group, t, 1.0, size)
-        reference.access(group, t, 1.0, size)
+    rng = random.Random(5)
+    for i, (group, t, size) in enumerate(_random_trace()):
+        restored = t / MIDDLE - rng.random()
+        for policy in (fast, reference):
+            policy.access(group, t, 1.0, size)
+            if i % 997 == 0:  # now and then a group is forgotten, and another one's key restored
+                policy.forget(group)
+                policy.set_key(-1 - i, restored)
+        if i % 2999 == 0:
+            assert fast.take_touched() == reference.take_touched()
     assert fast.switches >= 5 and fast.sample_rate < 0.5  # the trace exercises switches and halvings
     assert list(fast.history) == reference.history
+    assert list(fast.keys().items()) == list(reference.keys().items())  # the same keys in the same order
     candidates = fast.candidates()
     assert [c.keys for c in candidates] == reference.tables  # every key at every candidate, exactly
-    assert fast.keys() == reference.keys() and fast.sampled_groups == len(reference.sampled)
-    assert fast.scores() == reference.choice.totals
+    assert fast._sample() == reference.sampled and fast.sampled_groups == len(reference.sampled)
+    assert fast.sample_rate == reference.sample_rate and fast.scores() == reference.choice.totals
     for mine, theirs in zip(candidates, reference.shadows):
-        assert mine.residents == theirs.resident and mine.used == theirs.used
+        assert mine.residents == theirs.resident and mine.used == theirs.used and mine.hits == theirs.hits
+        assert list(mine.residents) == list(theirs.resident)  # held in the order they came in
 
 
 def test_the_simulator_replays_the_fast_path_as_the_reference():

@@ -1,0 +1,1105 @@
+/* htda.coordinator._adaptive: the hot path of lrfu-adaptive (htda/coordinator/adaptive.py) in C.
+ *
+ * Kernel is the base of AdaptiveLRFUPolicy: it keeps every group's LRFU key at each candidate half-life and
+ * the miniature ("shadow") caches of the sampled groups, and records an access in one call.  The policy's
+ * logic around it (decisions, switches, configuration) stays in Python; the arithmetic is Python's, step for
+ * step, so the keys, the caches and the decisions are bit for bit those of the straightforward Python the
+ * tests keep as a reference (tests/coordinator/test_adaptive.py).
+ *
+ * Layout:
+ * - every group has a slot (the dict `index`: group -> slot) holding its keys at the `nc` candidates (`K`, a
+ *   row of doubles), its mixed hash (`mix`: the sampling hash, computed once) and its sampled index (`sidx`,
+ *   -1 when it is not in the sample);
+ * - the active candidate's keys are also in the dict `_keys` (the policy's keys(), read by the coordinator
+ *   and the simulator), in the order groups were first keyed;
+ * - every sampled group has a sampled index: `s_slot`/`s_group` name its slot and group; each shadow keeps
+ *   per sampled index the size it holds (OUT when it does not hold the group) and when the group came in
+ *   (the order of a Python dict of residents, for sums in that order);
+ * - each shadow's eviction order is a binary heap of (key when pushed, sampled index), lazy as keys only
+ *   grow: an entry whose group's key has changed is re-pushed with the current key when it reaches the top.
+ *   The heap pops the least (key, group), ties broken by comparing the groups as Python does for tuples: so
+ *   the victims are those of a heapq of (key, group) tuples, whatever the heap's layout.
+ *
+ * Compile without floating-point contraction (setup.py: -ffp-contract=off), so that a*b+c rounds twice as
+ * in Python. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* 1.0 + 2.0**d rounds to exactly 1.0 for d <= -53: the log-add then adds nothing (htda.coordinator.rating) */
+#define NEGLIGIBLE (-53.0)
+#define MIX1 0x9E3779B97F4A7C15ULL
+#define MIX2 0xBF58476D1CE4E5B9ULL
+#define OUT (-1.0) /* a shadow's size of a group it does not hold (sizes are >= 0) */
+
+typedef struct {
+    double key; /* the group's key when the entry was pushed */
+    Py_ssize_t s; /* its sampled index */
+} Entry;
+
+typedef struct {
+    double *size; /* sampled index -> size while held, OUT otherwise */
+    uint64_t *since; /* sampled index -> when it came in */
+    uint64_t clock;
+    Entry *heap;
+    Py_ssize_t n, cap;
+    double used, hits;
+} Shadow;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *keys; /* _keys: group -> its key at the active candidate (dict) */
+    PyObject *touched; /* _touched: groups accessed since take_touched (set) */
+    PyObject *index; /* group -> slot (dict of ints) */
+    double epoch, now;
+    int nc, active, busy, failed;
+    double *inverse; /* 1 / half-life of each candidate */
+    /* slots */
+    double *K; /* slot * nc + candidate -> key */
+    uint64_t *mix;
+    Py_ssize_t *sidx;
+    Py_ssize_t nslots, slot_cap, *free_slots, nfree;
+    /* the sample */
+    int sample_all; /* the threshold is 2**64: every group */
+    uint64_t threshold;
+    double sample_rate;
+    Py_ssize_t max_sampled, nsampled;
+    Py_ssize_t *s_slot, s_top, s_cap, *s_free, s_nfree;
+    PyObject **s_group;
+    /* the shadows, one per candidate */
+    Shadow *shadows;
+    double capacity, shadow_capacity, round_bytes;
+    Py_ssize_t sampled, decision_every;
+} Kernel;
+
+static PyObject *str_decide;
+
+static int ready(Kernel *self);
+
+/* -- small helpers ------------------------------------------------------------------------------------- */
+
+static int
+grow(void **array, Py_ssize_t count, size_t item)
+{
+    void *bigger = PyMem_Realloc(*array, (size_t)count * item);
+    if (bigger == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *array = bigger;
+    return 0;
+}
+
+static int
+mixed(PyObject *group, uint64_t *out)
+{
+    Py_hash_t hash = PyObject_Hash(group);
+    if (hash == -1 && PyErr_Occurred())
+        return -1;
+    uint64_t h = (uint64_t)hash * MIX1;
+    h ^= h >> 29;
+    h *= MIX2;
+    *out = h ^ (h >> 32);
+    return 0;
+}
+
+static inline int
+in_sample(Kernel *self, uint64_t mix)
+{
+    return self->sample_all || mix < self->threshold;
+}
+
+/* keys[group] = log_add(keys[group], x), as htda.coordinator.rating.add_key does it */
+static inline double
+add_key(double old, double x)
+{
+    if (old < x) {
+        double d = old - x;
+        return d <= NEGLIGIBLE ? x : x + log2(1.0 + pow(2.0, d));
+    }
+    if (x - old > NEGLIGIBLE)
+        return old + log2(1.0 + pow(2.0, x - old));
+    return old;
+}
+
+static int
+set_active_key(Kernel *self, PyObject *group, double key)
+{
+    PyObject *value = PyFloat_FromDouble(key);
+    if (value == NULL)
+        return -1;
+    int failed = PyDict_SetItem(self->keys, group, value);
+    Py_DECREF(value);
+    return failed;
+}
+
+/* arg as the index of a candidate (-1 with an exception if it is not one) */
+static int
+candidate(Kernel *self, PyObject *arg)
+{
+    long c = PyLong_AsLong(arg);
+    if (c == -1 && PyErr_Occurred())
+        return -1;
+    if (!ready(self))
+        return -1;
+    if (c < 0 || c >= self->nc) {
+        PyErr_SetString(PyExc_ValueError, "no such candidate");
+        return -1;
+    }
+    return (int)c;
+}
+
+/* the slot of group, or -1 when it has none (-2 on error) */
+static Py_ssize_t
+slot_of(Kernel *self, PyObject *group)
+{
+    PyObject *slot = PyDict_GetItemWithError(self->index, group);
+    if (slot == NULL)
+        return PyErr_Occurred() ? -2 : -1;
+    return PyLong_AsSsize_t(slot);
+}
+
+static Py_ssize_t
+new_slot(Kernel *self, PyObject *group)
+{
+    uint64_t mix;
+    if (mixed(group, &mix) < 0)
+        return -1;
+    Py_ssize_t slot;
+    if (self->nfree) {
+        slot = self->free_slots[--self->nfree];
+    }
+    else {
+        if (self->nslots == self->slot_cap) {
+            Py_ssize_t cap = self->slot_cap ? 2 * self->slot_cap : 1024;
+            if (grow((void **)&self->K, cap * self->nc, sizeof(double)) < 0
+                || grow((void **)&self->mix, cap, sizeof(uint64_t)) < 0
+                || grow((void **)&self->sidx, cap, sizeof(Py_ssize_t)) < 0
+                || grow((void **)&self->free_slots, cap, sizeof(Py_ssize_t)) < 0)
+                return -1;
+            self->slot_cap = cap;
+        }
+        slot = self->nslots++;
+    }
+    PyObject *number = PyLong_FromSsize_t(slot);
+    if (number == NULL || PyDict_SetItem(self->index, group, number) < 0) {
+        Py_XDECREF(number);
+        self->free_slots[self->nfree++] = slot;
+        return -1;
+    }
+    Py_DECREF(number);
+    self->mix[slot] = mix;
+    self->sidx[slot] = -1;
+    return slot;
+}
+
+/* -- the shadows' heaps ---------------------------------------------------------------------------------- */
+
+/* entry a < entry b: by key, then by group as Python compares tuples (an error sets self->failed) */
+static inline int
+entry_lt(Kernel *self, const Entry *a, const Entry *b)
+{
+    if (a->key < b->key)
+        return 1;
+    if (a->key == b->key && a->s != b->s) {
+        int lt = PyObject_RichCompareBool(self->s_group[a->s], self->s_group[b->s], Py_LT);
+        if (lt < 0) {
+            self->failed = 1;
+            return 0;
+        }
+        return lt;
+    }
+    return 0;
+}
+
+static void
+sift_up(Kernel *self, Shadow *shadow, Py_ssize_t pos)
+{
+    Entry *heap = shadow->heap, item = heap[pos];
+    while (pos > 0) {
+        Py_ssize_t parent = (pos - 1) >> 1;
+        if (!entry_lt(self, &item, &heap[parent]))
+            break;
+        heap[pos] = heap[parent];
+        pos = parent;
+    }
+    heap[pos] = item;
+}
+
+static void
+sift_down(Kernel *self, Shadow *shadow, Py_ssize_t pos)
+{
+    Entry *heap = shadow->heap, item = heap[pos];
+    Py_ssize_t n = shadow->n;
+    for (;;) {
+        Py_ssize_t child = 2 * pos + 1;
+        if (child >= n)
+            break;
+        if (child + 1 < n && entry_lt(self, &heap[child + 1], &heap[child]))
+            child++;
+        if (!entry_lt(self, &heap[child], &item))
+            break;
+        heap[pos] = heap[child];
+        pos = child;
+    }
+    heap[pos] = item;
+}
+
+static int
+push(Kernel *self, Shadow *shadow, double key, Py_ssize_t s)
+{
+    if (shadow->n == shadow->cap) {
+        Py_ssize_t cap = shadow->cap ? 2 * shadow->cap : 256;
+        if (grow((void **)&shadow->heap, cap, sizeof(Entry)) < 0)
+            return -1;
+        shadow->cap = cap;
+    }
+    shadow->heap[shadow->n].key = key;
+    shadow->heap[shadow->n].s = s;
+    sift_up(self, shadow, shadow->n++);
+    return 0;
+}
+
+static void
+heapify(Kernel *self, Shadow *shadow)
+{
+    for (Py_ssize_t pos = shadow->n / 2 - 1; pos >= 0; pos--)
+        sift_down(self, shadow, pos);
+}
+
+/* evict the lowest keys of candidate c's shadow until it fits in capacity */
+static int
+evict(Kernel *self, int c, double capacity)
+{
+    Shadow *shadow = &self->shadows[c];
+    while (shadow->used > capacity && shadow->n) {
+        Entry *top = &shadow->heap[0];
+        double current = self->K[self->s_slot[top->s] * self->nc + c];
+        if (current != top->key) { /* accessed since it was pushed: re-push it with its key now */
+            top->key = current;
+            sift_down(self, shadow, 0);
+        }
+        else {
+            Py_ssize_t victim = top->s;
+            shadow->heap[0] = shadow->heap[--shadow->n];
+            if (shadow->n)
+                sift_down(self, shadow, 0);
+            shadow->used -= shadow->size[victim];
+            shadow->size[victim] = OUT;
+        }
+        if (self->failed)
+            return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    uint64_t since;
+    Py_ssize_t s;
+} Arrival;
+
+static int
+by_arrival(const void *a, const void *b)
+{
+    uint64_t x = ((const Arrival *)a)->since, y = ((const Arrival *)b)->since;
+    return (x > y) - (x < y);
+}
+
+/* The sampled indices a shadow holds, in the order they came in (a new array of *count; NULL on error). */
+static Arrival *
+arrivals(Kernel *self, Shadow *shadow, Py_ssize_t *count)
+{
+    Arrival *held = PyMem_Malloc((size_t)(self->s_top ? self->s_top : 1) * sizeof(Arrival));
+    if (held == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    Py_ssize_t n = 0;
+    for (Py_ssize_t s = 0; s < self->s_top; s++) {
+        if (shadow->size[s] != OUT) {
+            held[n].since = shadow->since[s];
+            held[n++].s = s;
+        }
+    }
+    qsort(held, (size_t)n, sizeof(Arrival), by_arrival);
+    *count = n;
+    return held;
+}
+
+/* Drop the sampled indices marked in `leaving` (one flag per sampled index, or NULL and the one index `only`)
+ * from the shadows: their entries go, and what a shadow holds is summed again in the order it came in (as sum()
+ * over a dict of residents adds it) -- by every shadow if `all`, else by those that held a dropped one. */
+static int
+drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
+{
+    for (int c = 0; c < self->nc; c++) {
+        Shadow *shadow = &self->shadows[c];
+        Py_ssize_t kept = 0, n;
+        for (Py_ssize_t i = 0; i < shadow->n; i++) {
+            Py_ssize_t s = shadow->heap[i].s;
+            if (leaving ? leaving[s] : s == only)
+                shadow->size[s] = OUT;
+            else
+                shadow->heap[kept++] = shadow->heap[i];
+        }
+        if (kept == shadow->n && !all)
+            continue;
+        shadow->n = kept;
+        heapify(self, shadow);
+        Arrival *held = arrivals(self, shadow, &n);
+        if (held == NULL)
+            return -1;
+        double used = 0.0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            used += shadow->size[held[i].s];
+        shadow->used = used;
+        PyMem_Free(held);
+    }
+    return self->failed ? -1 : 0;
+}
+
+/* -- the sample ------------------------------------------------------------------------------------------ */
+
+static int
+join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
+{
+    Py_ssize_t s;
+    if (self->s_nfree) {
+        s = self->s_free[--self->s_nfree];
+    }
+    else {
+        if (self->s_top == self->s_cap) {
+            Py_ssize_t cap = self->s_cap ? 2 * self->s_cap : 1024;
+            if (grow((void **)&self->s_slot, cap, sizeof(Py_ssize_t)) < 0
+                || grow((void **)&self->s_group, cap, sizeof(PyObject *)) < 0
+                || grow((void **)&self->s_free, cap, sizeof(Py_ssize_t)) < 0)
+                return -1;
+            for (int c = 0; c < self->nc; c++)
+                if (grow((void **)&self->shadows[c].size, cap, sizeof(double)) < 0
+                    || grow((void **)&self->shadows[c].since, cap, sizeof(uint64_t)) < 0)
+                    return -1;
+            self->s_cap = cap;
+        }
+        s = self->s_top++;
+    }
+    self->s_slot[s] = slot;
+    Py_INCREF(group);
+    self->s_group[s] = group;
+    for (int c = 0; c < self->nc; c++)
+        self->shadows[c].size[s] = OUT;
+    self->sidx[slot] = s;
+    self->nsampled++;
+    return 0;
+}
+
+static void
+leave_sample(Kernel *self, Py_ssize_t s)
+{
+    self->sidx[self->s_slot[s]] = -1;
+    Py_CLEAR(self->s_group[s]);
+    self->s_free[self->s_nfree++] = s;
+    self->nsampled--;
+}
+
+/* Sample half as many groups: those above the new threshold leave the sample and the shadows. */
+static int
+halve(Kernel *self)
+{
+    self->sample_rate /= 2;
+    if (self->sample_all) {
+        self->sample_all = 0;
+        self->threshold = (uint64_t)1 << 63;
+    }
+    else {
+        self->threshold >>= 1;
+    }
+    self->shadow_capacity = self->sample_rate * self->capacity;
+    char *leaving = PyMem_Calloc((size_t)self->s_top + 1, 1);
+    if (leaving == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t s = 0; s < self->s_top; s++)
+        leaving[s] = self->s_group[s] != NULL && !in_sample(self, self->mix[self->s_slot[s]]);
+    int failed = drop_from_shadows(self, leaving, -1, 1);
+    for (int c = 0; c < self->nc && !failed; c++)
+        failed = evict(self, c, self->shadow_capacity);
+    for (Py_ssize_t s = 0; s < self->s_top; s++)
+        if (leaving[s])
+            leave_sample(self, s);
+    PyMem_Free(leaving);
+    return failed;
+}
+
+/* -- an access --------------------------------------------------------------------------------------------- */
+
+/* one access of sampled group (index s, slot) through every shadow */
+static int
+replay_sampled(Kernel *self, Py_ssize_t s, Py_ssize_t slot, double size)
+{
+    double capacity = self->shadow_capacity;
+    const double *keys = &self->K[slot * self->nc];
+    for (int c = 0; c < self->nc; c++) {
+        Shadow *shadow = &self->shadows[c];
+        double old = shadow->size[s];
+        if (old != OUT) { /* a hit counts its bytes */
+            shadow->hits += size;
+            if (old != size) {
+                shadow->used += size - old;
+                shadow->size[s] = size;
+            }
+        }
+        else if (size <= capacity) { /* a miss: the group comes in, the lowest keys go until it fits */
+            Entry entry = {keys[c], s};
+            if (shadow->used <= capacity && capacity < shadow->used + size && shadow->n
+                && entry_lt(self, &entry, &shadow->heap[0]))
+                continue; /* the lowest entry: evicting would drop it first and nothing else: it never enters */
+            if (self->failed || push(self, shadow, entry.key, s) < 0)
+                return -1;
+            shadow->size[s] = size;
+            shadow->since[s] = shadow->clock++;
+            shadow->used += size;
+            if (shadow->used > capacity && evict(self, c, capacity) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static const char *const access_names[] = {"group", "t", "weight", "size"};
+
+/* the arguments (group, t, weight=1.0, size=1.0) of access, positional or by name */
+static int
+access_arguments(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    out[0] = out[1] = out[2] = out[3] = NULL;
+    if (nargs > 4) {
+        PyErr_Format(PyExc_TypeError, "access() takes at most 4 arguments (%zd given)", nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        out[i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        int i = 0;
+        while (i < 4 && PyUnicode_CompareWithASCIIString(name, access_names[i]) != 0)
+            i++;
+        if (i == 4 || out[i] != NULL) {
+            PyErr_Format(PyExc_TypeError, i == 4 ? "access() got an unexpected keyword argument '%U'"
+                                                 : "access() got multiple values for argument '%U'", name);
+            return -1;
+        }
+        out[i] = args[nargs + k];
+    }
+    if (out[1] == NULL) {
+        PyErr_Format(PyExc_TypeError, "access() missing required argument '%s'", out[0] ? "t" : "group");
+        return -1;
+    }
+    return 0;
+}
+
+static int
+as_double(PyObject *value, double fallback, double *out)
+{
+    if (value == NULL) {
+        *out = fallback;
+        return 0;
+    }
+    *out = PyFloat_AsDouble(value);
+    return *out == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int
+ready(Kernel *self)
+{
+    if (self->nc == 0 || self->keys == NULL || self->touched == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the adaptive rating is not configured");
+        return 0;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the adaptive rating was re-entered while it was updating");
+        return 0;
+    }
+    return 1;
+}
+
+static int
+record(Kernel *self, PyObject *group, double t, double lw, double size)
+{
+    self->now = t;
+    double base = t - self->epoch;
+    int nc = self->nc, active = self->active;
+    Py_ssize_t slot = slot_of(self, group);
+    if (slot == -2)
+        return -1;
+    if (slot >= 0) {
+        double *row = &self->K[slot * nc], was = row[active];
+        for (int c = 0; c < nc; c++)
+            row[c] = add_key(row[c], lw + base * self->inverse[c]);
+        if (row[active] != was && set_active_key(self, group, row[active]) < 0)
+            return -1;
+    }
+    else { /* a new group: its first key at each candidate, no log-add */
+        slot = new_slot(self, group);
+        if (slot < 0)
+            return -1;
+        double *row = &self->K[slot * nc];
+        for (int c = 0; c < nc; c++)
+            row[c] = lw + base * self->inverse[c];
+        if (set_active_key(self, group, row[active]) < 0)
+            return -1;
+    }
+    if (PySet_Add(self->touched, group) < 0)
+        return -1;
+    if (self->shadow_capacity == 0.0)
+        return 0;
+    Py_ssize_t s = self->sidx[slot];
+    if (s < 0) {
+        if (!in_sample(self, self->mix[slot]))
+            return 0;
+        if (join_sample(self, group, slot) < 0)
+            return -1;
+        if (self->nsampled > self->max_sampled && halve(self) < 0)
+            return -1;
+        s = self->sidx[slot];
+        if (s < 0)
+            return 0;
+    }
+    if (replay_sampled(self, s, slot, size) < 0)
+        return -1;
+    self->sampled++;
+    self->round_bytes += size;
+    return 1;
+}
+
+static PyObject *
+take_hits(Kernel *self)
+{
+    PyObject *hits = PyList_New(self->nc);
+    if (hits == NULL)
+        return NULL;
+    for (int c = 0; c < self->nc; c++) {
+        PyObject *value = PyFloat_FromDouble(self->shadows[c].hits);
+        if (value == NULL) {
+            Py_DECREF(hits);
+            return NULL;
+        }
+        PyList_SET_ITEM(hits, c, value);
+        self->shadows[c].hits = 0.0;
+    }
+    return hits;
+}
+
+PyDoc_STRVAR(access_doc,
+"access(group, t, weight=1.0, size=1.0)\n--\n\n"
+"Record one access of ``group`` at ``t`` worth ``weight`` (> 0); ``size`` (>= 0) is the group's size, in the\n"
+"unit of the capacity, for the shadow caches.  Every ``decision_every`` sampled accesses it calls\n"
+"``self._decide(hits)`` with the bytes each shadow hit in the round.");
+
+static PyObject *
+Kernel_access(Kernel *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *arg[4];
+    double t, weight, size, lw = 0.0;
+    if (access_arguments(args, nargs, kwnames, arg) < 0 || as_double(arg[1], 0.0, &t) < 0
+        || as_double(arg[2], 1.0, &weight) < 0 || as_double(arg[3], 1.0, &size) < 0)
+        return NULL;
+    if (weight != 1.0) {
+        if (!(weight > 0)) {
+            PyErr_SetString(PyExc_ValueError, "access weight must be > 0");
+            return NULL;
+        }
+        lw = log2(weight);
+    }
+    if (!(size >= 0)) {
+        PyErr_SetString(PyExc_ValueError, "access size must be >= 0");
+        return NULL;
+    }
+    if (!ready(self))
+        return NULL;
+    self->busy = 1;
+    int sampled = record(self, arg[0], t, lw, size);
+    self->busy = 0;
+    if (self->failed) {
+        self->failed = 0;
+        return NULL;
+    }
+    if (sampled < 0)
+        return NULL;
+    if (sampled && self->sampled >= self->decision_every) {
+        PyObject *hits = take_hits(self);
+        if (hits == NULL)
+            return NULL;
+        PyObject *done = PyObject_CallMethodOneArg((PyObject *)self, str_decide, hits);
+        Py_DECREF(hits);
+        if (done == NULL)
+            return NULL;
+        Py_DECREF(done);
+    }
+    Py_RETURN_NONE;
+}
+
+/* -- the rest of the policy's operations -------------------------------------------------------------------- */
+
+static void
+free_state(Kernel *self)
+{
+    for (Py_ssize_t s = 0; s < self->s_top; s++)
+        Py_CLEAR(self->s_group[s]);
+    if (self->shadows) {
+        for (int c = 0; c < self->nc; c++) {
+            PyMem_Free(self->shadows[c].size);
+            PyMem_Free(self->shadows[c].since);
+            PyMem_Free(self->shadows[c].heap);
+        }
+    }
+    PyMem_Free(self->shadows);
+    PyMem_Free(self->inverse);
+    PyMem_Free(self->K);
+    PyMem_Free(self->mix);
+    PyMem_Free(self->sidx);
+    PyMem_Free(self->free_slots);
+    PyMem_Free(self->s_slot);
+    PyMem_Free(self->s_group);
+    PyMem_Free(self->s_free);
+    self->shadows = NULL;
+    self->inverse = self->K = NULL;
+    self->mix = NULL;
+    self->sidx = self->free_slots = self->s_slot = self->s_free = NULL;
+    self->s_group = NULL;
+    self->nc = 0;
+    self->nslots = self->slot_cap = self->nfree = 0;
+    self->s_top = self->s_cap = self->s_nfree = self->nsampled = 0;
+}
+
+PyDoc_STRVAR(configure_doc,
+"_configure(inverses, active)\n--\n\n"
+"Start empty with one candidate per 1 / half-life of ``inverses``, ``active`` the one whose keys are _keys.");
+
+static PyObject *
+Kernel_configure(Kernel *self, PyObject *args)
+{
+    PyObject *inverses;
+    int active;
+    if (!PyArg_ParseTuple(args, "Oi:_configure", &inverses, &active))
+        return NULL;
+    PyObject *seq = PySequence_Fast(inverses, "inverses must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t nc = PySequence_Fast_GET_SIZE(seq);
+    if (nc < 1 || nc > 64 || active < 0 || active >= nc || self->busy) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "1 to 64 candidates, one of them active");
+        return NULL;
+    }
+    free_state(self);
+    Py_CLEAR(self->index);
+    self->index = PyDict_New();
+    self->inverse = PyMem_Calloc((size_t)nc, sizeof(double));
+    self->shadows = PyMem_Calloc((size_t)nc, sizeof(Shadow));
+    if (self->index == NULL || self->inverse == NULL || self->shadows == NULL) {
+        Py_DECREF(seq);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t c = 0; c < nc; c++) {
+        self->inverse[c] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, c));
+        if (self->inverse[c] == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    self->nc = (int)nc;
+    self->active = active;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(set_keys_doc,
+"_set_keys(group, keys)\n--\n\n"
+"Set the keys of ``group`` at every candidate (a new group is added); the active one goes to _keys and the\n"
+"group is touched.");
+
+static PyObject *
+Kernel_set_keys(Kernel *self, PyObject *args)
+{
+    PyObject *group, *keys;
+    if (!PyArg_ParseTuple(args, "OO:_set_keys", &group, &keys) || !ready(self))
+        return NULL;
+    PyObject *seq = PySequence_Fast(keys, "keys must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    double row[64];
+    int ok = PySequence_Fast_GET_SIZE(seq) == self->nc;
+    for (int c = 0; ok && c < self->nc; c++) {
+        row[c] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, c));
+        ok = !(row[c] == -1.0 && PyErr_Occurred());
+    }
+    Py_DECREF(seq);
+    if (!ok) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "one key per candidate");
+        return NULL;
+    }
+    Py_ssize_t slot = slot_of(self, group);
+    if (slot == -1)
+        slot = new_slot(self, group);
+    if (slot < 0)
+        return NULL;
+    memcpy(&self->K[slot * self->nc], row, (size_t)self->nc * sizeof(double));
+    if (set_active_key(self, group, row[self->active]) < 0 || PySet_Add(self->touched, group) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(forget_doc,
+"_forget(group)\n--\n\nDrop ``group``: its keys, its place in the sample and in the shadows, its touch.");
+
+static PyObject *
+Kernel_forget(Kernel *self, PyObject *group)
+{
+    if (!ready(self))
+        return NULL;
+    Py_ssize_t slot = slot_of(self, group);
+    if (slot == -2)
+        return NULL;
+    if (slot >= 0) {
+        Py_ssize_t s = self->sidx[slot];
+        if (s >= 0) {
+            if (drop_from_shadows(self, NULL, s, 0) < 0) {
+                self->failed = 0;
+                return NULL;
+            }
+            leave_sample(self, s);
+        }
+        if (PyDict_DelItem(self->index, group) < 0)
+            return NULL;
+        self->free_slots[self->nfree++] = slot;
+    }
+    PyObject *gone = PyObject_CallMethod(self->keys, "pop", "OO", group, Py_None);
+    if (gone == NULL)
+        return NULL;
+    Py_DECREF(gone);
+    if (PySet_Discard(self->touched, group) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(activate_doc,
+"_activate(to)\n--\n\nRank with candidate ``to``: _keys (the same dict, in the same order) gets its keys.");
+
+static PyObject *
+Kernel_activate(Kernel *self, PyObject *arg)
+{
+    int to = candidate(self, arg);
+    if (to < 0)
+        return NULL;
+    self->active = to;
+    Py_ssize_t pos = 0;
+    PyObject *group, *value;
+    while (PyDict_Next(self->keys, &pos, &group, &value)) { /* new values of the same keys: allowed */
+        Py_ssize_t slot = slot_of(self, group);
+        if (slot < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "a key the adaptive rating does not know");
+            return NULL;
+        }
+        if (set_active_key(self, group, self->K[slot * self->nc + to]) < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(evict_doc, "_evict(capacity)\n--\n\nEvict from every shadow down to ``capacity``.");
+
+static PyObject *
+Kernel_evict(Kernel *self, PyObject *arg)
+{
+    double capacity = PyFloat_AsDouble(arg);
+    if ((capacity == -1.0 && PyErr_Occurred()) || !ready(self))
+        return NULL;
+    for (int c = 0; c < self->nc; c++) {
+        if (evict(self, c, capacity) < 0) {
+            self->failed = 0;
+            return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(table_doc, "table(candidate)\n--\n\nA new dict of every group's key at ``candidate``, in _keys' order.");
+
+static PyObject *
+Kernel_table(Kernel *self, PyObject *arg)
+{
+    int c = candidate(self, arg);
+    if (c < 0)
+        return NULL;
+    PyObject *table = PyDict_New();
+    Py_ssize_t pos = 0;
+    PyObject *group, *value;
+    while (table != NULL && PyDict_Next(self->keys, &pos, &group, &value)) {
+        Py_ssize_t slot = slot_of(self, group);
+        PyObject *key = slot >= 0 ? PyFloat_FromDouble(self->K[slot * self->nc + c]) : NULL;
+        if (key == NULL || PyDict_SetItem(table, group, key) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "a key the adaptive rating does not know");
+            Py_XDECREF(key);
+            Py_CLEAR(table);
+            break;
+        }
+        Py_DECREF(key);
+    }
+    return table;
+}
+
+PyDoc_STRVAR(shadow_doc,
+"shadow(candidate)\n--\n\n(held, used, hits) of ``candidate``'s shadow: a new dict of the groups it holds -> their size,\n"
+"in the order they came in, the size it holds and the bytes it hit in the current round.");
+
+static PyObject *
+Kernel_shadow(Kernel *self, PyObject *arg)
+{
+    int c = candidate(self, arg);
+    if (c < 0)
+        return NULL;
+    Shadow *shadow = &self->shadows[c];
+    Py_ssize_t n;
+    Arrival *order = arrivals(self, shadow, &n);
+    if (order == NULL)
+        return NULL;
+    PyObject *held = PyDict_New();
+    for (Py_ssize_t i = 0; held && i < n; i++) {
+        PyObject *size = PyFloat_FromDouble(shadow->size[order[i].s]);
+        if (size == NULL || PyDict_SetItem(held, self->s_group[order[i].s], size) < 0)
+            Py_CLEAR(held);
+        Py_XDECREF(size);
+    }
+    PyMem_Free(order);
+    if (held == NULL)
+        return NULL;
+    return Py_BuildValue("(Ndd)", held, shadow->used, shadow->hits);
+}
+
+PyDoc_STRVAR(sample_doc, "_sample()\n--\n\nA new set of the groups in the sample.");
+
+static PyObject *
+Kernel_sample(Kernel *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *groups = PySet_New(NULL);
+    for (Py_ssize_t s = 0; groups && s < self->s_top; s++)
+        if (self->s_group[s] != NULL && PySet_Add(groups, self->s_group[s]) < 0)
+            Py_CLEAR(groups);
+    return groups;
+}
+
+static PyMethodDef Kernel_methods[] = {
+    {"access", (PyCFunction)(void (*)(void))Kernel_access, METH_FASTCALL | METH_KEYWORDS, access_doc},
+    {"_configure", (PyCFunction)Kernel_configure, METH_VARARGS, configure_doc},
+    {"_set_keys", (PyCFunction)Kernel_set_keys, METH_VARARGS, set_keys_doc},
+    {"_forget", (PyCFunction)Kernel_forget, METH_O, forget_doc},
+    {"_activate", (PyCFunction)Kernel_activate, METH_O, activate_doc},
+    {"_evict", (PyCFunction)Kernel_evict, METH_O, evict_doc},
+    {"table", (PyCFunction)Kernel_table, METH_O, table_doc},
+    {"shadow", (PyCFunction)Kernel_shadow, METH_O, shadow_doc},
+    {"_sample", (PyCFunction)Kernel_sample, METH_NOARGS, sample_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+/* -- attributes --------------------------------------------------------------------------------------------- */
+
+static PyMemberDef Kernel_members[] = {
+    {"epoch", T_DOUBLE, offsetof(Kernel, epoch), 0, "the time keys are relative to"},
+    {"_now", T_DOUBLE, offsetof(Kernel, now), 0, "the latest access time seen"},
+    {"active", T_INT, offsetof(Kernel, active), READONLY, "the index of the active candidate"},
+    {"sample_rate", T_DOUBLE, offsetof(Kernel, sample_rate), 0, "the share of the hash space sampled"},
+    {"max_sampled", T_PYSSIZET, offsetof(Kernel, max_sampled), 0, "the most groups sampled"},
+    {"capacity", T_DOUBLE, offsetof(Kernel, capacity), 0, "the real cache's size"},
+    {"_shadow_capacity", T_DOUBLE, offsetof(Kernel, shadow_capacity), 0, "each shadow's size (0: no shadows)"},
+    {"_sampled", T_PYSSIZET, offsetof(Kernel, sampled), 0, "sampled accesses in the current round"},
+    {"_round_bytes", T_DOUBLE, offsetof(Kernel, round_bytes), 0, "their sizes"},
+    {"decision_every", T_PYSSIZET, offsetof(Kernel, decision_every), 0, "sampled accesses per round"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyObject *
+get_object(Kernel *self, void *closure)
+{
+    PyObject *value = closure ? self->touched : self->keys;
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, closure ? "_touched" : "_keys");
+        return NULL;
+    }
+    return Py_NewRef(value);
+}
+
+static int
+set_object(Kernel *self, PyObject *value, void *closure)
+{
+    if (value == NULL || (closure ? !PySet_CheckExact(value) : !PyDict_CheckExact(value))) {
+        PyErr_SetString(PyExc_TypeError, closure ? "_touched must be a set" : "_keys must be a dict");
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the adaptive rating was re-entered while it was updating");
+        return -1;
+    }
+    Py_XSETREF(*(closure ? &self->touched : &self->keys), Py_NewRef(value));
+    return 0;
+}
+
+static PyObject *
+get_threshold(Kernel *self, void *Py_UNUSED(closure))
+{
+    if (!self->sample_all)
+        return PyLong_FromUnsignedLongLong(self->threshold);
+    PyObject *one = PyLong_FromLong(1), *shift = PyLong_FromLong(64), *all = NULL;
+    if (one && shift)
+        all = PyNumber_Lshift(one, shift);
+    Py_XDECREF(one);
+    Py_XDECREF(shift);
+    return all;
+}
+
+static int
+set_threshold(Kernel *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == NULL || !PyLong_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "_threshold must be an int");
+        return -1;
+    }
+    unsigned long long threshold = PyLong_AsUnsignedLongLong(value);
+    if (threshold == (unsigned long long)-1 && PyErr_Occurred()) { /* 2**64 (a rate of 1) or more: all */
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+        self->sample_all = 1;
+        self->threshold = 0;
+        return 0;
+    }
+    self->sample_all = 0;
+    self->threshold = threshold;
+    return 0;
+}
+
+static PyObject *
+get_nsampled(Kernel *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSsize_t(self->nsampled);
+}
+
+static PyGetSetDef Kernel_getset[] = {
+    {"_keys", (getter)get_object, (setter)set_object, "the active candidate's keys (a dict)", NULL},
+    {"_touched", (getter)get_object, (setter)set_object, "groups accessed since take_touched (a set)", (void *)1},
+    {"_threshold", (getter)get_threshold, (setter)set_threshold, "sampled: mixed hash below this", NULL},
+    {"sampled_groups", (getter)get_nsampled, NULL, "how many groups the shadow caches sample now (at most max_sampled)",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* -- the type ----------------------------------------------------------------------------------------------- */
+
+static PyObject *
+Kernel_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwargs))
+{
+    Kernel *self = (Kernel *)type->tp_alloc(type, 0); /* zeroed: nothing configured yet */
+    if (self != NULL) {
+        self->sample_all = 1;
+        self->sample_rate = 1.0;
+        self->max_sampled = PY_SSIZE_T_MAX;
+        self->decision_every = PY_SSIZE_T_MAX;
+    }
+    return (PyObject *)self;
+}
+
+static int
+Kernel_traverse(Kernel *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->keys);
+    Py_VISIT(self->touched);
+    Py_VISIT(self->index);
+    for (Py_ssize_t s = 0; s < self->s_top; s++)
+        Py_VISIT(self->s_group[s]);
+    return 0;
+}
+
+static int
+Kernel_clear(Kernel *self)
+{
+    Py_CLEAR(self->keys);
+    Py_CLEAR(self->touched);
+    Py_CLEAR(self->index);
+    for (Py_ssize_t s = 0; s < self->s_top; s++)
+        Py_CLEAR(self->s_group[s]);
+    return 0;
+}
+
+static void
+Kernel_dealloc(Kernel *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Kernel_clear(self);
+    free_state(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyType_Slot Kernel_slots[] = {
+    {Py_tp_doc, "The keys and shadow caches of lrfu-adaptive: the base of AdaptiveLRFUPolicy."},
+    {Py_tp_new, Kernel_new},
+    {Py_tp_dealloc, Kernel_dealloc},
+    {Py_tp_traverse, Kernel_traverse},
+    {Py_tp_clear, Kernel_clear},
+    {Py_tp_methods, Kernel_methods},
+    {Py_tp_members, Kernel_members},
+    {Py_tp_getset, Kernel_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Kernel_spec = {
+    .name = "htda.coordinator._adaptive.Kernel",
+    .basicsize = sizeof(Kernel),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = Kernel_slots,
+};
+
+static int
+module_exec(PyObject *module)
+{
+    str_decide = PyUnicode_InternFromString("_decide");
+    if (str_decide == NULL)
+        return -1;
+    PyObject *type = PyType_FromModuleAndSpec(module, &Kernel_spec, NULL);
+    if (type == NULL)
+        return -1;
+    int failed = PyModule_AddObjectRef(module, "Kernel", type);
+    Py_DECREF(type);
+    return failed;
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "htda.coordinator._adaptive",
+    .m_doc = "The hot path of lrfu-adaptive (htda.coordinator.adaptive) in C.",
+    .m_size = 0,
+    .m_slots = module_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__adaptive(void)
+{
+    return PyModuleDef_Init(&module_def);
+}
