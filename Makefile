@@ -13,8 +13,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# the daemon's own dependencies only: what `make run` needs
-$(VENV)/.runtime: setup.py pyproject.toml | $(BIN)/python
+# the daemon's own dependencies only: what `make run` needs; the install builds HTDA's C kernel in place (a C
+# compiler and Python's headers: scripts/install-build-deps), again whenever its source changes
+$(VENV)/.runtime: setup.py pyproject.toml htda/coordinator/_adaptive.c | $(BIN)/python
+	./scripts/install-build-deps $(BIN)/python
 	@echo "make: installing HTDA and what its daemon needs (CherryPy, PycURL, msgspec, SQLAlchemy, htcondor, uproot," \
 	      "numpy; about a minute the first time)..."
 	$(BIN)/pip install -q -e .

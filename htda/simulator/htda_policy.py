@@ -78,9 +78,11 @@ class HTDAPolicy(CachePolicy):
     def _rekey(self) -> None:
         """Every key changed (an adaptive rating switched half-life): re-key the cached files and rebuild the heaps
         in place (the replay loops hold them)."""
-        entry_key = self._entry_key
-        for oid in entry_key:
-            entry_key[oid] = self.file_key(oid)
+        entry_key, keys, group_of, more_groups, file_key = (self._entry_key, self.rating.keys(), self._group_of,
+                                                            self._more_groups, self.file_key)
+        fast = not self.per_size  # as in the replay loops: a file of one group has its group's key
+        entry_key.update({oid: keys[group_of[oid]] if fast and oid not in more_groups else file_key(oid)
+                          for oid in entry_key})
         if self.admission is None:
             self._heap[:] = [(key, oid) for oid, key in entry_key.items()]
         else:
