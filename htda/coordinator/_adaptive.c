@@ -12,9 +12,10 @@
  *   -1 when it is not in the sample);
  * - the active candidate's keys are also in the dict `_keys` (the policy's keys(), read by the coordinator
  *   and the simulator), in the order groups were first keyed;
- * - every sampled group has a sampled index: `s_slot`/`s_group` name its slot and group; each shadow keeps
- *   per sampled index the size it holds (OUT when it does not hold the group) and when the group came in
- *   (the order of a Python dict of residents, for sums in that order);
+ * - every sampled group has a sampled index: `s_slot`/`s_group` name its slot and group, and its `cells` (one
+ *   a candidate, side by side: what an access of it reads) hold a copy of its key at that candidate, the size
+ *   that candidate's shadow holds of it (OUT when it does not hold it) and when it came in there (the order of
+ *   a Python dict of residents, for sums in that order);
  * - each shadow's eviction order is a binary heap of (key when pushed, sampled index), lazy as keys only
  *   grow: an entry whose group's key has changed is re-pushed with the current key when it reaches the top.
  *   The heap pops the least (key, group), ties broken by comparing the groups as Python does for tuples: so
@@ -42,9 +43,13 @@ typedef struct {
 } Entry;
 
 typedef struct {
-    double *size; /* sampled index -> size while held, OUT otherwise */
-    uint64_t *since; /* sampled index -> when it came in */
-    uint64_t clock;
+    double key; /* the group's key at this candidate (a copy of its slot's, kept in step) */
+    double size; /* the size this candidate's shadow holds of it, OUT when it does not hold it */
+    uint64_t since; /* when it came in */
+} Cell;
+
+typedef struct {
+    uint64_t clock; /* groups that came in so far */
     Entry *heap;
     Py_ssize_t n, cap;
     double used, hits;
@@ -70,6 +75,7 @@ typedef struct {
     Py_ssize_t max_sampled, nsampled;
     Py_ssize_t *s_slot, s_top, s_cap, *s_free, s_nfree;
     PyObject **s_group;
+    Cell *cells; /* sampled index * nc + candidate */
     /* the shadows, one per candidate */
     Shadow *shadows;
     double capacity, shadow_capacity, round_bytes;
@@ -77,6 +83,8 @@ typedef struct {
 } Kernel;
 
 static PyObject *str_decide;
+
+#define CELL(self, s, c) (&(self)->cells[(s) * (self)->nc + (c)])
 
 static int ready(Kernel *self);
 
@@ -161,6 +169,16 @@ slot_of(Kernel *self, PyObject *group)
     if (slot == NULL)
         return PyErr_Occurred() ? -2 : -1;
     return PyLong_AsSsize_t(slot);
+}
+
+/* a sampled group's cells get its keys */
+static inline void
+sync_cells(Kernel *self, Py_ssize_t slot)
+{
+    Py_ssize_t s = self->sidx[slot];
+    if (s >= 0)
+        for (int c = 0; c < self->nc; c++)
+            CELL(self, s, c)->key = self->K[slot * self->nc + c];
 }
 
 static Py_ssize_t
@@ -278,7 +296,7 @@ evict(Kernel *self, int c, double capacity)
     Shadow *shadow = &self->shadows[c];
     while (shadow->used > capacity && shadow->n) {
         Entry *top = &shadow->heap[0];
-        double current = self->K[self->s_slot[top->s] * self->nc + c];
+        double current = CELL(self, top->s, c)->key;
         if (current != top->key) { /* accessed since it was pushed: re-push it with its key now */
             top->key = current;
             sift_down(self, shadow, 0);
@@ -288,8 +306,9 @@ evict(Kernel *self, int c, double capacity)
             shadow->heap[0] = shadow->heap[--shadow->n];
             if (shadow->n)
                 sift_down(self, shadow, 0);
-            shadow->used -= shadow->size[victim];
-            shadow->size[victim] = OUT;
+            Cell *gone = CELL(self, victim, c);
+            shadow->used -= gone->size;
+            gone->size = OUT;
         }
         if (self->failed)
             return -1;
@@ -309,9 +328,10 @@ by_arrival(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The sampled indices a shadow holds, in the order they came in (a new array of *count; NULL on error). */
+/* The sampled indices candidate c's shadow holds, in the order they came in (a new array of *count; NULL on
+ * error). */
 static Arrival *
-arrivals(Kernel *self, Shadow *shadow, Py_ssize_t *count)
+arrivals(Kernel *self, int c, Py_ssize_t *count)
 {
     Arrival *held = PyMem_Malloc((size_t)(self->s_top ? self->s_top : 1) * sizeof(Arrival));
     if (held == NULL) {
@@ -320,8 +340,9 @@ arrivals(Kernel *self, Shadow *shadow, Py_ssize_t *count)
     }
     Py_ssize_t n = 0;
     for (Py_ssize_t s = 0; s < self->s_top; s++) {
-        if (shadow->size[s] != OUT) {
-            held[n].since = shadow->since[s];
+        Cell *cell = CELL(self, s, c);
+        if (cell->size != OUT) {
+            held[n].since = cell->since;
             held[n++].s = s;
         }
     }
@@ -342,7 +363,7 @@ drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
         for (Py_ssize_t i = 0; i < shadow->n; i++) {
             Py_ssize_t s = shadow->heap[i].s;
             if (leaving ? leaving[s] : s == only)
-                shadow->size[s] = OUT;
+                CELL(self, s, c)->size = OUT;
             else
                 shadow->heap[kept++] = shadow->heap[i];
         }
@@ -350,12 +371,12 @@ drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
             continue;
         shadow->n = kept;
         heapify(self, shadow);
-        Arrival *held = arrivals(self, shadow, &n);
+        Arrival *held = arrivals(self, c, &n);
         if (held == NULL)
             return -1;
         double used = 0.0;
         for (Py_ssize_t i = 0; i < n; i++)
-            used += shadow->size[held[i].s];
+            used += CELL(self, held[i].s, c)->size;
         shadow->used = used;
         PyMem_Free(held);
     }
@@ -376,12 +397,9 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
             Py_ssize_t cap = self->s_cap ? 2 * self->s_cap : 1024;
             if (grow((void **)&self->s_slot, cap, sizeof(Py_ssize_t)) < 0
                 || grow((void **)&self->s_group, cap, sizeof(PyObject *)) < 0
-                || grow((void **)&self->s_free, cap, sizeof(Py_ssize_t)) < 0)
+                || grow((void **)&self->s_free, cap, sizeof(Py_ssize_t)) < 0
+                || grow((void **)&self->cells, cap * self->nc, sizeof(Cell)) < 0)
                 return -1;
-            for (int c = 0; c < self->nc; c++)
-                if (grow((void **)&self->shadows[c].size, cap, sizeof(double)) < 0
-                    || grow((void **)&self->shadows[c].since, cap, sizeof(uint64_t)) < 0)
-                    return -1;
             self->s_cap = cap;
         }
         s = self->s_top++;
@@ -389,8 +407,10 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
     self->s_slot[s] = slot;
     Py_INCREF(group);
     self->s_group[s] = group;
-    for (int c = 0; c < self->nc; c++)
-        self->shadows[c].size[s] = OUT;
+    for (int c = 0; c < self->nc; c++) {
+        CELL(self, s, c)->key = self->K[slot * self->nc + c];
+        CELL(self, s, c)->size = OUT;
+    }
     self->sidx[slot] = s;
     self->nsampled++;
     return 0;
@@ -437,31 +457,32 @@ halve(Kernel *self)
 
 /* -- an access --------------------------------------------------------------------------------------------- */
 
-/* one access of sampled group (index s, slot) through every shadow */
+/* one access of the sampled group of index s through every shadow */
 static int
-replay_sampled(Kernel *self, Py_ssize_t s, Py_ssize_t slot, double size)
+replay_sampled(Kernel *self, Py_ssize_t s, double size)
 {
     double capacity = self->shadow_capacity;
-    const double *keys = &self->K[slot * self->nc];
+    Cell *cells = CELL(self, s, 0);
     for (int c = 0; c < self->nc; c++) {
         Shadow *shadow = &self->shadows[c];
-        double old = shadow->size[s];
+        Cell *cell = &cells[c];
+        double old = cell->size;
         if (old != OUT) { /* a hit counts its bytes */
             shadow->hits += size;
             if (old != size) {
                 shadow->used += size - old;
-                shadow->size[s] = size;
+                cell->size = size;
             }
         }
         else if (size <= capacity) { /* a miss: the group comes in, the lowest keys go until it fits */
-            Entry entry = {keys[c], s};
+            Entry entry = {cell->key, s};
             if (shadow->used <= capacity && capacity < shadow->used + size && shadow->n
                 && entry_lt(self, &entry, &shadow->heap[0]))
                 continue; /* the lowest entry: evicting would drop it first and nothing else: it never enters */
             if (self->failed || push(self, shadow, entry.key, s) < 0)
                 return -1;
-            shadow->size[s] = size;
-            shadow->since[s] = shadow->clock++;
+            cell->size = size;
+            cell->since = shadow->clock++;
             shadow->used += size;
             if (shadow->used > capacity && evict(self, c, capacity) < 0)
                 return -1;
@@ -541,6 +562,7 @@ record(Kernel *self, PyObject *group, double t, double lw, double size)
         double *row = &self->K[slot * nc], was = row[active];
         for (int c = 0; c < nc; c++)
             row[c] = add_key(row[c], lw + base * self->inverse[c]);
+        sync_cells(self, slot);
         if (row[active] != was && set_active_key(self, group, row[active]) < 0)
             return -1;
     }
@@ -570,7 +592,7 @@ record(Kernel *self, PyObject *group, double t, double lw, double size)
         if (s < 0)
             return 0;
     }
-    if (replay_sampled(self, s, slot, size) < 0)
+    if (replay_sampled(self, s, size) < 0)
         return -1;
     self->sampled++;
     self->round_bytes += size;
@@ -652,11 +674,8 @@ free_state(Kernel *self)
     for (Py_ssize_t s = 0; s < self->s_top; s++)
         Py_CLEAR(self->s_group[s]);
     if (self->shadows) {
-        for (int c = 0; c < self->nc; c++) {
-            PyMem_Free(self->shadows[c].size);
-            PyMem_Free(self->shadows[c].since);
+        for (int c = 0; c < self->nc; c++)
             PyMem_Free(self->shadows[c].heap);
-        }
     }
     PyMem_Free(self->shadows);
     PyMem_Free(self->inverse);
@@ -667,6 +686,8 @@ free_state(Kernel *self)
     PyMem_Free(self->s_slot);
     PyMem_Free(self->s_group);
     PyMem_Free(self->s_free);
+    PyMem_Free(self->cells);
+    self->cells = NULL;
     self->shadows = NULL;
     self->inverse = self->K = NULL;
     self->mix = NULL;
@@ -753,6 +774,7 @@ Kernel_set_keys(Kernel *self, PyObject *args)
     if (slot < 0)
         return NULL;
     memcpy(&self->K[slot * self->nc], row, (size_t)self->nc * sizeof(double));
+    sync_cells(self, slot);
     if (set_active_key(self, group, row[self->active]) < 0 || PySet_Add(self->touched, group) < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -869,14 +891,13 @@ Kernel_shadow(Kernel *self, PyObject *arg)
     int c = candidate(self, arg);
     if (c < 0)
         return NULL;
-    Shadow *shadow = &self->shadows[c];
     Py_ssize_t n;
-    Arrival *order = arrivals(self, shadow, &n);
+    Arrival *order = arrivals(self, c, &n);
     if (order == NULL)
         return NULL;
     PyObject *held = PyDict_New();
     for (Py_ssize_t i = 0; held && i < n; i++) {
-        PyObject *size = PyFloat_FromDouble(shadow->size[order[i].s]);
+        PyObject *size = PyFloat_FromDouble(CELL(self, order[i].s, c)->size);
         if (size == NULL || PyDict_SetItem(held, self->s_group[order[i].s], size) < 0)
             Py_CLEAR(held);
         Py_XDECREF(size);
@@ -884,7 +905,7 @@ Kernel_shadow(Kernel *self, PyObject *arg)
     PyMem_Free(order);
     if (held == NULL)
         return NULL;
-    return Py_BuildValue("(Ndd)", held, shadow->used, shadow->hits);
+    return Py_BuildValue("(Ndd)", held, self->shadows[c].used, self->shadows[c].hits);
 }
 
 PyDoc_STRVAR(sample_doc, "_sample()\n--\n\nA new set of the groups in the sample.");
