@@ -109,10 +109,12 @@ class HTDAPolicy(CachePolicy):
         for t, oid, size, group in zip(times, ids, sizes, groups):
             if group == NO_GROUP:
                 group = -2 - oid  # a file without a group is its own group; ids never collide
-            if group_bytes is not None and oid not in group_of:
-                group_bytes[group] = group_bytes.get(group, 0) + size
-            known = group_of.setdefault(oid, group)
-            if known != group:
+            known = group_of.get(oid)
+            if known is None:  # a new file: its group's size grows by it
+                group_of[oid] = known = group
+                if group_bytes is not None:
+                    group_bytes[group] = group_bytes.get(group, 0) + size
+            elif known != group:
                 more_groups.setdefault(oid, {known}).add(group)
             if not per_job or last_access.get(group) != t:
                 last_access[group] = t
@@ -195,10 +197,12 @@ class HTDAPolicy(CachePolicy):
         for t, oid, size, group, h, g in zip(times, ids, sizes, groups, *mixes):
             if group == NO_GROUP:
                 group = -2 - oid
-            if group_bytes is not None and oid not in group_of:
-                group_bytes[group] = group_bytes.get(group, 0) + size
-            known = group_of.setdefault(oid, group)
-            if known != group:
+            known = group_of.get(oid)
+            if known is None:  # a new file: its group's size grows by it
+                group_of[oid] = known = group
+                if group_bytes is not None:
+                    group_bytes[group] = group_bytes.get(group, 0) + size
+            elif known != group:
                 more_groups.setdefault(oid, {known}).add(group)
             if not per_job or last_access.get(group) != t:
                 last_access[group] = t
