@@ -538,7 +538,7 @@ as_double(PyObject *value, double fallback, double *out)
 static int
 ready(Kernel *self)
 {
-    if (self->nc == 0 || self->keys == NULL || self->touched == NULL) {
+    if (self->nc == 0 || self->keys == NULL || self->touched == NULL || self->index == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the adaptive rating is not configured");
         return 0;
     }

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import random
+import weakref
 from collections.abc import Collection
 from typing import Any
 
@@ -177,6 +179,30 @@ def test_forgetting_a_group_drops_it_from_every_table_and_shadow():
     candidates = policy.candidates()
     assert 3 not in policy and all(3 not in c.keys and 3 not in c.residents for c in candidates)
     assert all(c.used == sum(c.residents.values()) for c in candidates) and candidates[0].residents
+
+
+def test_an_access_takes_its_arguments_by_position_or_name_and_refuses_bad_ones_before_recording():
+    policy = adaptive(start=LONG)
+    policy.access("a", 1.0, size=2.0)
+    policy.access(t=2, group="b", weight=2.0)
+    assert set(policy.keys()) == {"a", "b"} and policy.take_touched() == {"a", "b"}
+    for args, kwargs, error in ((("c", 3.0, 0.0), {}, ValueError), (("c", 3.0, 1.0, -1.0), {}, ValueError),
+                                (("c",), {}, TypeError), (("c", 3.0), {"sizes": 1.0}, TypeError),
+                                (("c", 3.0), {"t": 3.0}, TypeError), ((["c"], 3.0), {}, TypeError)):
+        with pytest.raises(error):
+            policy.access(*args, **kwargs)
+    assert "c" not in policy and not policy.take_touched()
+
+
+def test_a_policy_in_a_reference_cycle_is_collected():
+    policy = adaptive(start=LONG)
+    for t, g in drifting(phases=1, rounds=2):
+        policy.access(g, t)
+    policy.on_switch = policy.take_touched  # the policy refers to itself
+    gone = weakref.ref(policy)
+    del policy
+    gc.collect()
+    assert gone() is None
 
 
 def test_the_coordinator_sizes_the_shadows_by_the_placed_groups(inprocess_node):
