@@ -67,7 +67,7 @@ typedef struct {
     double *K; /* slot * nc + candidate -> key */
     uint64_t *mix;
     Py_ssize_t *sidx;
-    Py_ssize_t nslots, slot_cap, *free_slots, nfree;
+    Py_ssize_t nslots, slot_cap, *free_slots, nfree, free_cap; /* slots of forgotten groups, to reuse */
     /* the sample */
     int sample_all; /* the threshold is 2**64: every group */
     uint64_t threshold;
@@ -188,7 +188,8 @@ new_slot(Kernel *self, PyObject *group)
     if (mixed(group, &mix) < 0)
         return -1;
     Py_ssize_t slot;
-    if (self->nfree) {
+    int reused = self->nfree > 0;
+    if (reused) {
         slot = self->free_slots[--self->nfree];
     }
     else {
@@ -196,8 +197,7 @@ new_slot(Kernel *self, PyObject *group)
             Py_ssize_t cap = self->slot_cap ? 2 * self->slot_cap : 1024;
             if (grow((void **)&self->K, cap * self->nc, sizeof(double)) < 0
                 || grow((void **)&self->mix, cap, sizeof(uint64_t)) < 0
-                || grow((void **)&self->sidx, cap, sizeof(Py_ssize_t)) < 0
-                || grow((void **)&self->free_slots, cap, sizeof(Py_ssize_t)) < 0)
+                || grow((void **)&self->sidx, cap, sizeof(Py_ssize_t)) < 0)
                 return -1;
             self->slot_cap = cap;
         }
@@ -206,7 +206,10 @@ new_slot(Kernel *self, PyObject *group)
     PyObject *number = PyLong_FromSsize_t(slot);
     if (number == NULL || PyDict_SetItem(self->index, group, number) < 0) {
         Py_XDECREF(number);
-        self->free_slots[self->nfree++] = slot;
+        if (reused)
+            self->nfree++;
+        else
+            self->nslots--;
         return -1;
     }
     Py_DECREF(number);
@@ -694,7 +697,7 @@ free_state(Kernel *self)
     self->sidx = self->free_slots = self->s_slot = self->s_free = NULL;
     self->s_group = NULL;
     self->nc = 0;
-    self->nslots = self->slot_cap = self->nfree = 0;
+    self->nslots = self->slot_cap = self->nfree = self->free_cap = 0;
     self->s_top = self->s_cap = self->s_nfree = self->nsampled = 0;
 }
 
@@ -783,32 +786,45 @@ Kernel_set_keys(Kernel *self, PyObject *args)
 PyDoc_STRVAR(forget_doc,
 "_forget(group)\n--\n\nDrop ``group``: its keys, its place in the sample and in the shadows, its touch.");
 
+static int
+forget(Kernel *self, PyObject *group)
+{
+    Py_ssize_t slot = slot_of(self, group);
+    if (slot == -2)
+        return -1;
+    if (slot >= 0) {
+        if (self->nfree == self->free_cap) {
+            Py_ssize_t cap = self->free_cap ? 2 * self->free_cap : 64;
+            if (grow((void **)&self->free_slots, cap, sizeof(Py_ssize_t)) < 0)
+                return -1;
+            self->free_cap = cap;
+        }
+        Py_ssize_t s = self->sidx[slot];
+        if (s >= 0) {
+            if (drop_from_shadows(self, NULL, s, 0) < 0)
+                return -1;
+            leave_sample(self, s);
+        }
+        if (PyDict_DelItem(self->index, group) < 0)
+            return -1;
+        self->free_slots[self->nfree++] = slot;
+    }
+    PyObject *gone = PyObject_CallMethod(self->keys, "pop", "OO", group, Py_None);
+    if (gone == NULL)
+        return -1;
+    Py_DECREF(gone);
+    return PySet_Discard(self->touched, group) < 0 ? -1 : 0;
+}
+
 static PyObject *
 Kernel_forget(Kernel *self, PyObject *group)
 {
     if (!ready(self))
         return NULL;
-    Py_ssize_t slot = slot_of(self, group);
-    if (slot == -2)
-        return NULL;
-    if (slot >= 0) {
-        Py_ssize_t s = self->sidx[slot];
-        if (s >= 0) {
-            if (drop_from_shadows(self, NULL, s, 0) < 0) {
-                self->failed = 0;
-                return NULL;
-            }
-            leave_sample(self, s);
-        }
-        if (PyDict_DelItem(self->index, group) < 0)
-            return NULL;
-        self->free_slots[self->nfree++] = slot;
-    }
-    PyObject *gone = PyObject_CallMethod(self->keys, "pop", "OO", group, Py_None);
-    if (gone == NULL)
-        return NULL;
-    Py_DECREF(gone);
-    if (PySet_Discard(self->touched, group) < 0)
+    self->busy = 1;
+    int failed = forget(self, group);
+    self->busy = self->failed = 0;
+    if (failed)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -823,18 +839,19 @@ Kernel_activate(Kernel *self, PyObject *arg)
     if (to < 0)
         return NULL;
     self->active = to;
+    self->busy = 1;
     Py_ssize_t pos = 0;
     PyObject *group, *value;
-    while (PyDict_Next(self->keys, &pos, &group, &value)) { /* new values of the same keys: allowed */
+    int failed = 0;
+    while (!failed && PyDict_Next(self->keys, &pos, &group, &value)) { /* new values of the same keys: allowed */
         Py_ssize_t slot = slot_of(self, group);
-        if (slot < 0) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_RuntimeError, "a key the adaptive rating does not know");
-            return NULL;
-        }
-        if (set_active_key(self, group, self->K[slot * self->nc + to]) < 0)
-            return NULL;
+        if (slot < 0 && !PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "a key the adaptive rating does not know");
+        failed = slot < 0 || set_active_key(self, group, self->K[slot * self->nc + to]) < 0;
     }
+    self->busy = 0;
+    if (failed)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -846,12 +863,13 @@ Kernel_evict(Kernel *self, PyObject *arg)
     double capacity = PyFloat_AsDouble(arg);
     if ((capacity == -1.0 && PyErr_Occurred()) || !ready(self))
         return NULL;
-    for (int c = 0; c < self->nc; c++) {
-        if (evict(self, c, capacity) < 0) {
-            self->failed = 0;
-            return NULL;
-        }
-    }
+    int failed = 0;
+    self->busy = 1;
+    for (int c = 0; c < self->nc && !failed; c++)
+        failed = evict(self, c, capacity);
+    self->busy = self->failed = 0;
+    if (failed)
+        return NULL;
     Py_RETURN_NONE;
 }
 
