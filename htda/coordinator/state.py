@@ -167,6 +167,12 @@ class RatingState:
             per_unit = np.where(sizes > 0, np.log2(sizes / GIB), 0.0)  # 0 bytes: one unit, as normalised_key
         return np.where(keys == NEVER, keys, keys - per_unit)
 
+    def pinned_mask(self, fids: np.ndarray) -> np.ndarray:
+        """Which of ``fids`` are pinned (under the lock: a pin changes the set in place)."""
+        with self.lock:
+            pinned = np.fromiter(self.pinned, dtype=np.int64, count=len(self.pinned))
+        return np.isin(fids, pinned)
+
     def lists_by_node(self, placement: Mapping[int, str]) -> dict[str, list[int]]:
         """The placed files of each node, pinned first, then best first (equal keys in placement order)."""
         if not placement:
@@ -176,8 +182,7 @@ class RatingState:
         fids = np.fromiter(placement.keys(), dtype=np.int64, count=len(placement))
         nodes = np.fromiter(map(index.__getitem__, placement.values()), dtype=np.int32, count=len(placement))
         keys = self.file_order_keys(fids)
-        pinned = np.isin(fids, np.fromiter(self.pinned, dtype=np.int64, count=len(self.pinned)))
-        order = np.lexsort((-keys, ~pinned, nodes))  # stable: ties keep the placement's order
+        order = np.lexsort((-keys, ~self.pinned_mask(fids), nodes))  # stable: ties keep the placement's order
         fids, nodes = fids[order], nodes[order]
         parts = np.split(fids, np.searchsorted(nodes, np.arange(1, len(names))))
         return {name: part.tolist() for name, part in zip(names, parts) if len(part)}
@@ -234,11 +239,10 @@ class RatingState:
             candidates = [GroupCandidate(gid, _relative(key, top), self._files_of(gid)) for gid, key in changed.items()]
             candidates += [GroupCandidate(("pin", fid), math.inf, (fid,)) for fid in self.pinned]
             fids = np.fromiter(placed, dtype=np.int64)
-            pinned = np.fromiter(self.pinned, dtype=np.int64, count=len(self.pinned))
         placed_keys = self.file_order_keys(fids)
         with np.errstate(over="ignore", invalid="ignore"):  # as _relative: NEVER scores 0, overflow inf
             relative = np.where(placed_keys == NEVER, 0.0, np.power(2.0, placed_keys - top))
-        relative[np.isin(fids, pinned)] = math.inf
+        relative[self.pinned_mask(fids)] = math.inf
         return candidates, dict(zip(fids.tolist(), relative.tolist()))
 
     def _sorted_groups(self, keys: dict[int, float]) -> list[int]:
