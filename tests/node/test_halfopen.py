@@ -18,9 +18,14 @@ def bench():
     return module
 
 
+#: a probe that waited for a held worker would take the header deadline (5 s); a loaded CI machine (6 test
+#: workers on 2 cores) has delayed a healthy probe past 1 s
+SLOWEST_PROBE = 2.0
+
+
 def assert_unharmed(fig: dict, connections: int) -> None:
     assert fig["held_mean"] > 0.6 * connections, f"the attack did not hold its connections: {fig}"
-    assert fig["failures"] == 0 and fig["max"] < 1.0, f"/healthz was slow or silent: {fig}"
+    assert fig["failures"] == 0 and fig["max"] < SLOWEST_PROBE, f"/healthz was slow or silent: {fig}"
     assert not fig["member_dropped"], f"the pool lost its member: {fig}"
 
 
