@@ -27,7 +27,9 @@ from ..node.config import Field, ListOf, Section, positive
 from ..node.periodic import Periodic
 from ..protocol import coordinator
 from ..protocol.base import Endpoint, ProtocolError, check_answer, to_wire
+from ..protocol.cache import CacheFacts
 from ..protocol.clients import LocatorClient
+from ..protocol.node import facts_in
 from . import classads
 from .channel import Answer, Call, HookServer, Refused
 from .homes import Homes
@@ -269,7 +271,8 @@ class SubmitAgent(Component):
 
     def first_read_home(self, lfns: list[str]) -> str | None:
         """The node to read ``lfns`` first (no node holds any of them): see :mod:`htda.condor.homes`."""
-        nodes = [m.name for m in self.node.members("cache") if m.info.get("cache", {}).get("capacity_bytes")]
+        nodes = [m.name for m in self.node.members("cache")
+                 if (facts := facts_in(m.info, "cache", CacheFacts)) is not None and facts.capacity_bytes]
         home = self.homes.choose(lfns, nodes)
         if home is not None:
             self._homed.inc(node=home)

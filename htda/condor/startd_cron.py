@@ -18,7 +18,12 @@ import time
 from ..protocol import paths
 from .hooks import Setting, node_request, read_settings
 
-__all__ = ["main", "machine_attributes"]
+__all__ = ["CACHE_ATTRIBUTES", "main", "machine_attributes"]
+
+#: machine-ad attribute of each cache fact (:class:`htda.protocol.cache.CacheFacts`, whose fields a test checks
+#: these against: this script imports only :mod:`htda.protocol.paths`, to start fast)
+CACHE_ATTRIBUTES = {"files": "HTDA_CacheFiles", "free_bytes": "HTDA_CacheFreeBytes",
+                    "capacity_bytes": "HTDA_CacheCapacityBytes"}
 
 
 def machine_attributes(settings: dict[str, Setting], timeout: float = 2.0) -> dict[str, object]:
@@ -36,8 +41,7 @@ def machine_attributes(settings: dict[str, Setting], timeout: float = 2.0) -> di
         members = json.loads(body).get("members", []) if status == 200 else []
         cache = next((m.get("info", {}).get("cache") for m in members if m.get("name") == me["name"]), None)
         if isinstance(cache, dict):
-            for key, attr in (("files", "HTDA_CacheFiles"), ("free_bytes", "HTDA_CacheFreeBytes"),
-                              ("capacity_bytes", "HTDA_CacheCapacityBytes")):
+            for key, attr in CACHE_ATTRIBUTES.items():
                 if isinstance(cache.get(key), int):
                     attrs[attr] = cache[key]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

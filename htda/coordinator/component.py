@@ -10,13 +10,15 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any
 
 from ..node import plugins
 from ..node.component import Component
 from ..node.config import ConfigError, Field, Section, one_of, plugin_of, positive
 from ..node.periodic import Periodic
 from ..node.rest import HTTPError, Request
+from ..protocol.cache import CacheFacts
+from ..protocol.node import facts_in
 from . import api
 from .adaptive import AdaptiveLRFUPolicy
 from .admission import ADMISSIONS
@@ -46,11 +48,6 @@ def _fraction(value: float) -> str | None:
 
 def _half_lives(values: list[float]) -> str | None:
     return None if values and all(v > 0 for v in values) else "must list at least one half-life, each > 0 seconds"
-
-
-def _byte_count(value: Any) -> TypeGuard[int]:
-    """A believable number of bytes from a heartbeat (it fits the database's 64-bit columns)."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
 
 
 class CoordinatorComponent(Component):
@@ -242,11 +239,9 @@ class CoordinatorComponent(Component):
         """Live cache members that publish a capacity in their heartbeat."""
         nodes = []
         for member in self.node.members("cache"):
-            info = member.info.get("cache") or {}
-            capacity = info.get("capacity_bytes")
-            if _byte_count(capacity):
-                free = info.get("free_bytes")
-                nodes.append(CacheNode(member.name, member.url, capacity, free if _byte_count(free) else None))
+            facts = facts_in(member.info, "cache", CacheFacts)
+            if facts is not None and facts.capacity_bytes:
+                nodes.append(CacheNode(member.name, member.url, facts.capacity_bytes, facts.free_bytes))
         return nodes
 
     def run_cycle(self, full: bool = False):

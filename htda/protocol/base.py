@@ -33,6 +33,8 @@ Text = Annotated[str, Meta(max_length=255)]
 Lfn = Annotated[str, Meta(min_length=1, max_length=4096)]
 #: seconds since the epoch
 Time = Annotated[float, Meta(ge=0)]
+#: a count of bytes (it fits the coordinator's 64-bit database columns)
+Bytes = Annotated[int, Meta(ge=0, lt=1 << 62)]
 
 
 class Body(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

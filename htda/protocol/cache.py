@@ -7,7 +7,7 @@ from typing import Annotated
 from msgspec import UNSET, Meta, UnsetType
 
 from . import paths
-from .base import Answer, Body, Endpoint
+from .base import Answer, Body, Bytes, Endpoint
 
 __all__ = ["BASE", "COPIES", "CYCLE", "CacheCycle", "CacheCycleRequest", "CacheFacts", "CacheFiles", "Copy", "DEVICES",
            "Device",
@@ -21,11 +21,11 @@ class CacheFacts(Answer):
     """What a cache node says of itself in its heartbeats (``info.cache``): use, room and copies held and being
     made, in the order ``htda nodes`` shows them."""
 
-    used_bytes: int
-    free_bytes: int
-    capacity_bytes: int
-    files: int
-    staging: int
+    used_bytes: Bytes
+    free_bytes: Bytes
+    capacity_bytes: Bytes
+    files: Annotated[int, Meta(ge=0)]
+    staging: Annotated[int, Meta(ge=0)]
 
 
 class Copy(Answer):

@@ -12,7 +12,7 @@ from . import paths
 from .base import Answer, Body, Endpoint, Name, ProtocolError, check_answer
 
 __all__ = ["HEALTH", "HEARTBEAT", "Health", "Heartbeat", "HeartbeatAnswer", "LoopHealth", "METRICS", "MemberInfo",
-           "NODE", "NodeInfo", "OPENAPI", "POOL", "PoolView", "member_facts"]
+           "NODE", "NodeInfo", "OPENAPI", "POOL", "PoolView", "facts_in", "member_facts"]
 
 Role = Annotated[str, Meta(max_length=64)]
 
@@ -98,7 +98,12 @@ def member_facts(member: Mapping[str, Any], component: str, kind: type[F]) -> F 
     """What ``member`` (a :class:`MemberInfo` as plain JSON) says of its ``component`` in its heartbeats
     (``info[component]``), as ``kind`` (e.g. :class:`~htda.protocol.cache.CacheFacts`); None if it says nothing,
     or nothing that fits (a member of another version)."""
-    facts = (member.get("info") or {}).get(component)
+    return facts_in(member.get("info") or {}, component, kind)
+
+
+def facts_in(info: Mapping[str, Any], component: str, kind: type[F]) -> F | None:
+    """:func:`member_facts` of a member's ``info`` (what the node runtime's members carry)."""
+    facts = info.get(component)
     if facts is None:
         return None
     try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import classad2
 
+from htda.condor.startd_cron import CACHE_ATTRIBUTES
+from htda.protocol.cache import CacheFacts
 from testkit.nodes import free_port
 
 from .kit import run_hook, write_hook_config
@@ -37,3 +39,7 @@ def test_names_are_written_in_old_classad_syntax(inprocess_node, tmp_path):
     node = inprocess_node('w\\1"x', ["locator"])
     run = run_hook("htda_startd_cron", b"", write_hook_config(tmp_path / "h.toml", node=node.url), direct=True)
     assert machine_ad(run.stdout)["HTDA_NodeName"] == 'w\\1"x'
+
+
+def test_the_machine_attributes_name_facts_a_cache_node_publishes():
+    assert set(CACHE_ATTRIBUTES) <= set(CacheFacts.__struct_fields__)

@@ -205,15 +205,6 @@ def test_a_policy_in_a_reference_cycle_is_collected():
     assert gone() is None
 
 
-def test_the_coordinator_sizes_the_shadows_by_the_placed_groups(inprocess_node):
-    component = inprocess_node("coord", ["coordinator"]).components["coordinator"]
-    component.core.placement = {1: "w1", 2: "w1", 3: "w2", 4: "w2"}
-    for fid, gid in {1: 10, 2: 10, 3: 11}.items():  # file 4: no group known yet
-        component.core.state.best_group[fid] = gid
-    component._size_shadows()
-    assert component.core.state.policy.capacity == 2
-
-
 # The reference's parts for what the C kernel does (htda/coordinator/_adaptive.c): the sampling hash and a shadow
 # cache, in Python.
 

@@ -42,7 +42,8 @@ def _start_jobs(call, clock: FakeClock, jobs: int = 2) -> None:
 
 def _cycle(node, call, signed) -> dict | None:
     """w1 heartbeats (so it stays a live cache member however far the clock moved), then one cycle."""
-    heartbeat(signed, node.url, "w1", ["cache"], info={"cache": {"capacity_bytes": 10_000, "free_bytes": 10_000}})
+    heartbeat(signed, node.url, "w1", ["cache"], info={"cache": {"capacity_bytes": 10_000, "free_bytes": 10_000,
+                                                                  "used_bytes": 0, "files": 0, "staging": 0}})
     return call(paths.CYCLE, {})["cycle"]
 
 
@@ -93,3 +94,25 @@ def test_storage_reads_count_for_their_ttl_and_go_with_a_cache_node_that_leaves(
     assert "w1" not in {m.name for m in node.members()}
     assert call(paths.READS)["nodes"] == {}
     assert call(paths.CYCLE, {})["cycle"] is None  # no live cache node: the placement is kept as it is
+
+
+@pytest.mark.parametrize("facts", [{"capacity_bytes": -1}, {"capacity_bytes": True}, {"capacity_bytes": 1 << 62},
+                                   {"capacity_bytes": 0}, {"staging": "many"}, {"files": None}])
+def test_a_cache_member_whose_facts_do_not_fit_gets_no_files(clocked, signed, facts):
+    make, _ = clocked
+    node, _ = make()
+    fitting = {"capacity_bytes": 10_000, "free_bytes": 10_000, "used_bytes": 0, "files": 0, "staging": 0}
+    heartbeat(signed, node.url, "w1", ["cache"], info={"cache": fitting})
+    heartbeat(signed, node.url, "w2", ["cache"], info={"cache": {**fitting, **facts}})
+    assert [n.name for n in node.components["coordinator"].cache_nodes()] == ["w1"]
+
+
+def test_the_adaptive_shadows_model_a_cache_of_the_placed_groups(clocked, signed):
+    make, clock = clocked
+    node, call = make()
+    _start_jobs(call, clock)  # one group of three files
+    call(paths.JOBS, {"jobs": [{"job_id": "s#2.0", "owner": "alice", "inputs": ["/store/run2/f0.root"],
+                                "sizes": {"/store/run2/f0.root": 1000}}]})
+    call(paths.EVENTS, {"events": [{"job_id": "s#2.0", "state": "started", "time": clock.time()}]})
+    assert _cycle(node, call, signed) is not None
+    assert node.components["coordinator"].core.state.policy.capacity == 2
