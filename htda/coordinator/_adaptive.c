@@ -926,7 +926,7 @@ Kernel_shadow(Kernel *self, PyObject *arg)
     return Py_BuildValue("(Ndd)", held, self->shadows[c].used, self->shadows[c].hits);
 }
 
-PyDoc_STRVAR(sample_doc, "_sample()\n--\n\nA new set of the groups in the sample.");
+PyDoc_STRVAR(sample_doc, "sampled()\n--\n\nThe groups whose accesses the shadow caches replay (a new set).");
 
 static PyObject *
 Kernel_sample(Kernel *self, PyObject *Py_UNUSED(ignored))
@@ -947,7 +947,7 @@ static PyMethodDef Kernel_methods[] = {
     {"_evict", (PyCFunction)Kernel_evict, METH_O, evict_doc},
     {"table", (PyCFunction)Kernel_table, METH_O, table_doc},
     {"shadow", (PyCFunction)Kernel_shadow, METH_O, shadow_doc},
-    {"_sample", (PyCFunction)Kernel_sample, METH_NOARGS, sample_doc},
+    {"sampled", (PyCFunction)Kernel_sample, METH_NOARGS, sample_doc},
     {NULL, NULL, 0, NULL},
 };
 
