@@ -21,6 +21,14 @@ cache around them:
   stable part of itself instead of cycling through it.
 - Keys only grow, so the eviction heap is lazy: an entry whose key went stale
   is re-pushed with the current key when it reaches the top, never on access.
+
+The request loop of :meth:`HTDAPolicy.replay` is C (``_replay.c``, built by
+``setup.py`` like the rating's kernel): the same steps on the same tables (the
+dicts below and a heapq heap of (key, file) tuples), so :meth:`file_key` and
+the re-keying after a switch of an adaptive rating read and rebuild what it
+fills.  Its decisions are those of the Python loop that
+``tests/simulator/test_compiled.py`` keeps as a reference.  The loop with an
+admission filter (:meth:`HTDAPolicy._replay_admitted`) is still Python.
 """
 
 from __future__ import annotations
@@ -33,6 +41,12 @@ from ..coordinator.admission import FrequencySketch, TinyLFUAdmission
 from ..coordinator.rating import RatingPolicy, best_key, normalised_key
 from .policies import CachePolicy
 from .trace import NO_GROUP
+
+try:
+    from ._replay import Loop
+except ImportError as exc:  # a source tree used without installing it
+    raise ImportError(f"HTDA's C kernels are not built ({exc}): install HTDA (`make .venv/.installed`, `pip install "
+                      "-e .`) or build them in place (`python setup.py build_ext --inplace`)") from exc
 
 __all__ = ["HTDAPolicy", "ACCESS_MODES"]
 
@@ -68,6 +82,16 @@ class HTDAPolicy(CachePolicy):
             rating.set_capacity(capacity)  # type: ignore[attr-defined]
             rating.on_switch = self._rekey  # type: ignore[attr-defined]
             self._group_bytes = {}  # group -> bytes of the files first requested in it (its shadows' size)
+        # the compiled request loop over these tables (without admission); fast: a file of one group, not rated
+        # per size, has its group's key, read straight from the rating's key table (its public read-only view)
+        self._loop = Loop(group_of=self._group_of, more_groups=self._more_groups, last_access=self._last_access,
+                          entry_key=self._entry_key, sizes=self._sizes, heap=self._heap, group_bytes=self._group_bytes,
+                          rating=rating, file_key=self.file_key, capacity=self.capacity,
+                          per_job=accesses == "job", fast=not per_size)
+
+    def contents(self) -> dict[int, int]:
+        """The cached files and their sizes (a copy)."""
+        return dict(self._sizes)
 
     def file_key(self, oid: int) -> float:
         """The file's current key: the best of its groups' keys (per byte if ``per_size``)."""
@@ -95,67 +119,9 @@ class HTDAPolicy(CachePolicy):
     def replay(self, times, ids, sizes, groups):
         if self.admission is not None:
             return self._replay_admitted(times, ids, sizes, groups, self.admission)
-        rating, group_of, more_groups, last_access = self.rating, self._group_of, self._more_groups, self._last_access
-        entry_key, cached_sizes, heap, cap, used = self._entry_key, self._sizes, self._heap, self.capacity, self.used
-        access, file_key, keys = rating.access, self.file_key, rating.keys()
-        push, pop = heapq.heappush, heapq.heappop
-        per_job = self.accesses == "job"
-        group_bytes = self._group_bytes
-        # Fast path: a file of one group, not rated per size, has its group's key, read straight from the
-        # rating's key table (its public read-only view) instead of through two method calls.  Every group read
-        # there was accessed first, so it has a key.
-        fast = not self.per_size
-        hits = hit_bytes = staged = evicted = 0
-        for t, oid, size, group in zip(times, ids, sizes, groups):
-            if group == NO_GROUP:
-                group = -2 - oid  # a file without a group is its own group; ids never collide
-            known = group_of.get(oid)
-            if known is None:  # a new file: its group's size grows by it
-                group_of[oid] = known = group
-                if group_bytes is not None:
-                    group_bytes[group] = group_bytes.get(group, 0) + size
-            elif known != group:
-                more_groups.setdefault(oid, {known}).add(group)
-            if not per_job or last_access.get(group) != t:
-                last_access[group] = t
-                if group_bytes is None:
-                    access(group, t)
-                else:
-                    access(group, t, 1.0, group_bytes[group])
-            if oid in entry_key:
-                hits += 1
-                hit_bytes += size
-                continue
-            if size > cap:
-                continue
-            entry = (keys[group] if fast and known == group and oid not in more_groups else file_key(oid), oid)
-            if used + size > cap and heap and entry < heap[0]:
-                continue  # the lowest entry: the loop below would evict it first and nothing else (used <= cap
-                # here), so it is not admitted
-            cached_sizes[oid] = size
-            entry_key[oid] = entry[0]
-            push(heap, entry)
-            used += size
-            while used > cap:
-                key, victim = pop(heap)
-                if fast and victim not in more_groups:
-                    current = keys[group_of[victim]]
-                else:
-                    current = file_key(victim)
-                if current != key:  # the group was accessed since this entry was pushed
-                    entry_key[victim] = current
-                    push(heap, (current, victim))
-                    continue
-                del entry_key[victim]
-                victim_size = cached_sizes.pop(victim)
-                used -= victim_size
-                if victim == oid:
-                    size = 0  # not admitted: nothing staged, nothing evicted
-                else:
-                    evicted += victim_size
-            staged += size
-        rating.take_touched()  # the coordinator's incremental bookkeeping; the simulator does not need it
-        self.used = used
+        lists = [column if isinstance(column, list) else list(column) for column in (times, ids, sizes, groups)]
+        hits, hit_bytes, staged, evicted, self.used = self._loop.replay(*lists, self.used)
+        self.rating.take_touched()  # the coordinator's incremental bookkeeping; the simulator does not need it
         self.staged += staged
         self.evicted += evicted
         return hits, hit_bytes
