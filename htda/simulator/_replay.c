@@ -47,6 +47,7 @@ typedef struct {
 } Rating;
 
 static PyObject *unit_weight; /* 1.0: the weight of an access */
+static PyObject *zero_bytes; /* 0: the size of a group no file was first requested in */
 
 /* -- comparisons, as Python's operators make them ---------------------------------------------------------- */
 
@@ -293,14 +294,13 @@ record_access(Loop *self, Rating *rating, PyObject *group, PyObject *t)
         return -1;
     PyObject *args[4] = {group, t, NULL, NULL};
     Py_ssize_t nargs = 2;
-    if (self->group_bytes != Py_None) { /* access(group, t, 1.0, group_bytes[group]) */
+    if (self->group_bytes != Py_None) { /* access(group, t, 1.0, group_bytes.get(group, 0)) */
         args[2] = unit_weight;
         args[3] = PyDict_GetItemWithError(self->group_bytes, group);
-        if (args[3] == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetObject(PyExc_KeyError, group);
+        if (args[3] == NULL && PyErr_Occurred())
             return -1;
-        }
+        if (args[3] == NULL) /* no file was first requested in this group: it has no bytes of its own */
+            args[3] = zero_bytes;
         nargs = 4;
     }
     PyObject *done = PyObject_Vectorcall(rating->access, args, nargs, NULL);
@@ -607,6 +607,8 @@ static int
 module_exec(PyObject *module)
 {
     if (unit_weight == NULL && (unit_weight = PyFloat_FromDouble(1.0)) == NULL)
+        return -1;
+    if (zero_bytes == NULL && (zero_bytes = PyLong_FromLong(0)) == NULL)
         return -1;
     PyObject *type = PyType_FromModuleAndSpec(module, &Loop_spec, NULL);
     if (type == NULL)

@@ -119,8 +119,9 @@ class HTDAPolicy(CachePolicy):
     def replay(self, times, ids, sizes, groups):
         if self.admission is not None:
             return self._replay_admitted(times, ids, sizes, groups, self.admission)
-        lists = [column if isinstance(column, list) else list(column) for column in (times, ids, sizes, groups)]
-        hits, hit_bytes, staged, evicted, self.used = self._loop.replay(*lists, self.used)
+        times, ids, sizes, groups = (column if isinstance(column, list) else list(column)  # (the engine gives lists)
+                                     for column in (times, ids, sizes, groups))
+        hits, hit_bytes, staged, evicted, self.used = self._loop.replay(times, ids, sizes, groups, self.used)
         self.rating.take_touched()  # the coordinator's incremental bookkeeping; the simulator does not need it
         self.staged += staged
         self.evicted += evicted
@@ -175,7 +176,8 @@ class HTDAPolicy(CachePolicy):
                 if group_bytes is None:
                     access(group, t)
                 else:
-                    access(group, t, 1.0, group_bytes[group])
+                    # (a group no file was first requested in has no bytes of its own)
+                    access(group, t, 1.0, group_bytes.get(group, 0))
                 record(h, g)
             sampled += 1
             sample_bytes += size
