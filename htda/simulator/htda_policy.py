@@ -22,13 +22,14 @@ cache around them:
 - Keys only grow, so the eviction heap is lazy: an entry whose key went stale
   is re-pushed with the current key when it reaches the top, never on access.
 
-The request loop of :meth:`HTDAPolicy.replay` is C (``_replay.c``, built by
-``setup.py`` like the rating's kernel): the same steps on the same tables (the
-dicts below and a heapq heap of (key, file) tuples), so :meth:`file_key` and
-the re-keying after a switch of an adaptive rating read and rebuild what it
-fills.  Its decisions are those of the Python loop that
-``tests/simulator/test_compiled.py`` keeps as a reference.  The loop with an
-admission filter (:meth:`HTDAPolicy._replay_admitted`) is still Python.
+Without an admission filter the cache is C (``_replay.c``, built by
+``setup.py`` like the rating's kernel, class :class:`~._replay.Loop`): its
+own tables of files and groups by id and a heap of (key, file id) pairs, the
+same steps as the Python loop that ``tests/simulator/test_compiled.py`` keeps
+as a reference, so the same hits, bytes staged and evicted.  It calls the
+rating as that loop did and re-keys itself when an adaptive rating switches.
+With an admission filter (:meth:`HTDAPolicy._replay_admitted`) the cache is
+still Python, over the dicts below.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ class HTDAPolicy(CachePolicy):
         self.per_size = per_size
         self.accesses = accesses
         self.admission = admission
-        self._where: dict[int, bool] = {}  # with admission: cached file -> True in the window, False in main
+        # the cache's tables with admission (the Python loop of _replay_admitted)
+        self._where: dict[int, bool] = {}  # cached file -> True in the window, False in main
         self._window_heap: list[tuple[float, int]] = []
         self.window_used = 0
         self._group_of: dict[int, int] = {}  # file -> the group it was first requested in
@@ -82,42 +84,43 @@ class HTDAPolicy(CachePolicy):
             rating.set_capacity(capacity)  # type: ignore[attr-defined]
             rating.on_switch = self._rekey  # type: ignore[attr-defined]
             self._group_bytes = {}  # group -> bytes of the files first requested in it (its shadows' size)
-        # the compiled request loop over these tables (without admission); fast: a file of one group, not rated
-        # per size, has its group's key, read straight from the rating's key table (its public read-only view)
-        self._loop = Loop(group_of=self._group_of, more_groups=self._more_groups, last_access=self._last_access,
-                          entry_key=self._entry_key, sizes=self._sizes, heap=self._heap, group_bytes=self._group_bytes,
-                          rating=rating, file_key=self.file_key, capacity=self.capacity,
-                          per_job=accesses == "job", fast=not per_size)
+        # without admission the cache is the compiled one, with its own tables (the ones above stay empty)
+        self._loop = None if admission is not None else Loop(
+            rating=rating, capacity=self.capacity, per_job=accesses == "job", per_size=per_size,
+            sized=self._group_bytes is not None)
 
     def contents(self) -> dict[int, int]:
         """The cached files and their sizes (a copy)."""
-        return dict(self._sizes)
+        return dict(self._sizes) if self._loop is None else self._loop.contents()
 
     def file_key(self, oid: int) -> float:
         """The file's current key: the best of its groups' keys (per byte if ``per_size``)."""
+        if self._loop is not None:
+            return self._loop.file_key(oid)
         groups = self._more_groups.get(oid)
         key = self.rating.key(self._group_of[oid]) if groups is None else best_key(map(self.rating.key, groups))
         return normalised_key(key, self._sizes.get(oid)) if self.per_size else key
 
     def _rekey(self) -> None:
         """Every key changed (an adaptive rating switched half-life): re-key the cached files and rebuild the heaps
-        in place (the replay loops hold them)."""
+        in place (the admission loop holds them)."""
+        if self._loop is not None:
+            self._loop.rekey()
+            return
         entry_key, keys, group_of, more_groups, file_key = (self._entry_key, self.rating.keys(), self._group_of,
                                                             self._more_groups, self.file_key)
         fast = not self.per_size  # as in the replay loops: a file of one group has its group's key
         entry_key.update({oid: keys[group_of[oid]] if fast and oid not in more_groups else file_key(oid)
                           for oid in entry_key})
-        if self.admission is None:
-            self._heap[:] = [(key, oid) for oid, key in entry_key.items()]
-        else:
-            where = self._where
-            self._heap[:] = [(entry_key[oid], oid) for oid, in_window in where.items() if not in_window]
-            self._window_heap[:] = [(entry_key[oid], oid) for oid, in_window in where.items() if in_window]
-            heapq.heapify(self._window_heap)
+        where = self._where
+        self._heap[:] = [(entry_key[oid], oid) for oid, in_window in where.items() if not in_window]
+        self._window_heap[:] = [(entry_key[oid], oid) for oid, in_window in where.items() if in_window]
+        heapq.heapify(self._window_heap)
         heapq.heapify(self._heap)
 
     def replay(self, times, ids, sizes, groups):
-        if self.admission is not None:
+        if self._loop is None:
+            assert self.admission is not None
             return self._replay_admitted(times, ids, sizes, groups, self.admission)
         times, ids, sizes, groups = (column if isinstance(column, list) else list(column)  # (the engine gives lists)
                                      for column in (times, ids, sizes, groups))
