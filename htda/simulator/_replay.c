@@ -35,30 +35,31 @@ static PyObject *str_key; /* "key" */
 
 /* -- open-addressing tables by 64-bit id ----------------------------------------------------------------------- */
 
-/* The head of every record of a table: what a probe reads. */
+/* The head of every record of a table: what a probe reads, and the record's flag (in what would be padding). */
 typedef struct {
     int64_t id;
-    int used;
+    uint32_t used;
+    uint32_t flag; /* a file: cached; a group: accessed */
 } Head;
 
 typedef struct {
-    Head head;
-    int64_t gid; /* the group it was first requested in */
-    PyObject *group; /* that group's object (a new reference) */
+    Head head; /* flag: cached */
+    PyObject *group; /* the group it was first requested in (its group's object: a group has one) */
     PyObject *groups; /* NULL, or the set of all its groups' objects once it was requested in another */
     int64_t size; /* while cached: its size */
     double key; /* while cached: the key of its one live heap entry */
-    int cached;
 } File;
 
 typedef struct {
-    Head head;
-    PyObject *group; /* the object the rating gets for this group, always the same one (a new reference) */
+    Head head; /* flag: accessed */
+    PyObject *group; /* the object the rating gets for this group, always the same one */
     PyObject *bytes; /* its size for the rating: bytes of the files first requested in it (an int), or NULL */
     long long nbytes;
     double last; /* time of its last recorded access, if accessed */
-    int accessed;
 } Group;
+
+#define CACHED(file) ((file)->head.flag)
+#define ACCESSED(group) ((group)->head.flag)
 
 /* Records of one size in a power-of-two array of slots, at most half full; never deleted. */
 typedef struct {
@@ -315,7 +316,7 @@ file_key(Loop *self, const File *file, double *out)
             return -1;
         *out = best;
     }
-    if (self->per_size && *out != -INFINITY && file->cached && file->size) /* normalised_key */
+    if (self->per_size && *out != -INFINITY && CACHED(file) && file->size) /* normalised_key */
         *out = *out - log2((double)file->size / GIB);
     return 0;
 }
@@ -356,7 +357,6 @@ note_file(Loop *self, int64_t id, Group *group, long long size)
     if (file == NULL) {
         if ((file = (File *)add(&self->files, id)) == NULL)
             return NULL;
-        file->gid = group->head.id;
         file->group = Py_NewRef(group->group);
         if (!self->sized)
             return file;
@@ -366,7 +366,7 @@ note_file(Loop *self, int64_t id, Group *group, long long size)
         Py_XSETREF(group->bytes, bytes);
         return file;
     }
-    if (file->gid == group->head.id)
+    if (file->group == group->group)
         return file;
     if (file->groups == NULL) { /* more_groups.setdefault(file, {known}) */
         if ((file->groups = PySet_New(NULL)) == NULL || PySet_Add(file->groups, file->group) < 0)
@@ -379,10 +379,10 @@ note_file(Loop *self, int64_t id, Group *group, long long size)
 static int
 record_access(Loop *self, PyObject *access, Group *group, PyObject *t_object, double t)
 {
-    if (self->per_job && group->accessed && group->last == t)
+    if (self->per_job && ACCESSED(group) && group->last == t)
         return 0;
     group->last = t;
-    group->accessed = 1;
+    ACCESSED(group) = 1;
     PyObject *args[4] = {group->group, t_object, unit_weight, group->bytes ? group->bytes : zero_bytes};
     PyObject *done = PyObject_Vectorcall(access, args, self->sized ? 4 : 2, NULL);
     Py_XDECREF(done);
@@ -406,7 +406,7 @@ make_room(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
                 return -1;
             continue;
         }
-        victim->cached = 0;
+        CACHED(victim) = 0;
         totals->used -= victim->size;
         if (top.id == staged_id)
             *staged = 0; /* not admitted: nothing staged, nothing evicted */
@@ -419,16 +419,16 @@ make_room(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
 /* A miss of a file that fits: it is staged with its current key, then the lowest keys go until the cache fits
  * (it may be one of them); a file that would be the lowest entry, when something must go, is not admitted. */
 static int
-stage(Loop *self, Totals *totals, File *file, int64_t gid, long long size)
+stage(Loop *self, Totals *totals, File *file, const Group *group, long long size)
 {
     double key;
-    int own_key = !self->per_size && file->gid == gid && file->groups == NULL;
+    int own_key = !self->per_size && file->group == group->group && file->groups == NULL;
     if ((own_key ? group_key(self, file->group, &key) : file_key(self, file, &key)) < 0)
         return -1;
     Entry entry = {key, file->head.id};
     if (totals->used + size > self->capacity && self->heap.n && entry_lt(&entry, &self->heap.entries[0]))
         return 0; /* the loop below would evict it first and nothing else (used <= capacity here) */
-    file->cached = 1;
+    CACHED(file) = 1;
     file->size = size;
     file->key = key;
     if (heap_push(&self->heap, key, entry.id) < 0)
@@ -451,12 +451,12 @@ request(Loop *self, PyObject *access, Totals *totals, PyObject *t_object, int64_
     File *file = group == NULL ? NULL : note_file(self, id, group, size);
     if (file == NULL || record_access(self, access, group, t_object, t) < 0)
         return -1;
-    /* (the access may have re-keyed the cache; it added no record, so file still points to the file's) */
-    if (file->cached) {
+    /* (the access may have re-keyed the cache; it added no record, so file and group still point to theirs) */
+    if (CACHED(file)) {
         totals->hits++;
         return add_checked(&totals->hit_bytes, size);
     }
-    return size > self->capacity ? 0 : stage(self, totals, file, gid, size);
+    return size > self->capacity ? 0 : stage(self, totals, file, group, size);
 }
 
 /* -- the methods ---------------------------------------------------------------------------------------------- */
@@ -554,7 +554,7 @@ Loop_rekey(Loop *self, PyObject *Py_UNUSED(ignored))
     self->heap.n = 0; /* room enough: every cached file had an entry */
     for (Py_ssize_t i = 0; i <= self->files.mask && !failed; i++) {
         File *file = (File *)RECORD(&self->files, i);
-        if (file->head.used && file->cached) {
+        if (file->head.used && CACHED(file)) {
             failed = current_key(self, file, &file->key) < 0;
             self->heap.entries[self->heap.n++] = (Entry){file->key, file->head.id};
         }
@@ -595,7 +595,7 @@ Loop_contents(Loop *self, PyObject *Py_UNUSED(ignored))
     PyObject *held = PyDict_New();
     for (Py_ssize_t i = 0; held != NULL && i <= self->files.mask; i++) {
         File *file = (File *)RECORD(&self->files, i);
-        if (!file->head.used || !file->cached)
+        if (!file->head.used || !CACHED(file))
             continue;
         PyObject *id = PyLong_FromLongLong(file->head.id), *size = PyLong_FromLongLong(file->size);
         if (id == NULL || size == NULL || PyDict_SetItem(held, id, size) < 0)
