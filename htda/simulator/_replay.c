@@ -395,6 +395,10 @@ static int
 make_room(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
 {
     while (totals->used > self->capacity) {
+        if (self->heap.n == 0) { /* every cached file has an entry: bytes held, so some entry */
+            PyErr_SetString(PyExc_RuntimeError, "HTDAPolicy's cache holds bytes but no file");
+            return -1;
+        }
         Entry top = heap_pop(&self->heap);
         File *victim = (File *)find(&self->files, top.id);
         double current;
