@@ -223,3 +223,24 @@ def test_a_rating_without_the_adaptive_hooks_is_called_as_before():
     rating: RatingPolicy[Any] = Recording(half_life=30.0)
     HTDAPolicy(10_000, rating).replay([0.0, 0.0, 1.0], [0, 1, 0], [10, 10, 10], [5, 5, NO_GROUP])
     assert calls == [(5, 0.0), (-2, 1.0)]  # one access per job; a file without a group is its own group
+
+
+def test_a_switch_between_replays_re_keys_the_cache_as_the_reference_does():
+    """The rating may switch outside a replay (accesses recorded by someone else): the cache re-keys then too."""
+    times, ids, sizes, groups = random_trace(9)
+    half = len(times) // 2
+    compiled, reference = HTDAPolicy(6_000, adaptive()), ReferenceHTDA(6_000, adaptive())
+    for policy in (compiled, reference):
+        policy.replay(times[:half], ids[:half], sizes[:half], groups[:half])
+    switches = compiled.rating.switches
+    assert compiled.rating.half_life == 5.0
+    for policy in (compiled, reference):  # a few hot groups among one-off ones: a longer half-life wins
+        rng = random.Random(1)
+        for i in range(3000):
+            group = 100_000 + rng.randrange(5) if rng.random() < 0.5 else 200_000 + i
+            policy.rating.access(group, times[half - 1] + 1 + i, 1.0, 300)
+    assert compiled.rating.switches == reference.rating.switches > switches
+    rest = (times[half:], ids[half:], sizes[half:], groups[half:])
+    assert compiled.replay(*rest) == reference.replay(*rest)
+    assert (compiled.staged, compiled.evicted, compiled.contents()) == (reference.staged, reference.evicted,
+                                                                         reference.sizes)
