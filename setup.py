@@ -57,8 +57,12 @@ ENTRY_POINTS = {
 # The hot path of the lrfu-adaptive rating (htda.coordinator.adaptive) is C: the coordinator and the simulator
 # record every access through it.  Its arithmetic must round as Python's does: no contraction of a*b+c into one
 # fused multiply-add.
+# The simulator's request loop of HTDA's policy (htda.simulator.htda_policy) is C too: it compares keys, never
+# computes them, but takes the same flags.
 KERNELS = [
     Extension("htda.coordinator._adaptive", ["htda/coordinator/_adaptive.c"],
+              extra_compile_args=["-ffp-contract=off", "-fno-fast-math"]),
+    Extension("htda.simulator._replay", ["htda/simulator/_replay.c"],
               extra_compile_args=["-ffp-contract=off", "-fno-fast-math"]),
 ]
 
@@ -71,7 +75,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.11",
     packages=find_packages(include=["htda", "htda.*"]),
-    package_data={"htda": ["py.typed", "static/*", "coordinator/migrations/script.py.mako", "coordinator/*.pyi"]},
+    package_data={"htda": ["py.typed", "static/*", "coordinator/migrations/script.py.mako", "coordinator/*.pyi", "simulator/*.pyi"]},
     ext_modules=KERNELS,
     scripts=[str(p) for p in sorted((HERE / "hooks").glob("htda_*")) if p.is_file()],
     install_requires=[

@@ -21,6 +21,15 @@ cache around them:
   stable part of itself instead of cycling through it.
 - Keys only grow, so the eviction heap is lazy: an entry whose key went stale
   is re-pushed with the current key when it reaches the top, never on access.
+
+Without an admission filter the cache is C (``_replay.c``, built by
+``setup.py`` like the rating's kernel, class :class:`~._replay.Loop`): its
+own tables of files and groups by id and a heap of (key, file id) pairs, the
+same steps as the Python loop that ``tests/simulator/test_compiled.py`` keeps
+as a reference, so the same hits, bytes staged and evicted.  It calls the
+rating as that loop did and re-keys itself when an adaptive rating switches.
+With an admission filter (:meth:`HTDAPolicy._replay_admitted`) the cache is
+still Python, over the dicts below.
 """
 
 from __future__ import annotations
@@ -33,6 +42,12 @@ from ..coordinator.admission import FrequencySketch, TinyLFUAdmission
 from ..coordinator.rating import RatingPolicy, best_key, normalised_key
 from .policies import CachePolicy
 from .trace import NO_GROUP
+
+try:
+    from ._replay import Loop
+except ImportError as exc:  # a source tree used without installing it
+    raise ImportError(f"HTDA's C kernels are not built ({exc}): install HTDA (`make .venv/.installed`, `pip install "
+                      "-e .`) or build them in place (`python setup.py build_ext --inplace`)") from exc
 
 __all__ = ["HTDAPolicy", "ACCESS_MODES"]
 
@@ -53,7 +68,8 @@ class HTDAPolicy(CachePolicy):
         self.per_size = per_size
         self.accesses = accesses
         self.admission = admission
-        self._where: dict[int, bool] = {}  # with admission: cached file -> True in the window, False in main
+        # the cache's tables with admission (the Python loop of _replay_admitted)
+        self._where: dict[int, bool] = {}  # cached file -> True in the window, False in main
         self._window_heap: list[tuple[float, int]] = []
         self.window_used = 0
         self._group_of: dict[int, int] = {}  # file -> the group it was first requested in
@@ -68,94 +84,48 @@ class HTDAPolicy(CachePolicy):
             rating.set_capacity(capacity)  # type: ignore[attr-defined]
             rating.on_switch = self._rekey  # type: ignore[attr-defined]
             self._group_bytes = {}  # group -> bytes of the files first requested in it (its shadows' size)
+        # without admission the cache is the compiled one, with its own tables (the ones above stay empty)
+        self._loop = None if admission is not None else Loop(
+            rating=rating, capacity=self.capacity, per_job=accesses == "job", per_size=per_size,
+            sized=self._group_bytes is not None)
+
+    def contents(self) -> dict[int, int]:
+        """The cached files and their sizes (a copy)."""
+        return dict(self._sizes) if self._loop is None else self._loop.contents()
 
     def file_key(self, oid: int) -> float:
         """The file's current key: the best of its groups' keys (per byte if ``per_size``)."""
+        if self._loop is not None:
+            return self._loop.file_key(oid)
         groups = self._more_groups.get(oid)
         key = self.rating.key(self._group_of[oid]) if groups is None else best_key(map(self.rating.key, groups))
         return normalised_key(key, self._sizes.get(oid)) if self.per_size else key
 
     def _rekey(self) -> None:
         """Every key changed (an adaptive rating switched half-life): re-key the cached files and rebuild the heaps
-        in place (the replay loops hold them)."""
+        in place (the admission loop holds them)."""
+        if self._loop is not None:
+            self._loop.rekey()
+            return
         entry_key, keys, group_of, more_groups, file_key = (self._entry_key, self.rating.keys(), self._group_of,
                                                             self._more_groups, self.file_key)
         fast = not self.per_size  # as in the replay loops: a file of one group has its group's key
         entry_key.update({oid: keys[group_of[oid]] if fast and oid not in more_groups else file_key(oid)
                           for oid in entry_key})
-        if self.admission is None:
-            self._heap[:] = [(key, oid) for oid, key in entry_key.items()]
-        else:
-            where = self._where
-            self._heap[:] = [(entry_key[oid], oid) for oid, in_window in where.items() if not in_window]
-            self._window_heap[:] = [(entry_key[oid], oid) for oid, in_window in where.items() if in_window]
-            heapq.heapify(self._window_heap)
+        where = self._where
+        self._heap[:] = [(entry_key[oid], oid) for oid, in_window in where.items() if not in_window]
+        self._window_heap[:] = [(entry_key[oid], oid) for oid, in_window in where.items() if in_window]
+        heapq.heapify(self._window_heap)
         heapq.heapify(self._heap)
 
     def replay(self, times, ids, sizes, groups):
-        if self.admission is not None:
+        if self._loop is None:
+            assert self.admission is not None
             return self._replay_admitted(times, ids, sizes, groups, self.admission)
-        rating, group_of, more_groups, last_access = self.rating, self._group_of, self._more_groups, self._last_access
-        entry_key, cached_sizes, heap, cap, used = self._entry_key, self._sizes, self._heap, self.capacity, self.used
-        access, file_key, keys = rating.access, self.file_key, rating.keys()
-        push, pop = heapq.heappush, heapq.heappop
-        per_job = self.accesses == "job"
-        group_bytes = self._group_bytes
-        # Fast path: a file of one group, not rated per size, has its group's key, read straight from the
-        # rating's key table (its public read-only view) instead of through two method calls.  Every group read
-        # there was accessed first, so it has a key.
-        fast = not self.per_size
-        hits = hit_bytes = staged = evicted = 0
-        for t, oid, size, group in zip(times, ids, sizes, groups):
-            if group == NO_GROUP:
-                group = -2 - oid  # a file without a group is its own group; ids never collide
-            known = group_of.get(oid)
-            if known is None:  # a new file: its group's size grows by it
-                group_of[oid] = known = group
-                if group_bytes is not None:
-                    group_bytes[group] = group_bytes.get(group, 0) + size
-            elif known != group:
-                more_groups.setdefault(oid, {known}).add(group)
-            if not per_job or last_access.get(group) != t:
-                last_access[group] = t
-                if group_bytes is None:
-                    access(group, t)
-                else:
-                    access(group, t, 1.0, group_bytes[group])
-            if oid in entry_key:
-                hits += 1
-                hit_bytes += size
-                continue
-            if size > cap:
-                continue
-            entry = (keys[group] if fast and known == group and oid not in more_groups else file_key(oid), oid)
-            if used + size > cap and heap and entry < heap[0]:
-                continue  # the lowest entry: the loop below would evict it first and nothing else (used <= cap
-                # here), so it is not admitted
-            cached_sizes[oid] = size
-            entry_key[oid] = entry[0]
-            push(heap, entry)
-            used += size
-            while used > cap:
-                key, victim = pop(heap)
-                if fast and victim not in more_groups:
-                    current = keys[group_of[victim]]
-                else:
-                    current = file_key(victim)
-                if current != key:  # the group was accessed since this entry was pushed
-                    entry_key[victim] = current
-                    push(heap, (current, victim))
-                    continue
-                del entry_key[victim]
-                victim_size = cached_sizes.pop(victim)
-                used -= victim_size
-                if victim == oid:
-                    size = 0  # not admitted: nothing staged, nothing evicted
-                else:
-                    evicted += victim_size
-            staged += size
-        rating.take_touched()  # the coordinator's incremental bookkeeping; the simulator does not need it
-        self.used = used
+        times, ids, sizes, groups = (column if isinstance(column, list) else list(column)  # (the engine gives lists)
+                                     for column in (times, ids, sizes, groups))
+        hits, hit_bytes, staged, evicted, self.used = self._loop.replay(times, ids, sizes, groups, self.used)
+        self.rating.take_touched()  # the coordinator's incremental bookkeeping; the simulator does not need it
         self.staged += staged
         self.evicted += evicted
         return hits, hit_bytes
@@ -209,7 +179,8 @@ class HTDAPolicy(CachePolicy):
                 if group_bytes is None:
                     access(group, t)
                 else:
-                    access(group, t, 1.0, group_bytes[group])
+                    # (a group no file was first requested in has no bytes of its own)
+                    access(group, t, 1.0, group_bytes.get(group, 0))
                 record(h, g)
             sampled += 1
             sample_bytes += size

@@ -1,0 +1,746 @@
+/* htda.simulator._replay: the cache of HTDAPolicy without admission (htda/simulator/htda_policy.py) in C.
+ *
+ * The request loop is the simulator's hot path.  In Python it cost about three times the adaptive rating it
+ * drives, mostly in memory traffic: a dozen dict probes a request, each a miss on a large trace, into tables
+ * of boxed ints and floats.  Here the cache keeps its own tables:
+ * - files: an open-addressing table by file id of File records (its first group, its other groups if any,
+ *   and while it is cached its size and the key of its one live heap entry): one probe a request;
+ * - groups: an open-addressing table by group id of Group records (the group's object, its bytes, the time of
+ *   its last recorded access);
+ * - the eviction heap: a binary heap of (key, file id) pairs, lazy as before (keys only grow; an entry whose
+ *   key went stale is pushed again with its current key when it reaches the top).  Every cached file has one
+ *   entry and (key, id) pairs are compared as Python compares (float, int) tuples, so the heap pops exactly the
+ *   entries heapq popped, whatever its layout.
+ * The rating stays the policy's object, called once an access (vectorcall) and read through its keys() dict
+ * (or key() for a file of several groups); each group is always passed as the same object, so the rating's
+ * own dicts find it by identity.  The steps and their order are those of the Python loop the tests keep as a
+ * reference (tests/simulator/test_compiled.py), so hits, bytes, staging and eviction are the same.
+ *
+ * When an adaptive rating switches half-life it calls the policy back from inside access(); the policy then
+ * calls rekey() here, which is safe at that point: no table is being changed across an access. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+
+/* htda.simulator.trace.NO_GROUP: a request without a group is its own group, -2 - its file id */
+#define NO_GROUP (-1)
+/* htda.coordinator.rating.GIB: the unit of normalised_key */
+#define GIB 1073741824.0
+
+static PyObject *unit_weight; /* 1.0: the weight of an access */
+static PyObject *zero_bytes; /* 0: the size of a group no file was first requested in */
+static PyObject *str_key; /* "key" */
+
+/* -- open-addressing tables by 64-bit id ----------------------------------------------------------------------- */
+
+/* The head of every record of a table: what a probe reads, and the record's flag (in what would be padding). */
+typedef struct {
+    int64_t id;
+    uint32_t used;
+    uint32_t flag; /* a file: cached; a group: accessed */
+} Head;
+
+typedef struct {
+    Head head; /* flag: cached */
+    PyObject *group; /* the group it was first requested in (its group's object: a group has one) */
+    PyObject *groups; /* NULL, or the set of all its groups' objects once it was requested in another */
+    int64_t size; /* while cached: its size */
+    double key; /* while cached: the key of its one live heap entry */
+} File;
+
+typedef struct {
+    Head head; /* flag: accessed */
+    PyObject *group; /* the object the rating gets for this group, always the same one */
+    PyObject *bytes; /* its size for the rating: bytes of the files first requested in it (an int), or NULL */
+    long long nbytes;
+    double last; /* time of its last recorded access, if accessed */
+} Group;
+
+#define CACHED(file) ((file)->head.flag)
+#define ACCESSED(group) ((group)->head.flag)
+
+/* Records of one size in a power-of-two array of slots, at most half full; never deleted. */
+typedef struct {
+    char *slots;
+    size_t stride;
+    Py_ssize_t mask, count;
+} Table;
+
+#define RECORD(table, i) ((Head *)((table)->slots + (size_t)(i) * (table)->stride))
+
+static inline Py_ssize_t
+home_of(const Table *table, int64_t id)
+{
+    return (Py_ssize_t)(((uint64_t)id * 0x9E3779B97F4A7C15ULL) >> 17) & table->mask;
+}
+
+/* the record of id, or NULL */
+static inline Head *
+find(const Table *table, int64_t id)
+{
+    for (Py_ssize_t i = home_of(table, id);; i = (i + 1) & table->mask) {
+        Head *head = RECORD(table, i);
+        if (!head->used)
+            return NULL;
+        if (head->id == id)
+            return head;
+    }
+}
+
+static int
+table_init(Table *table, size_t stride)
+{
+    table->stride = stride;
+    table->mask = 1023;
+    table->count = 0;
+    table->slots = PyMem_Calloc(1024, stride);
+    if (table->slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* twice the slots, every record moved to its place in them (pointers to records are stale after it) */
+static int
+grow(Table *table)
+{
+    Table bigger = {PyMem_Calloc((size_t)(table->mask + 1) * 2, table->stride), table->stride,
+                    table->mask * 2 + 1, table->count};
+    if (bigger.slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i <= table->mask; i++) {
+        Head *head = RECORD(table, i);
+        if (!head->used)
+            continue;
+        Py_ssize_t j = home_of(&bigger, head->id);
+        while (RECORD(&bigger, j)->used)
+            j = (j + 1) & bigger.mask;
+        memcpy(RECORD(&bigger, j), head, table->stride);
+    }
+    PyMem_Free(table->slots);
+    *table = bigger;
+    return 0;
+}
+
+/* a new zeroed record for id (not in the table), or NULL on error; pointers to other records may be stale */
+static Head *
+add(Table *table, int64_t id)
+{
+    if (2 * (table->count + 1) > table->mask + 1 && grow(table) < 0)
+        return NULL;
+    Py_ssize_t i = home_of(table, id);
+    while (RECORD(table, i)->used)
+        i = (i + 1) & table->mask;
+    Head *head = RECORD(table, i);
+    head->id = id;
+    head->used = 1;
+    table->count++;
+    return head;
+}
+
+/* -- the eviction heap ------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    double key;
+    int64_t id;
+} Entry;
+
+typedef struct {
+    Entry *entries;
+    Py_ssize_t n, cap;
+} Heap;
+
+/* (key, id) a < b as Python compares (float, int) tuples */
+static inline int
+entry_lt(const Entry *a, const Entry *b)
+{
+    return a->key < b->key || (a->key == b->key && a->id < b->id);
+}
+
+static void
+sift_up(Heap *heap, Py_ssize_t pos)
+{
+    Entry *e = heap->entries, item = e[pos];
+    while (pos > 0) {
+        Py_ssize_t parent = (pos - 1) >> 1;
+        if (!entry_lt(&item, &e[parent]))
+            break;
+        e[pos] = e[parent];
+        pos = parent;
+    }
+    e[pos] = item;
+}
+
+static void
+sift_down(Heap *heap, Py_ssize_t pos)
+{
+    Entry *e = heap->entries, item = e[pos];
+    for (;;) {
+        Py_ssize_t child = 2 * pos + 1;
+        if (child >= heap->n)
+            break;
+        if (child + 1 < heap->n && entry_lt(&e[child + 1], &e[child]))
+            child++;
+        if (!entry_lt(&e[child], &item))
+            break;
+        e[pos] = e[child];
+        pos = child;
+    }
+    e[pos] = item;
+}
+
+static int
+heap_push(Heap *heap, double key, int64_t id)
+{
+    if (heap->n == heap->cap) {
+        Py_ssize_t cap = heap->cap ? 2 * heap->cap : 1024;
+        Entry *bigger = PyMem_Realloc(heap->entries, (size_t)cap * sizeof(Entry));
+        if (bigger == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        heap->entries = bigger;
+        heap->cap = cap;
+    }
+    heap->entries[heap->n] = (Entry){key, id};
+    sift_up(heap, heap->n++);
+    return 0;
+}
+
+/* the least entry, removed (the heap is not empty) */
+static Entry
+heap_pop(Heap *heap)
+{
+    Entry top = heap->entries[0];
+    heap->entries[0] = heap->entries[--heap->n];
+    if (heap->n)
+        sift_down(heap, 0);
+    return top;
+}
+
+/* -- the cache ----------------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    Table files, groups;
+    Heap heap;
+    PyObject *rating; /* the RatingPolicy: access(), keys(), key() */
+    int64_t capacity;
+    int per_job; /* one access per group and timestamp (accesses="job"), else one per request */
+    int per_size; /* keys per byte (normalised_key); else a file of one group has its group's key */
+    int sized; /* the rating gets each group's bytes (an adaptive rating sizes its shadow caches by them) */
+    int busy; /* in replay(): another replay would change the tables under it */
+    PyObject *keys; /* during replay() and rekey(): rating.keys(), the group -> key dict, updated in place */
+} Loop;
+
+/* What one replay call adds up (the policy keeps the running totals). */
+typedef struct {
+    long long hits, hit_bytes, staged, evicted, used;
+} Totals;
+
+static int
+add_checked(long long *total, long long amount)
+{
+    if (__builtin_add_overflow(*total, amount, total)) {
+        PyErr_SetString(PyExc_OverflowError, "a replay's byte count overflowed 64 bits");
+        return -1;
+    }
+    return 0;
+}
+
+static int
+as_double(PyObject *key, double *out)
+{
+    if (!PyFloat_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "a rating's keys must be floats, not %.100s", Py_TYPE(key)->tp_name);
+        return -1;
+    }
+    *out = PyFloat_AS_DOUBLE(key);
+    return 0;
+}
+
+/* keys[group] (KeyError if it has none) */
+static int
+group_key(Loop *self, PyObject *group, double *out)
+{
+    PyObject *key = PyDict_GetItemWithError(self->keys, group);
+    if (key == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, group);
+        return -1;
+    }
+    return as_double(key, out);
+}
+
+/* rating.key(group), as file_key reads the groups of a file of several */
+static int
+rated_key(Loop *self, PyObject *group, double *out)
+{
+    PyObject *key = PyObject_CallMethodOneArg(self->rating, str_key, group);
+    if (key == NULL)
+        return -1;
+    int failed = as_double(key, out);
+    Py_DECREF(key);
+    return failed;
+}
+
+/* HTDAPolicy.file_key: the best of the file's groups' keys, per GiB of its size if per_size (a file not cached
+ * has no size there: its key is not normalised) */
+static int
+file_key(Loop *self, const File *file, double *out)
+{
+    if (file->groups == NULL) {
+        if (rated_key(self, file->group, out) < 0)
+            return -1;
+    }
+    else { /* best_key: max(keys, default=NEVER), in the set's order */
+        PyObject *groups = PyObject_GetIter(file->groups), *group;
+        if (groups == NULL)
+            return -1;
+        double best = -INFINITY, key;
+        int first = 1, failed = 0;
+        while (!failed && (group = PyIter_Next(groups)) != NULL) {
+            failed = rated_key(self, group, &key) < 0;
+            if (!failed && (first || key > best))
+                best = key;
+            first = 0;
+            Py_DECREF(group);
+        }
+        Py_DECREF(groups);
+        if (failed || PyErr_Occurred())
+            return -1;
+        *out = best;
+    }
+    if (self->per_size && *out != -INFINITY && CACHED(file) && file->size) /* normalised_key */
+        *out = *out - log2((double)file->size / GIB);
+    return 0;
+}
+
+/* the file's current key: its group's from keys(), when that is its key (the Python loop's fast path) */
+static int
+current_key(Loop *self, const File *file, double *out)
+{
+    if (!self->per_size && file->groups == NULL)
+        return group_key(self, file->group, out);
+    return file_key(self, file, out);
+}
+
+/* -- the steps of a request ------------------------------------------------------------------------------------- */
+
+/* The request's group record, added the first time (its object made then, kept for every later access). */
+static Group *
+group_of_request(Loop *self, int64_t gid)
+{
+    Group *group = (Group *)find(&self->groups, gid);
+    if (group != NULL)
+        return group;
+    PyObject *object = PyLong_FromLongLong(gid);
+    if (object == NULL || (group = (Group *)add(&self->groups, gid)) == NULL) {
+        Py_XDECREF(object);
+        return NULL;
+    }
+    group->group = object;
+    return group;
+}
+
+/* The file's record, added (with its group as its first, growing the group's bytes) if it is new; a known file
+ * requested in another group now has that group too. */
+static File *
+note_file(Loop *self, int64_t id, Group *group, long long size)
+{
+    File *file = (File *)find(&self->files, id);
+    if (file == NULL) {
+        if ((file = (File *)add(&self->files, id)) == NULL)
+            return NULL;
+        file->group = Py_NewRef(group->group);
+        if (!self->sized)
+            return file;
+        PyObject *bytes;
+        if (add_checked(&group->nbytes, size) < 0 || (bytes = PyLong_FromLongLong(group->nbytes)) == NULL)
+            return NULL;
+        Py_XSETREF(group->bytes, bytes);
+        return file;
+    }
+    if (file->group == group->group)
+        return file;
+    if (file->groups == NULL) { /* more_groups.setdefault(file, {known}) */
+        if ((file->groups = PySet_New(NULL)) == NULL || PySet_Add(file->groups, file->group) < 0)
+            return NULL;
+    }
+    return PySet_Add(file->groups, group->group) < 0 ? NULL : file;
+}
+
+/* Record the access of group at t with the rating, unless (one access per job) it was already accessed at t. */
+static int
+record_access(Loop *self, PyObject *access, Group *group, PyObject *t_object, double t)
+{
+    if (self->per_job && ACCESSED(group) && group->last == t)
+        return 0;
+    group->last = t;
+    ACCESSED(group) = 1;
+    PyObject *args[4] = {group->group, t_object, unit_weight, group->bytes ? group->bytes : zero_bytes};
+    PyObject *done = PyObject_Vectorcall(access, args, self->sized ? 4 : 2, NULL);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* Evict lowest keys first until the cache fits; a stale entry is pushed again with its current key.  If the
+ * victim is the file just staged (id staged_id), it was not admitted: *staged becomes 0. */
+static int
+make_room(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
+{
+    while (totals->used > self->capacity) {
+        if (self->heap.n == 0) { /* every cached file has an entry: bytes held, so some entry */
+            PyErr_SetString(PyExc_RuntimeError, "HTDAPolicy's cache holds bytes but no file");
+            return -1;
+        }
+        Entry top = heap_pop(&self->heap);
+        File *victim = (File *)find(&self->files, top.id);
+        double current;
+        if (current_key(self, victim, &current) < 0)
+            return -1;
+        if (current != top.key) { /* its group was accessed since this entry was pushed */
+            victim->key = current;
+            if (heap_push(&self->heap, current, top.id) < 0)
+                return -1;
+            continue;
+        }
+        CACHED(victim) = 0;
+        totals->used -= victim->size;
+        if (top.id == staged_id)
+            *staged = 0; /* not admitted: nothing staged, nothing evicted */
+        else if (add_checked(&totals->evicted, victim->size) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A miss of a file that fits: it is staged with its current key, then the lowest keys go until the cache fits
+ * (it may be one of them); a file that would be the lowest entry, when something must go, is not admitted. */
+static int
+stage(Loop *self, Totals *totals, File *file, const Group *group, long long size)
+{
+    double key;
+    int own_key = !self->per_size && file->group == group->group && file->groups == NULL;
+    if ((own_key ? group_key(self, file->group, &key) : file_key(self, file, &key)) < 0)
+        return -1;
+    Entry entry = {key, file->head.id};
+    if (totals->used + size > self->capacity && self->heap.n && entry_lt(&entry, &self->heap.entries[0]))
+        return 0; /* the loop below would evict it first and nothing else (used <= capacity here) */
+    CACHED(file) = 1;
+    file->size = size;
+    file->key = key;
+    if (heap_push(&self->heap, key, entry.id) < 0)
+        return -1;
+    totals->used += size;
+    long long staged = size;
+    if (make_room(self, totals, entry.id, &staged) < 0)
+        return -1;
+    return add_checked(&totals->staged, staged);
+}
+
+/* One request: its group's and file's bookkeeping and the access, then a hit, or a miss that may stage it. */
+static int
+request(Loop *self, PyObject *access, Totals *totals, PyObject *t_object, int64_t id, long long size, int64_t gid)
+{
+    double t = PyFloat_AsDouble(t_object);
+    if (t == -1.0 && PyErr_Occurred())
+        return -1;
+    Group *group = group_of_request(self, gid);
+    File *file = group == NULL ? NULL : note_file(self, id, group, size);
+    if (file == NULL || record_access(self, access, group, t_object, t) < 0)
+        return -1;
+    /* (the access may have re-keyed the cache; it added no record, so file and group still point to theirs) */
+    if (CACHED(file)) {
+        totals->hits++;
+        return add_checked(&totals->hit_bytes, size);
+    }
+    return size > self->capacity ? 0 : stage(self, totals, file, group, size);
+}
+
+/* -- the methods ---------------------------------------------------------------------------------------------- */
+
+static int
+as_int(PyObject *value, long long *out)
+{
+    *out = PyLong_AsLongLong(value);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* the request's group id: its own, or (none) the file's own group, -2 - id */
+static int
+gid_of_request(PyObject *group, long long id, long long *gid)
+{
+    if (as_int(group, gid) < 0)
+        return -1;
+    if (*gid == NO_GROUP && __builtin_sub_overflow(-2LL, id, gid)) {
+        PyErr_SetString(PyExc_OverflowError, "a file id out of range");
+        return -1;
+    }
+    return 0;
+}
+
+static int
+start(Loop *self)
+{
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "HTDAPolicy's replay was re-entered");
+        return -1;
+    }
+    self->keys = PyObject_CallMethod(self->rating, "keys", NULL);
+    if (self->keys != NULL && !PyDict_Check(self->keys)) {
+        PyErr_SetString(PyExc_TypeError, "the rating's keys() must be a dict");
+        Py_CLEAR(self->keys);
+    }
+    return self->keys == NULL ? -1 : 0;
+}
+
+PyDoc_STRVAR(replay_doc,
+"replay(times, ids, sizes, groups, used, /)\n--\n\n"
+"Serve the requests (lists of one length) in order, ``used`` bytes already cached; returns\n"
+"``(hits, hit_bytes, staged, evicted, used)`` of these requests (used: the bytes cached after them).");
+
+static PyObject *
+Loop_replay(Loop *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "replay(times, ids, sizes, groups, used)");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_Check(args[0]) ? PyList_GET_SIZE(args[0]) : -1;
+    for (int i = 0; i < 4; i++) {
+        if (!PyList_Check(args[i]) || PyList_GET_SIZE(args[i]) != n) {
+            PyErr_SetString(PyExc_TypeError, "times, ids, sizes and groups must be lists of one length");
+            return NULL;
+        }
+    }
+    Totals totals = {0, 0, 0, 0, 0};
+    if (as_int(args[4], &totals.used) < 0 || start(self) < 0)
+        return NULL;
+    PyObject *access = PyObject_GetAttrString(self->rating, "access");
+    int failed = access == NULL;
+    self->busy = 1;
+    /* the lists are the caller's: an item is held across the access, which runs Python */
+    for (Py_ssize_t i = 0; i < n && !failed; i++) {
+        PyObject *t = Py_NewRef(PyList_GET_ITEM(args[0], i));
+        long long id, size, gid;
+        failed = as_int(PyList_GET_ITEM(args[1], i), &id) < 0 || as_int(PyList_GET_ITEM(args[2], i), &size) < 0
+                 || gid_of_request(PyList_GET_ITEM(args[3], i), id, &gid) < 0
+                 || request(self, access, &totals, t, id, size, gid) < 0;
+        Py_DECREF(t);
+    }
+    self->busy = 0;
+    Py_XDECREF(access);
+    Py_CLEAR(self->keys);
+    if (failed)
+        return NULL;
+    return Py_BuildValue("(LLLLL)", totals.hits, totals.hit_bytes, totals.staged, totals.evicted, totals.used);
+}
+
+PyDoc_STRVAR(rekey_doc,
+"rekey()\n--\n\nEvery key changed (an adaptive rating switched half-life): re-key the cached files, one heap entry\n"
+"each.");
+
+static PyObject *
+Loop_rekey(Loop *self, PyObject *Py_UNUSED(ignored))
+{
+    int nested = self->keys != NULL; /* called back from inside replay(): its keys dict is the one */
+    if (!nested && (self->keys = PyObject_CallMethod(self->rating, "keys", NULL)) == NULL)
+        return NULL;
+    int failed = !PyDict_Check(self->keys);
+    if (failed)
+        PyErr_SetString(PyExc_TypeError, "the rating's keys() must be a dict");
+    self->heap.n = 0; /* room enough: every cached file had an entry */
+    for (Py_ssize_t i = 0; i <= self->files.mask && !failed; i++) {
+        File *file = (File *)RECORD(&self->files, i);
+        if (file->head.used && CACHED(file)) {
+            failed = current_key(self, file, &file->key) < 0;
+            self->heap.entries[self->heap.n++] = (Entry){file->key, file->head.id};
+        }
+    }
+    for (Py_ssize_t pos = self->heap.n / 2 - 1; pos >= 0; pos--)
+        sift_down(&self->heap, pos);
+    if (!nested)
+        Py_CLEAR(self->keys);
+    if (failed)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(file_key_doc, "file_key(file)\n--\n\nThe file's current key (KeyError if it was never requested).");
+
+static PyObject *
+Loop_file_key(Loop *self, PyObject *arg)
+{
+    long long id;
+    if (as_int(arg, &id) < 0)
+        return NULL;
+    File *file = (File *)find(&self->files, id);
+    if (file == NULL) {
+        PyErr_SetObject(PyExc_KeyError, arg);
+        return NULL;
+    }
+    double key;
+    if (file_key(self, file, &key) < 0)
+        return NULL;
+    return PyFloat_FromDouble(key);
+}
+
+PyDoc_STRVAR(contents_doc, "contents()\n--\n\nA new dict of the cached files and their sizes.");
+
+static PyObject *
+Loop_contents(Loop *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *held = PyDict_New();
+    for (Py_ssize_t i = 0; held != NULL && i <= self->files.mask; i++) {
+        File *file = (File *)RECORD(&self->files, i);
+        if (!file->head.used || !CACHED(file))
+            continue;
+        PyObject *id = PyLong_FromLongLong(file->head.id), *size = PyLong_FromLongLong(file->size);
+        if (id == NULL || size == NULL || PyDict_SetItem(held, id, size) < 0)
+            Py_CLEAR(held);
+        Py_XDECREF(id);
+        Py_XDECREF(size);
+    }
+    return held;
+}
+
+/* -- the type --------------------------------------------------------------------------------------------------- */
+
+static PyObject *
+Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"rating", "capacity", "per_job", "per_size", "sized", NULL};
+    PyObject *rating;
+    long long capacity;
+    int per_job, per_size, sized;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$OLppp:Loop", names, &rating, &capacity, &per_job, &per_size,
+                                     &sized))
+        return NULL;
+    Loop *self = (Loop *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->rating = Py_NewRef(rating);
+    self->capacity = capacity;
+    self->per_job = per_job;
+    self->per_size = per_size;
+    self->sized = sized;
+    if (table_init(&self->files, sizeof(File)) < 0 || table_init(&self->groups, sizeof(Group)) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+/* the policy holds the loop, the loop the rating, the rating (on_switch) the policy: a cycle the collector
+ * breaks.  The records' objects are ints and sets of ints: no cycle goes through them. */
+static int
+Loop_traverse(Loop *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->rating);
+    Py_VISIT(self->keys);
+    return 0;
+}
+
+static int
+Loop_clear(Loop *self)
+{
+    Py_CLEAR(self->rating);
+    Py_CLEAR(self->keys);
+    return 0;
+}
+
+static void
+free_tables(Loop *self)
+{
+    for (Py_ssize_t i = 0; self->files.slots && i <= self->files.mask; i++) {
+        File *file = (File *)RECORD(&self->files, i);
+        Py_XDECREF(file->group);
+        Py_XDECREF(file->groups);
+    }
+    for (Py_ssize_t i = 0; self->groups.slots && i <= self->groups.mask; i++) {
+        Group *group = (Group *)RECORD(&self->groups, i);
+        Py_XDECREF(group->group);
+        Py_XDECREF(group->bytes);
+    }
+    PyMem_Free(self->files.slots);
+    PyMem_Free(self->groups.slots);
+    PyMem_Free(self->heap.entries);
+}
+
+static void
+Loop_dealloc(Loop *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Loop_clear(self);
+    free_tables(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyMethodDef Loop_methods[] = {
+    {"replay", (PyCFunction)(void (*)(void))Loop_replay, METH_FASTCALL, replay_doc},
+    {"rekey", (PyCFunction)Loop_rekey, METH_NOARGS, rekey_doc},
+    {"file_key", (PyCFunction)Loop_file_key, METH_O, file_key_doc},
+    {"contents", (PyCFunction)Loop_contents, METH_NOARGS, contents_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot Loop_slots[] = {
+    {Py_tp_doc, "Loop(*, rating, capacity, per_job, per_size, sized)\n--\n\n"
+                "The cache of HTDAPolicy without admission: its tables and its request loop."},
+    {Py_tp_new, Loop_new},
+    {Py_tp_dealloc, Loop_dealloc},
+    {Py_tp_traverse, Loop_traverse},
+    {Py_tp_clear, Loop_clear},
+    {Py_tp_methods, Loop_methods},
+    {0, NULL},
+};
+
+static PyType_Spec Loop_spec = {
+    .name = "htda.simulator._replay.Loop",
+    .basicsize = sizeof(Loop),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = Loop_slots,
+};
+
+static int
+module_exec(PyObject *module)
+{
+    if ((unit_weight == NULL && (unit_weight = PyFloat_FromDouble(1.0)) == NULL)
+        || (zero_bytes == NULL && (zero_bytes = PyLong_FromLong(0)) == NULL)
+        || (str_key == NULL && (str_key = PyUnicode_InternFromString("key")) == NULL))
+        return -1;
+    PyObject *type = PyType_FromModuleAndSpec(module, &Loop_spec, NULL);
+    if (type == NULL)
+        return -1;
+    int failed = PyModule_AddObjectRef(module, "Loop", type);
+    Py_DECREF(type);
+    return failed;
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "htda.simulator._replay",
+    .m_doc = "The cache of HTDAPolicy without admission (htda.simulator.htda_policy) in C.",
+    .m_size = 0,
+    .m_slots = module_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__replay(void)
+{
+    return PyModuleDef_Init(&module_def);
+}

@@ -1,0 +1,246 @@
+"""HTDAPolicy's compiled request loop (``htda/simulator/_replay.c``) decides as the Python loop it replaced.
+
+:class:`ReferenceHTDA` below is that Python loop, kept as the reference (as
+``tests/coordinator/test_adaptive.py`` keeps the rating's): every trace here is
+replayed, chunk by chunk, through both, each with its own rating of the same
+configuration, and every chunk's hits and hit bytes, the bytes staged and
+evicted, the bytes held, the cached files and the rating's switches must be
+equal.  The traces have groups (files requested in several), jobs (requests of a
+group at one timestamp), files larger than the cache, evictions and, with the
+adaptive rating, switches of its half-life that re-key the cache mid-replay.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from typing import Any
+
+import pytest
+
+from htda.coordinator.adaptive import AdaptiveLRFUPolicy
+from htda.coordinator.rating import LRFUPolicy, RatingPolicy, best_key, normalised_key
+from htda.simulator.htda_policy import HTDAPolicy
+from htda.simulator.trace import NO_GROUP
+
+Trace = tuple[list[float], list[int], list[int], list[int]]
+
+
+class ReferenceHTDA:
+    """HTDAPolicy without admission as plain Python: the loop the C one must match, step for step."""
+
+    def __init__(self, capacity: int, rating: Any, per_size: bool = False, accesses: str = "job"):
+        self.capacity, self.rating, self.per_size, self.per_job = capacity, rating, per_size, accesses == "job"
+        self.used = self.staged = self.evicted = 0
+        self.group_of: dict[int, int] = {}
+        self.more_groups: dict[int, set[int]] = {}
+        self.last_access: dict[int, float] = {}
+        self.entry_key: dict[int, float] = {}
+        self.sizes: dict[int, int] = {}
+        self.heap: list[tuple[float, int]] = []
+        self.group_bytes: dict[int, int] | None = None
+        if isinstance(rating, AdaptiveLRFUPolicy):
+            rating.set_capacity(capacity)
+            rating.on_switch = self.rekey
+            self.group_bytes = {}
+
+    def file_key(self, oid: int) -> float:
+        groups = self.more_groups.get(oid)
+        key = self.rating.key(self.group_of[oid]) if groups is None else best_key(map(self.rating.key, groups))
+        return normalised_key(key, self.sizes.get(oid)) if self.per_size else key
+
+    def rekey(self) -> None:
+        keys, fast = self.rating.keys(), not self.per_size
+        self.entry_key.update({oid: keys[self.group_of[oid]] if fast and oid not in self.more_groups
+                               else self.file_key(oid) for oid in self.entry_key})
+        self.heap[:] = [(key, oid) for oid, key in self.entry_key.items()]
+        heapq.heapify(self.heap)
+
+    def replay(self, times, ids, sizes, groups) -> tuple[int, int]:
+        rating, group_of, more_groups, last_access = self.rating, self.group_of, self.more_groups, self.last_access
+        entry_key, cached_sizes, heap, cap, used = self.entry_key, self.sizes, self.heap, self.capacity, self.used
+        access, file_key, keys = rating.access, self.file_key, rating.keys()
+        push, pop = heapq.heappush, heapq.heappop
+        group_bytes, fast = self.group_bytes, not self.per_size
+        hits = hit_bytes = staged = evicted = 0
+        for t, oid, size, group in zip(times, ids, sizes, groups):
+            if group == NO_GROUP:
+                group = -2 - oid
+            known = group_of.get(oid)
+            if known is None:
+                group_of[oid] = known = group
+                if group_bytes is not None:
+                    group_bytes[group] = group_bytes.get(group, 0) + size
+            elif known != group:
+                more_groups.setdefault(oid, {known}).add(group)
+            if not self.per_job or last_access.get(group) != t:
+                last_access[group] = t
+                if group_bytes is None:
+                    access(group, t)
+                else:
+                    access(group, t, 1.0, group_bytes.get(group, 0))
+            if oid in entry_key:
+                hits += 1
+                hit_bytes += size
+                continue
+            if size > cap:
+                continue
+            entry = (keys[group] if fast and known == group and oid not in more_groups else file_key(oid), oid)
+            if used + size > cap and heap and entry < heap[0]:
+                continue
+            cached_sizes[oid] = size
+            entry_key[oid] = entry[0]
+            push(heap, entry)
+            used += size
+            while used > cap:
+                key, victim = pop(heap)
+                current = keys[group_of[victim]] if fast and victim not in more_groups else file_key(victim)
+                if current != key:
+                    entry_key[victim] = current
+                    push(heap, (current, victim))
+                    continue
+                del entry_key[victim]
+                victim_size = cached_sizes.pop(victim)
+                used -= victim_size
+                if victim == oid:
+                    size = 0
+                else:
+                    evicted += victim_size
+            staged += size
+        rating.take_touched()
+        self.used = used
+        self.staged += staged
+        self.evicted += evicted
+        return hits, hit_bytes
+
+
+def random_trace(seed: int, n: int = 6000, files: int = 400, grouped: bool = True) -> Trace:
+    """Requests with a drifting hot set, scans, jobs (a group's files at one timestamp), files in several groups
+    and a few files larger than any cache here."""
+    rng = random.Random(seed)
+    size_of = {f: rng.choice((1, 2, 3, 5, 8, 13, 40)) * 100 for f in range(files)}
+    for big in rng.sample(range(files), 3):
+        size_of[big] = 10**6
+    home = {f: f // 7 for f in range(files)}
+    times: list[float] = []
+    ids: list[int] = []
+    sizes: list[int] = []
+    groups: list[int] = []
+    t = 0.0
+    while len(ids) < n:
+        t += rng.choice((0.5, 1.0, 1.0, 3.0, 40.0))
+        phase = len(ids) * 4 // n
+        if rng.random() < 0.3:
+            job = [rng.randrange(files)]  # a scan-like single read
+        else:
+            first = (phase * 90 + rng.randrange(60)) % files
+            job = [first + k for k in range(rng.randint(1, 4)) if first + k < files]
+        for f in job:
+            group = home[f] if rng.random() < 0.9 else rng.randrange(files // 7)  # sometimes another group
+            times.append(t)
+            ids.append(f)
+            sizes.append(size_of[f])
+            groups.append(group if grouped else NO_GROUP)
+    return times, ids, sizes, groups
+
+
+def adaptive() -> AdaptiveLRFUPolicy:
+    """An adaptive rating that decides often, so that a short trace switches several times."""
+    return AdaptiveLRFUPolicy(half_life=10_000.0, half_lives=(5.0, 200.0, 10_000.0), decision_every=50,
+                              patience=1, hysteresis=0.0)
+
+
+def replay_both(trace: Trace, capacity: int, make_rating, chunk: int = 1000, **options) -> HTDAPolicy:
+    """Replay ``trace`` through the compiled and the reference loop, chunk by chunk, asserting they agree."""
+    compiled = HTDAPolicy(capacity, make_rating(), **options)
+    reference = ReferenceHTDA(capacity, make_rating(), **options)
+    for start in range(0, len(trace[0]), chunk):
+        part = [column[start:start + chunk] for column in trace]
+        assert compiled.replay(*part) == reference.replay(*part)
+        assert (compiled.staged, compiled.evicted, compiled.used) == (reference.staged, reference.evicted,
+                                                                      reference.used)
+    assert compiled.contents() == reference.sizes
+    assert compiled.rating.switches == reference.rating.switches if hasattr(compiled.rating, "switches") else True
+    return compiled
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("capacity", [1_500, 6_000, 30_000])
+def test_the_compiled_loop_matches_the_reference_with_the_adaptive_rating(seed, capacity):
+    policy = replay_both(random_trace(seed), capacity, adaptive)
+    assert policy.evicted > 0
+    if capacity == 6_000:
+        assert policy.rating.switches >= 2  # the cache was re-keyed mid-replay
+
+
+@pytest.mark.parametrize("options", [{}, {"per_size": True}, {"accesses": "request"}])
+def test_the_compiled_loop_matches_the_reference_with_a_fixed_half_life(options):
+    policy = replay_both(random_trace(4), 5_000, lambda: LRFUPolicy(half_life=30.0), **options)
+    assert policy.evicted > 0
+
+
+@pytest.mark.parametrize("options", [{"per_size": True}, {"accesses": "request"}])
+def test_the_compiled_loop_matches_the_reference_with_options_and_switches(options):
+    policy = replay_both(random_trace(5), 6_000, adaptive, **options)
+    assert policy.rating.switches >= 1
+
+
+def test_the_compiled_loop_matches_the_reference_without_groups():
+    policy = replay_both(random_trace(6, grouped=False), 4_000, adaptive, chunk=777)
+    assert policy.evicted > 0 and policy.rating.switches >= 1
+
+
+def test_a_cache_of_nothing_and_of_everything():
+    trace = random_trace(7, n=2000)
+    assert replay_both(trace, 0, adaptive).contents() == {}
+    everything = replay_both(trace, 10**9, adaptive)
+    assert everything.evicted == 0 and everything.staged == sum(everything.contents().values())
+
+
+def test_the_compiled_loop_takes_any_sequences_and_reports_a_bad_key():
+    times, ids, sizes, groups = random_trace(8, n=500)
+    policy = HTDAPolicy(2_000, LRFUPolicy(half_life=30.0))
+    reference = ReferenceHTDA(2_000, LRFUPolicy(half_life=30.0))
+    assert policy.replay(tuple(times), iter(ids), sizes, groups) == reference.replay(times, ids, sizes, groups)
+
+    class TextKeys(LRFUPolicy):
+        def access(self, group: Any, t: float, weight: float = 1.0, size: float = 1.0) -> None:
+            super().access(group, t, weight, size)
+            self.keys()[group] = "high"  # type: ignore[assignment]
+
+    with pytest.raises(TypeError, match="keys must be floats"):
+        HTDAPolicy(2_000, TextKeys(half_life=30.0)).replay(times, ids, sizes, groups)
+
+
+def test_a_rating_without_the_adaptive_hooks_is_called_as_before():
+    calls: list[tuple] = []
+
+    class Recording(LRFUPolicy):
+        def access(self, group: Any, t: float, weight: float = 1.0, size: float = 1.0) -> None:
+            calls.append((group, t) if (weight, size) == (1.0, 1.0) else (group, t, weight, size))
+            super().access(group, t, weight, size)
+
+    rating: RatingPolicy[Any] = Recording(half_life=30.0)
+    HTDAPolicy(10_000, rating).replay([0.0, 0.0, 1.0], [0, 1, 0], [10, 10, 10], [5, 5, NO_GROUP])
+    assert calls == [(5, 0.0), (-2, 1.0)]  # one access per job; a file without a group is its own group
+
+
+def test_a_switch_between_replays_re_keys_the_cache_as_the_reference_does():
+    """The rating may switch outside a replay (accesses recorded by someone else): the cache re-keys then too."""
+    times, ids, sizes, groups = random_trace(9)
+    half = len(times) // 2
+    compiled, reference = HTDAPolicy(6_000, adaptive()), ReferenceHTDA(6_000, adaptive())
+    for policy in (compiled, reference):
+        policy.replay(times[:half], ids[:half], sizes[:half], groups[:half])
+    switches = compiled.rating.switches
+    assert compiled.rating.half_life == 5.0
+    for policy in (compiled, reference):  # a few hot groups among one-off ones: a longer half-life wins
+        rng = random.Random(1)
+        for i in range(3000):
+            group = 100_000 + rng.randrange(5) if rng.random() < 0.5 else 200_000 + i
+            policy.rating.access(group, times[half - 1] + 1 + i, 1.0, 300)
+    assert compiled.rating.switches == reference.rating.switches > switches
+    rest = (times[half:], ids[half:], sizes[half:], groups[half:])
+    assert compiled.replay(*rest) == reference.replay(*rest)
+    assert (compiled.staged, compiled.evicted, compiled.contents()) == (reference.staged, reference.evicted,
+                                                                         reference.sizes)
