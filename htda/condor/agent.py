@@ -32,7 +32,7 @@ from ..protocol.clients import LocatorClient
 from ..protocol.node import facts_in
 from . import classads
 from .channel import Answer, Call, HookServer, Refused
-from .homes import Home, Homes
+from .homes import Homes
 from .hooks import EVENTS_PATH, SUBMIT_SOCKET, TRANSLATE_PATH, split
 from .jobinfo import InputMapping, JobInfo, job_ids, job_owner, job_state
 from .sizes import SizeProbe
@@ -103,9 +103,8 @@ class SubmitAgent(Component):
                                               "(the same for every job sharing one), so that new data is read "
                                               "once where workers read storage through a read-through cache "
                                               "(docs/cache.rst)"),
-        "home_timeout": Field(float, 300.0, "with steer_requirements: seconds after submission a job that "
-                                            "shares an input with another waits for their first-read home "
-                                            "(0: for ever); a job that shares none only prefers it"),
+        "home_timeout": Field(float, 300.0, "with steer_requirements: seconds after submission a job waits "
+                                            "for its first-read home (0: for ever)"),
         "cold_first": Field(bool, True, "a job whose inputs no node holds (steered to its first-read home: it "
                                         "reads them all from storage and runs longest) starts before its owner's "
                                         "other jobs of default priority: JobPrio 1 where it is 0 or unset"),
@@ -270,13 +269,13 @@ class SubmitAgent(Component):
                 error = exc
         raise error
 
-    def first_read_home(self, lfns: list[str]) -> Home | None:
+    def first_read_home(self, lfns: list[str]) -> str | None:
         """The node to read ``lfns`` first (no node holds any of them): see :mod:`htda.condor.homes`."""
         nodes = [m.name for m in self.node.members("cache")
                  if (facts := facts_in(m.info, "cache", CacheFacts)) is not None and facts.capacity_bytes]
         home = self.homes.choose(lfns, nodes)
         if home is not None:
-            self._homed.inc(node=home.node)
+            self._homed.inc(node=home)
         return home
 
     def flush(self) -> None:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import classads
-from .homes import Home
 from .hooks import split
 from .jobinfo import NODE_ATTR, InputMapping, JobInfo, job_info
 
@@ -75,8 +74,8 @@ class Outcome:
 #: publish(job) queues the job for the coordinator; lookup(lfns) answers like POST /locator/lookup
 Publish = Callable[[JobInfo], None]
 Lookup = Callable[[list[str]], Any]
-#: first_read(lfns) names the node that reads inputs no node holds yet (:mod:`htda.condor.homes`), or None
-FirstRead = Callable[[list[str]], "Home | None"]
+#: home(lfns) names the node that reads inputs no node holds yet (:mod:`htda.condor.homes`), or None
+Home = Callable[[list[str]], "str | None"]
 
 #: the affinity of a first-read home: above 0 (preferred and, with steer_requirements, required), below any
 #: share a holder of real bytes gets
@@ -95,12 +94,11 @@ def parse_input(stdin: bytes) -> tuple[bytes, classads.ClassAd]:
 
 
 def translate(ad: classads.ClassAd, mapping: InputMapping, steering: Steering, publish: Publish,
-              lookup: Lookup, home: FirstRead | None = None) -> Outcome:
+              lookup: Lookup, home: Home | None = None) -> Outcome:
     """Answer a translate hook for the job ``ad``: the attributes HTDA sets, or nothing.
 
     Holders of the inputs are preferred by their share of the bytes; when no node holds any and ``home``
-    is given, the job is steered to the first-read home of its inputs: required (``home_timeout`` long) when
-    it shares an input with a job homed before it, preferred only when it shares none.
+    is given, the job is steered to the first-read home of its inputs (``home_timeout`` long).
     """
     job = job_info(ad, mapping)
     if not job.inputs:
@@ -115,14 +113,13 @@ def translate(ad: classads.ClassAd, mapping: InputMapping, steering: Steering, p
         written = _steer(ad, fractions, fractions[0][1], steering.steer_timeout, len(job.inputs), steering)
         reason = f"preferred {fractions[0][0]} ({fractions[0][1]:.0%})"
     elif first_read:
-        written = _steer(ad, [(first_read.node, HOME_AFFINITY)], 0.0, steering.home_timeout, len(job.inputs),
-                         steering, require=first_read.shared)
-        ad[ATTRS.HOME] = first_read.node
+        written = _steer(ad, [(first_read, HOME_AFFINITY)], 0.0, steering.home_timeout, len(job.inputs), steering)
+        ad[ATTRS.HOME] = first_read
         written.append(ATTRS.HOME)
         if steering.cold_first and classads.evaluate(ad, "JobPrio", 0) == 0:
             ad["JobPrio"] = COLD_PRIO
             written.append("JobPrio")
-        reason = f"no holder: first-read home {first_read.node} ({'shared' if first_read.shared else 'alone'})"
+        reason = f"no holder: first-read home {first_read}"
     else:
         return Outcome(b"", False, "no cache node holds any input", job)
     try:
@@ -154,10 +151,9 @@ def _preferred(answer: Any, steering: Steering) -> list[tuple[str, float]]:
 
 
 def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], cached: float, timeout: float, inputs: int,
-           steering: Steering, require: bool = True) -> list[str]:
+           steering: Steering) -> list[str]:
     """Write the steering into ``ad`` (``cached``: the best node's share of the bytes; ``timeout``: how long a
-    required node is waited for; ``require``: False to prefer the nodes only, whatever ``steer_requirements``
-    says); the names of the attributes written."""
+    required node is waited for); the names of the attributes written."""
     written = []
 
     def put(name: str, value: Any) -> None:
@@ -177,7 +173,7 @@ def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], cached: flo
     names = [n for n in str(machine_attrs).replace(",", " ").split() if n]
     if NODE_ATTR.lower() not in (n.lower() for n in names):
         put("JobMachineAttrs", ",".join([*names, NODE_ATTR]))
-    if require and steering.steer_requirements and ATTRS.USER_REQUIREMENTS not in ad and "Requirements" in ad:
+    if steering.steer_requirements and ATTRS.USER_REQUIREMENTS not in ad and "Requirements" in ad:
         put(ATTRS.USER_REQUIREMENTS, ad.lookup("Requirements"))
         put("Requirements", classads.expr(f"({ATTRS.USER_REQUIREMENTS}) && {_cache_requirement(timeout)}"))
     return written

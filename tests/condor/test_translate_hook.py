@@ -143,19 +143,16 @@ def test_jobs_whose_inputs_no_node_holds_share_a_first_read_home(run, inprocess_
     home = first["HTDA_HomeNode"]
     other = ({"c-one", "c-two"} - {home}).pop()
     assert first["HTDA_PreferredNodes"] == home and first["HTDA_CachedFraction"] == 0.0
-    # alone with its inputs: its home is preferred, not waited for
-    assert first.lookup("Requirements").eval(scope=first, target=machine(other)) is True
+    assert first.lookup("Requirements").eval(scope=first, target=machine(home)) is True
+    assert first.lookup("Requirements").eval(scope=first, target=machine(other)) is False
     assert rank(first, machine(home)) > rank(first, machine(other))
     assert first["JobPrio"] == 1  # it reads everything from storage: it starts before cached jobs
-    second = route("/storage/store/new/b.root")  # shares an input: it waits for the home, to read through it
+    second = route("/storage/store/new/b.root", waited=400)  # shares an input; waited past home_timeout
     assert second["HTDA_HomeNode"] == home
-    assert second.lookup("Requirements").eval(scope=second, target=machine(home)) is True
-    assert second.lookup("Requirements").eval(scope=second, target=machine(other)) is False
-    late = route("/storage/store/new/a.root", waited=400)  # the same, but it waited past home_timeout
-    assert late.lookup("Requirements").eval(scope=late, target=machine(other)) is True
+    assert second.lookup("Requirements").eval(scope=second, target=machine(other)) is True
     assert route("/storage/store/new/z.root")["HTDA_HomeNode"] == other  # new data: the node with no job yet
     _, metrics = raw_request("GET", f"{agent.url}/metrics")
-    assert f'htda_submit_first_read_homes_total{{node="{home}"}} 3'.encode() in metrics
+    assert f'htda_submit_first_read_homes_total{{node="{home}"}} 2'.encode() in metrics
     assert b"htda_submit_first_read_inputs 3" in metrics
     assert route("/storage/store/new/a.root", JobPrio="5")["JobPrio"] == 5  # a user's own priority stays
     holdings({"c-two": {"/store/new/a.root": 100}})  # once a node holds an input, holders steer, not homes
