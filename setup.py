@@ -75,7 +75,8 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.11",
     packages=find_packages(include=["htda", "htda.*"]),
-    package_data={"htda": ["py.typed", "static/*", "coordinator/migrations/script.py.mako", "coordinator/*.pyi", "simulator/*.pyi"]},
+    package_data={"htda": ["py.typed", "static/*", "coordinator/migrations/script.py.mako", "coordinator/*.pyi",
+                           "simulator/*.pyi"]},
     ext_modules=KERNELS,
     scripts=[str(p) for p in sorted((HERE / "hooks").glob("htda_*")) if p.is_file()],
     install_requires=[
