@@ -36,10 +36,6 @@ MAX_EXPANDED_READS = 256
 #: the hot groups whose scores replicas are shared out by: this many per cache node, at least HOT_GROUPS_MIN
 HOT_GROUPS_PER_NODE = 8
 HOT_GROUPS_MIN = 64
-#: a hot group whose score (its reads, each weighing half as much per half-life of age) is this high was read
-#: more than once lately (twice within 0.4 half-lives): it is worth a second copy in room left over, for its
-#: jobs would otherwise queue for one node's slots (:mod:`~htda.coordinator.replicas`, "Room to spare")
-REUSED_SCORE = 1.5
 
 log = logging.getLogger("htda.coordinator")
 
@@ -236,7 +232,7 @@ class Coordinator:
                 self._since_full = 0
             changes = moves(self.placement, new)
             replicas = self.replicas if kind == "unchanged" else \
-                self._replicate(new, capacities, excluded, touched if kind == "changes" else None, now)
+                self._replicate(new, capacities, excluded, touched if kind == "changes" else None)
             self.cycle += 1
             self.store.save_placement({fid: after for fid, (_, after) in changes.items()}, self.cycle)
             if changes or rekeyed or inputs != self._last_inputs or replicas != self.replicas:
@@ -251,8 +247,7 @@ class Coordinator:
         return report
 
     def _replicate(self, placement: Mapping[int, str], capacities: Mapping[str, int],
-                   excluded: Mapping[int, Collection[str]], rekeyed: set[int] | None,
-                   now: float) -> dict[int, tuple[str, ...]]:
+                   excluded: Mapping[int, Collection[str]], rekeyed: set[int] | None) -> dict[int, tuple[str, ...]]:
         """More copies of the hot groups in the room the placement left (:mod:`~htda.coordinator.replicas`);
         ``rekeyed``: the groups re-keyed since the last cycle, whose hot groups are kept (None: rank all)."""
         if self.max_copies <= 1 or len(capacities) <= 1:
@@ -262,8 +257,7 @@ class Coordinator:
         hot = self.state.hot_groups(max(HOT_GROUPS_MIN, HOT_GROUPS_PER_NODE * len(capacities)), among)
         self._hot = [cast(int, group.group) for group in hot]
         return replicate(hot, placement, self.state.size, capacities, max_copies=self.max_copies,
-                         headroom=self.replica_headroom, current=self.replicas, excluded=excluded,
-                         reused=self.state.reused(self._hot, now, REUSED_SCORE))
+                         headroom=self.replica_headroom, current=self.replicas, excluded=excluded)
 
     def _admission_options(self) -> dict[str, Any]:
         """``place``'s admission arguments; the sketch is first sized to the placed files (at least as many as their

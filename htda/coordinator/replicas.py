@@ -31,15 +31,14 @@ proportion to their popularity, within a budget:
 - Only groups whose files all sit on one node are replicated (a group split
   over several nodes is already served by several); their scores still
   count in the shares.
-- **Room to spare.**  A pool of evenly popular groups gets few replicas by
-  shares, yet a group that several jobs read still has one holder, and its
-  jobs queue for that holder's slots while other nodes idle (measured in the
-  cluster benchmark: jobs of a held group waiting 15-19 s behind the
-  holder's cold jobs).  So once the shares are served, each group of
-  ``reused`` (the coordinator's: read more than once lately) that
-  still has one holder gets a second copy where room is left, best first.
-  The room costs nothing until a first copy needs it (replicas go first),
-  and the copy only the workers' links.
+
+Tried and not kept: a second copy, in room left over, of every hot group
+read more than once lately (score >= 1.5), for the third job of a dataset
+that queued for its one holder's slots.  Three cluster benchmark runs did
+not move HTDA's makespan (medians 155 and 156 s), and copies came and went
+as scores crossed the threshold: a cache node dropped second copies it had
+just made (``tests/ops/test_faults.py`` caught it).  A rule like it needs
+hysteresis (keep a copy while the score stays above a lower bound).
 
 Replicas are copied from the nodes that hold the file (the cache node's
 peer copies), never from storage: the storage link is what a site runs
@@ -99,16 +98,14 @@ def replicate(
     headroom: float = 1.0,
     current: Mapping[F, tuple[str, ...]] | None = None,
     excluded: Mapping[F, Collection[str]] | None = None,
-    reused: Collection[Hashable] = (),
 ) -> dict[F, tuple[str, ...]]:
     """The replicas ``{file: (node, ...)}`` (nodes other than the file's placed one, second copy first).
 
     ``groups`` are the hot groups with their scores (their sum is the popularity the shares are taken of);
     ``placement`` is the new placement of first copies, ``size(file)`` its bytes, ``capacities`` the bytes
     each live cache node may hold; ``headroom`` how many times its mean demand a group's copies should serve;
-    ``current`` the replicas of the previous cycle; ``excluded`` the nodes that released a file; ``reused`` the
-    groups (ids) that get a second copy in the room left once the shares are served.  See the module
-    docstring for the rules.
+    ``current`` the replicas of the previous cycle; ``excluded`` the nodes that released a file.  See the
+    module docstring for the rules.
     """
     if max_copies <= 1 or len(capacities) <= 1:
         return {}
@@ -137,26 +134,13 @@ def replicate(
         target = _target(group.files, holders, room, size, placement, current, excluded, out, shares.load)
         if target is None:
             continue
-        _copy(group.files, target, placement, out, room, size)
+        for lfn in group.files:
+            if placement.get(lfn) != target and target not in out.get(lfn, ()):
+                out.setdefault(lfn, []).append(target)
+                room[target] -= size(lfn)
         shares.grow(group.score, holders, target)
         heapq.heappush(queue, (-group.score / (len(holders) + 1), rank, len(holders) + 1))
-    for group in hot:  # room to spare: a second copy of each reused group, best first
-        holders = _holders(group.files, placement, out) if group.group in reused else set()
-        if len(holders) == 1:
-            target = _target(group.files, holders, room, size, placement, current, excluded, out, shares.load)
-            if target is not None:
-                _copy(group.files, target, placement, out, room, size)
-                shares.grow(group.score, holders, target)
     return {lfn: tuple(nodes) for lfn, nodes in out.items()}
-
-
-def _copy(files: Sequence[F], target: str, placement: Mapping[F, str], replicas: dict[F, list[str]],
-          room: dict[str, int], size: Callable[[F], int]) -> None:
-    """One more copy of a group on ``target``: the files it lacks take its room."""
-    for lfn in files:
-        if placement.get(lfn) != target and target not in replicas.get(lfn, ()):
-            replicas.setdefault(lfn, []).append(target)
-            room[target] -= size(lfn)
 
 
 def _holders(files: Sequence[F], placement: Mapping[F, str], replicas: Mapping[F, list[str]]) -> set[str]:

@@ -284,13 +284,6 @@ class RatingState:
             top = best[0][1]
             return [GroupCandidate(gid, _relative(key, top), self._files_of(gid)) for gid, key in best]
 
-    def reused(self, groups: Iterable[int], now: float, floor: float) -> set[int]:
-        """Those of ``groups`` whose score at ``now`` (their accesses, each weighing half as much per half-life
-        of age) is at least ``floor``."""
-        with self.lock:
-            score = self.policy.score
-            return {gid for gid in groups if score(gid, now) >= floor}
-
     def top_groups(self, n: int, now: float) -> list[tuple[int, float, int]]:
         """(group id, score, number of files) of the ``n`` best groups."""
         with self.lock:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import collections
-
 import pytest
 
 from htda.coordinator.core import CacheNode, Coordinator
@@ -345,29 +343,6 @@ def test_a_popular_group_gets_replicas_copied_from_its_holder(database, tasks):
     core.run_cycle(nodes, now=NOW + 10.0, full=True)
     assert {n.name: [f.lfn for f in core.assignments(n.name, now=NOW + 10.0).files] for n in nodes} == \
         {name: [f.lfn for f in files] for name, files in before.items()}
-
-
-def test_groups_read_more_than_once_get_a_second_copy_where_room_is_left(database):
-    core = _coordinator(database, max_copies=3)
-    jobs, events = [], []
-    for g in range(12):  # g0..g5 read by two jobs, g6..g11 by one: shares give none of them a replica
-        inputs = [f"/store/g{g}/f{i}" for i in range(3)]
-        for j in range(2 if g < 6 else 1):
-            jobs.append(JobRecord(f"g{g}-{j}", "alice", inputs, sizes=dict.fromkeys(inputs, 100)))
-            events.append({"job_id": f"g{g}-{j}", "state": "started", "time": NOW - 10.0})
-    core.submit_jobs(jobs)
-    core.report_events(events)
-    nodes = _nodes(*((f"n{i}", 3000) for i in range(4)))  # 3,600 bytes of first copies in 11,400
-    core.run_cycle(nodes, now=NOW)
-    copies = collections.Counter(f.lfn.split("/")[2] for n in nodes for f in core.assignments(n.name, now=NOW).files)
-    assert copies == {**{f"g{g}": 6 for g in range(6)}, **{f"g{g}": 3 for g in range(6, 12)}}
-    assert core.sizes(NOW)["replicas"] == 18
-    # on devices with room only for the first copies (three groups each), none
-    core.run_cycle(_nodes(*((f"n{i}", 1000) for i in range(4))), now=NOW + 1.0)
-    assert core.sizes(NOW)["replicas"] == 0 and len(core.placement) == 36
-    # reads long past (six half-lives) no longer tell of reuse, whatever the room
-    core.run_cycle(nodes, now=NOW + 6 * HALF_LIFE, full=True)
-    assert core.sizes(NOW)["replicas"] == 0 and len(core.placement) == 36
 
 
 def test_replicas_make_way_for_first_copies(database):

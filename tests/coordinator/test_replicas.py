@@ -58,33 +58,6 @@ def test_evenly_popular_groups_get_no_replica():
     assert replicate(groups, placement, _size, capacities, max_copies=3) == {}
 
 
-def test_reused_groups_of_an_even_pool_get_a_second_copy_in_room_left_best_first():
-    groups = [_group(f"g{i}", 1.0 - i / 100) for i in range(8)]  # shares give none a replica
-    capacities = {f"n{i}": 1200 for i in range(4)}  # 600 of each node's room left: two groups' copies each
-    placement = {lfn: f"n{i % 4}" for i, g in enumerate(groups) for lfn in g.files}
-    reused = {"g0", "g1", "g2", "g3", "g4", "g6"}
-    replicas = replicate(groups, placement, _size, capacities, max_copies=3, reused=reused)
-    copied = {g.group for g in groups if _copies(replicas, g)}
-    assert copied == reused  # a group read once is not copied, whatever the room
-    for g in groups:
-        assert len(_copies(replicas, g)) <= 1 and placement[g.files[0]] not in _copies(replicas, g)
-    # room for one more copy in all (on n1): the best reused group takes it
-    tight = {**dict.fromkeys(capacities, 600), "n1": 900}
-    replicas = replicate(groups, placement, _size, tight, max_copies=3, reused=reused)
-    assert {g.group for g in groups if _copies(replicas, g)} == {"g0"}
-
-
-def test_a_reused_group_with_copies_by_share_or_split_gets_no_more():
-    hot, warm, cold = _group("hot", 8.0), _group("warm", 4.0), _group("cold", 1.0)
-    capacities = {f"n{i}": 1000 for i in range(4)}
-    placement = {**dict.fromkeys(hot.files, "n0"), **dict.fromkeys(warm.files, "n1"),
-                 cold.files[0]: "n2", cold.files[1]: "n3", cold.files[2]: "n3"}
-    by_share = replicate([hot, warm, cold], placement, _size, capacities, max_copies=3)
-    spare = replicate([hot, warm, cold], placement, _size, capacities, max_copies=3,
-                      reused={"hot", "warm", "cold"})
-    assert spare == by_share  # hot has three copies and warm two by their shares; cold is split over n2 and n3
-
-
 def test_replicas_use_only_the_room_first_copies_leave():
     hot, other = _group("hot", 10.0), _group("other", 1.0)
     capacities = {"a": 300, "b": 300, "c": 600}
