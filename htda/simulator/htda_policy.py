@@ -107,11 +107,9 @@ class HTDAPolicy(CachePolicy):
         if self._loop is not None:
             self._loop.rekey()
             return
-        entry_key, keys, group_of, more_groups, file_key = (self._entry_key, self.rating.keys(), self._group_of,
-                                                            self._more_groups, self.file_key)
-        fast = not self.per_size  # as in the replay loops: a file of one group has its group's key
-        entry_key.update({oid: keys[group_of[oid]] if fast and oid not in more_groups else file_key(oid)
-                          for oid in entry_key})
+        entry_key = self._entry_key
+        for oid in entry_key:
+            entry_key[oid] = self.file_key(oid)
         where = self._where
         self._heap[:] = [(entry_key[oid], oid) for oid, in_window in where.items() if not in_window]
         self._window_heap[:] = [(entry_key[oid], oid) for oid, in_window in where.items() if in_window]
