@@ -59,11 +59,10 @@ ENTRY_POINTS = {
 # fused multiply-add.
 # The simulator's request loop of HTDA's policy (htda.simulator.htda_policy) is C too: it compares keys, never
 # computes them, but takes the same flags.
+STRICT_FLOATS = ["-ffp-contract=off", "-fno-fast-math"]
 KERNELS = [
-    Extension("htda.coordinator._adaptive", ["htda/coordinator/_adaptive.c"],
-              extra_compile_args=["-ffp-contract=off", "-fno-fast-math"]),
-    Extension("htda.simulator._replay", ["htda/simulator/_replay.c"],
-              extra_compile_args=["-ffp-contract=off", "-fno-fast-math"]),
+    Extension("htda.coordinator._adaptive", ["htda/coordinator/_adaptive.c"], extra_compile_args=STRICT_FLOATS),
+    Extension("htda.simulator._replay", ["htda/simulator/_replay.c"], extra_compile_args=STRICT_FLOATS),
 ]
 
 setup(

@@ -66,13 +66,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..kernels import not_built
 from .rating import NEVER, G, RatingPolicy, log_add
 
 try:
     from ._adaptive import Kernel
-except ImportError as exc:  # a source tree used without installing it
-    raise ImportError(f"HTDA's C kernel is not built ({exc}): install HTDA (`make .venv/.installed`, `pip install "
-                      "-e .`) or build it in place (`python setup.py build_ext --inplace`)") from exc
+except ImportError as exc:
+    raise not_built(exc) from exc
 
 __all__ = ["AdaptiveLRFUPolicy", "Candidate", "DEFAULT_HALF_LIVES", "DampedChoice"]
 

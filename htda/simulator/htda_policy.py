@@ -40,14 +40,14 @@ import numpy as np
 
 from ..coordinator.admission import FrequencySketch, TinyLFUAdmission
 from ..coordinator.rating import RatingPolicy, best_key, normalised_key
+from ..kernels import not_built
 from .policies import CachePolicy
 from .trace import NO_GROUP
 
 try:
     from ._replay import Loop
-except ImportError as exc:  # a source tree used without installing it
-    raise ImportError(f"HTDA's C kernels are not built ({exc}): install HTDA (`make .venv/.installed`, `pip install "
-                      "-e .`) or build them in place (`python setup.py build_ext --inplace`)") from exc
+except ImportError as exc:
+    raise not_built(exc) from exc
 
 __all__ = ["HTDAPolicy", "ACCESS_MODES"]
 
