@@ -63,7 +63,8 @@ def _operation(route: Route, by_kind: dict[Any, dict[str, Any]], components: dic
         "tags": [route.tag],
         "responses": {
             "200": {"description": "success", "content": {
-                route.content_type: {"schema": by_kind[route.response] if route.response is not None else {}}}},
+                route.content_type: {"schema": by_kind[route.response] if route.response is not None
+                                      else _raw_schema(route.content_type)}}},
             "400": _error_response("bad request"),
             "404": _error_response("not found"),
         },
@@ -78,8 +79,8 @@ def _operation(route: Route, by_kind: dict[Any, dict[str, Any]], components: dic
     parameters += [{"name": name, "in": "header", "required": False, "description": text,
                     "schema": {"type": "string"}} for name, text in route.headers.items()]
     for status, text in route.statuses.items():
-        op["responses"][str(status)] = ({"description": text, "content": {route.content_type: {"schema": {}}}}
-                                        if status < 300 else _error_response(text))
+        raw = {"description": text, "content": {route.content_type: {"schema": _raw_schema(route.content_type)}}}
+        op["responses"][str(status)] = raw if status < 300 else _error_response(text)
     if parameters:
         op["parameters"] = parameters
     if route.body is not None:
@@ -92,6 +93,13 @@ def _operation(route: Route, by_kind: dict[Any, dict[str, Any]], components: dic
         op["security"] = [{"htdaHmac": []}]
         op["responses"]["401"] = _error_response("missing or bad signature")
     return op
+
+
+def _raw_schema(content_type: str) -> dict[str, Any]:
+    """The schema of a body that is not JSON: bytes of a copy, or text (HTML, Prometheus)."""
+    if content_type.startswith("application/octet-stream"):
+        return {"type": "string", "format": "binary"}
+    return {"type": "string"}
 
 
 def _error_response(text: str) -> dict[str, Any]:
