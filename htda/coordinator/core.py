@@ -21,7 +21,7 @@ from typing import Any, cast
 from ..node.clock import SYSTEM_CLOCK, Clock
 from ..protocol import coordinator as proto
 from .admission import make_admission
-from .placement import moves, place
+from .placement import Placer, moves
 from .rating import RatingPolicy
 from .reads import StorageReads
 from .replicas import replicate
@@ -100,6 +100,7 @@ class Coordinator:
         self._last_inputs: tuple | None = None  # what the last placement was computed from
         self._last_candidates = 0
         self._since_full = 0  # cycles placed incrementally since the last full placement
+        self._placer: Placer[int] = Placer()  # the cycle's own (under _cycle_lock); placement is a copy of its map
         self.full_every = full_every
 
     # -- start-up -------------------------------------------------------------------
@@ -211,26 +212,8 @@ class Coordinator:
                       sorted(self.state.pinned), self.state.revision, sorted(readers.items()), sorted(movable))
             if full:
                 self._last_inputs = None
-            if inputs == self._last_inputs and not touched:
-                kind, new = "unchanged", self.placement  # nothing the placement depends on changed
-            elif inputs == self._last_inputs and self._since_full < self.full_every:
-                groups, scores = self.state.changed_candidates(touched, self.placement)
-                kind = "changes"
-                self._last_candidates = len(groups)
-                new = place(groups, self.state.sizes, capacities, self.placement, current_scores=scores,
-                            hysteresis=self.hysteresis, excluded=excluded, unknown_size=self.state.unknown_size,
-                            readers=readers, movable=movable, **self._admission_options())
-                self._since_full += 1
-            else:
-                kind = "full"
-                budget = int(sum(capacities.values()) * self.candidate_factor)
-                groups = self.state.candidates(budget, self.placement) if capacities else []
-                new = place(groups, self.state.sizes, capacities, self.placement,
-                            hysteresis=self.hysteresis, excluded=excluded, unknown_size=self.state.unknown_size,
-                            readers=readers, movable=movable, **self._admission_options())
-                self._last_candidates = len(groups)
-                self._since_full = 0
-            changes = moves(self.placement, new)
+            kind, changes = self._place(touched, inputs, capacities, excluded, readers, movable)
+            new = self.placement if not changes else dict(self._placer.where)  # a copy: the placer changes its own
             replicas = self.replicas if kind == "unchanged" else \
                 self._replicate(new, capacities, excluded, touched if kind == "changes" else None)
             self.cycle += 1
@@ -246,6 +229,30 @@ class Coordinator:
                  report.seconds)
         return report
 
+    def _place(self, touched: set[int], inputs: tuple, capacities: Mapping[str, int],
+               excluded: Mapping[int, Collection[str]], readers: Mapping[int, str],
+               movable: Collection[int]) -> tuple[str, dict[int, tuple[str | None, str | None]]]:
+        """(the kind of placement this cycle, the moves): none when nothing it depends on changed; only the
+        groups re-keyed since when only they changed (the placer keeps the rest); else every candidate."""
+        same = inputs == self._last_inputs
+        if same and not touched:
+            return "unchanged", {}
+        changed = self.state.changed_candidates(touched) \
+            if same and self._since_full < self.full_every and self._placer.ready else None
+        if changed is not None:
+            groups, rescored = changed
+            self._last_candidates = len(groups)
+            self._since_full += 1
+            return "changes", self._placer.update(groups, rescored, self.state.sizes, **self._admission_options())
+        budget = int(sum(capacities.values()) * self.candidate_factor)
+        groups = self.state.candidates(budget, self.placement) if capacities else []
+        new = self._placer.place(groups, self.state.sizes, capacities, self.placement, hysteresis=self.hysteresis,
+                                 excluded=excluded, unknown_size=self.state.unknown_size, readers=readers,
+                                 movable=movable, **self._admission_options())
+        self._last_candidates = len(groups)
+        self._since_full = 0
+        return "full", moves(self.placement, new)
+
     def _replicate(self, placement: Mapping[int, str], capacities: Mapping[str, int],
                    excluded: Mapping[int, Collection[str]], rekeyed: set[int] | None) -> dict[int, tuple[str, ...]]:
         """More copies of the hot groups in the room the placement left (:mod:`~htda.coordinator.replicas`);
@@ -257,7 +264,8 @@ class Coordinator:
         hot = self.state.hot_groups(max(HOT_GROUPS_MIN, HOT_GROUPS_PER_NODE * len(capacities)), among)
         self._hot = [cast(int, group.group) for group in hot]
         return replicate(hot, placement, self.state.size, capacities, max_copies=self.max_copies,
-                         headroom=self.replica_headroom, current=self.replicas, excluded=excluded)
+                         headroom=self.replica_headroom, current=self.replicas, excluded=excluded,
+                         room=self._placer.free())
 
     def _admission_options(self) -> dict[str, Any]:
         """``place``'s admission arguments; the sketch is first sized to the placed files (at least as many as their

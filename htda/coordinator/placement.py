@@ -40,6 +40,12 @@ shrunk since the previous run, where it already failed; and pass 3 left no
 free space that any still unplaced file fits in.  Since LRFU scores decay
 all by the same factor, the ratios the hysteresis compares do not change
 while no new access arrives, so a quiet history moves nothing.
+
+Between two full placements the coordinator keeps the third pass's result
+in a :class:`Placer` and places only the groups whose scores rose: pass 1
+would keep every file anyway (the other inputs are unchanged), so the
+placer skips it and the comparison of two whole placements, and an
+incremental cycle costs what changed rather than what is placed.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Generic, NamedTuple, TypeVar
 
-__all__ = ["GroupCandidate", "file_scores", "moves", "place"]
+__all__ = ["GroupCandidate", "Placer", "file_scores", "moves", "place"]
 
 #: the type of a file's id: an LFN (``str``) or a database id (``int``); one placement uses one kind
 F = TypeVar("F", bound=Hashable)
@@ -80,7 +86,7 @@ class _Node(Generic[F]):
 class _Planner(Generic[F]):
     """The state of one :func:`place` run."""
 
-    def __init__(self, capacities: Mapping[str, int], sizes: Mapping[F, int | None], scores: Mapping[F, float],
+    def __init__(self, capacities: Mapping[str, int], sizes: Mapping[F, int | None], scores: dict[F, float],
                  excluded: Mapping[F, Collection[str]], hysteresis: float, unknown_size: int,
                  current: Mapping[F, str], readers: Mapping[F, str],
                  admit: Callable[[Hashable, list[F]], bool] | None = None):
@@ -89,14 +95,17 @@ class _Planner(Generic[F]):
         self.nodes: dict[str, _Node[F]] = {name: _Node(name, int(cap), int(cap))
                                            for name, cap in sorted(capacities.items())}
         get = sizes.get
-        self.size_of = {lfn: unknown_size if (size := get(lfn)) is None else max(0, int(size))
+        self.unknown_size = unknown_size
+        self.size_of = {lfn: _bytes(get(lfn), unknown_size)
                         for lfn in (*scores, *(lfn for lfn in current if lfn not in scores))}
-        self.scores = scores
+        self.scores = scores  # owned: Placer.update raises some between runs
         self.excluded = excluded
         self.hysteresis = hysteresis
         self.readers = readers
         self.where: dict[F, str] = {}
         self.evicted: list[F] = []
+        self.was: dict[F, str | None] = {}  # each file put or evicted in this run -> its node before
+        self.capacity = sum(node.capacity for node in self.nodes.values())
 
     def size(self, lfn: F) -> int:
         return self.size_of[lfn]
@@ -105,16 +114,40 @@ class _Planner(Generic[F]):
         return node not in self.excluded.get(lfn, ())
 
     def put(self, lfn: F, node: _Node[F]) -> None:
-        score = self.scores.get(lfn, 0.0)
-        node.files[lfn] = score
+        self.was.setdefault(lfn, self.where.get(lfn))
         node.free -= self.size_of[lfn]
+        self._rank(lfn, node, self.scores.get(lfn, 0.0))
+        self.where[lfn] = node.name
+
+    def _rank(self, lfn: F, node: _Node[F], score: float) -> None:
+        """Enter ``lfn`` at ``score`` in its node's eviction order (an entry it had before goes stale)."""
+        node.files[lfn] = score
         if node.heaped:
             heapq.heappush(node.by_score, (score, lfn))
         else:
             node.by_score.append((score, lfn))
-        self.where[lfn] = node.name
+
+    def rescore(self, lfn: F, score: float) -> None:
+        """A new score for ``lfn`` (between two runs: :meth:`Placer.update`)."""
+        self.scores[lfn] = score
+        node = self.where.get(lfn)
+        if node is not None:
+            self._rank(lfn, self.nodes[node], score)
+
+    def next_run(self) -> None:
+        """Forget what only held during the last run: its evictions, moves and the nodes' room bounds (scores
+        rose since, so more may be evictable)."""
+        self.evicted, self.was, self.asking = [], {}, False
+        for node in self.nodes.values():
+            node.room_bound = float("inf")
+
+    def moved(self) -> dict[F, tuple[str | None, str | None]]:
+        """The files whose node this run changed: ``{lfn: (old node, new node)}``."""
+        where = self.where
+        return {lfn: (old, where.get(lfn)) for lfn, old in self.was.items() if old != where.get(lfn)}
 
     def evict(self, lfn: F) -> None:
+        self.was.setdefault(lfn, self.where.get(lfn))
         self.evicted.append(lfn)
         node = self.nodes[self.where.pop(lfn)]
         del node.files[lfn]
@@ -203,6 +236,11 @@ class _Planner(Generic[F]):
         return True
 
 
+def _bytes(size: int | None, unknown_size: int) -> int:
+    """The bytes a file is counted for: its size, or ``unknown_size`` when it is not known."""
+    return unknown_size if size is None else max(0, int(size))
+
+
 def file_scores(groups: Iterable[GroupCandidate[F]]) -> dict[F, float]:
     """The group max rule: each file's score is the best score among the groups that contain it."""
     scores: dict[F, float] = {}
@@ -255,6 +293,17 @@ def place(
     before a group evicts placed files in pass 2, and the group goes without them if it says no.  The best
     groups whose bytes fill ``window`` of the capacity (W-TinyLFU's window) are not asked.
     """
+    return _plan(groups, sizes, capacities, current, hysteresis=hysteresis, excluded=excluded,
+                 unknown_size=unknown_size, current_scores=current_scores, readers=readers, movable=movable,
+                 admit=admit, window=window).where
+
+
+def _plan(groups: Iterable[GroupCandidate[F]], sizes: Mapping[F, int | None], capacities: Mapping[str, int],
+          current: Mapping[F, str], *, hysteresis: float, excluded: Mapping[F, Collection[str]] | None,
+          unknown_size: int, current_scores: Mapping[F, float] | None, readers: Mapping[F, str] | None,
+          movable: Collection[F], admit: Callable[[Hashable, list[F]], bool] | None,
+          window: float) -> _Planner[F]:
+    """:func:`place`'s three passes; the planner they leave (its ``where`` is the placement)."""
     if hysteresis < 1.0:
         raise ValueError("hysteresis must be >= 1")
     ordered = sorted(groups, key=lambda g: -g.score)
@@ -265,12 +314,82 @@ def place(
     planner = _Planner(capacities, sizes, scores, excluded or {}, hysteresis, unknown_size, current, readers, admit)
     follow = {lfn: node for lfn, node in readers.items() if lfn in movable}
     _keep(planner, _follow_readers(planner, current, follow), scores, drop_unscored=current_scores is None)
-    _place_groups(planner, ordered, window * sum(int(c) for c in capacities.values()))
+    _place_groups(planner, ordered, window * planner.capacity)
     if current_scores is None:
         _fill(planner, scores, scores)
     else:
         _fill(planner, {lfn for group in ordered for lfn in group.files}.union(planner.evicted), scores)
-    return planner.where
+    return planner
+
+
+class Placer(Generic[F]):
+    """A placement kept from one work cycle to the next, so that re-placing what changed costs what changed.
+
+    :meth:`place` computes a placement as :func:`place` does, and keeps what its passes built: each node's
+    files, free space and eviction order.  :meth:`update` then places the groups whose scores rose since, as
+    :func:`place` with ``current_scores`` would, but without keeping every placed file again (pass 1) or
+    comparing two whole placements: it answers the moves.  With a million placed files that pass 1 and
+    comparison were most of an incremental cycle.
+
+    An update holds only while the other inputs of the last :meth:`place` hold: the same capacities, sizes,
+    releases and readers, and scores on the same scale (the coordinator places in full when one changes).
+    The cycle thread owns a placer; readers get copies of :attr:`where`.
+    """
+
+    def __init__(self) -> None:
+        self._planner: _Planner[F] | None = None
+
+    @property
+    def ready(self) -> bool:
+        """True once a placement was computed (:meth:`update` needs one)."""
+        return self._planner is not None
+
+    @property
+    def where(self) -> Mapping[F, str]:
+        """The placement ``{lfn: node}`` (changed in place by :meth:`update`)."""
+        return self._planner.where if self._planner is not None else {}
+
+    def free(self) -> dict[str, int]:
+        """The bytes of each node's capacity that the placement leaves free."""
+        return {name: node.free for name, node in self._planner.nodes.items()} if self._planner else {}
+
+    def place(self, groups: Iterable[GroupCandidate[F]], sizes: Mapping[F, int | None],
+              capacities: Mapping[str, int], current: Mapping[F, str], *, hysteresis: float = 2.0,
+              excluded: Mapping[F, Collection[str]] | None = None, unknown_size: int = 1 << 30,
+              readers: Mapping[F, str] | None = None, movable: Collection[F] = frozenset(),
+              admit: Callable[[Hashable, list[F]], bool] | None = None, window: float = 1.0) -> Mapping[F, str]:
+        """A full placement, as :func:`place` (without ``current_scores``); it is kept for :meth:`update`."""
+        self._planner = _plan(groups, sizes, capacities, current, hysteresis=hysteresis, excluded=excluded,
+                              unknown_size=unknown_size, current_scores=None, readers=readers, movable=movable,
+                              admit=admit, window=window)
+        return self._planner.where
+
+    def update(self, groups: Iterable[GroupCandidate[F]], rescored: Mapping[F, float],
+               sizes: Mapping[F, int | None], *, admit: Callable[[Hashable, list[F]], bool] | None = None,
+               window: float = 1.0) -> dict[F, tuple[str | None, str | None]]:
+        """Place ``groups``, the groups whose scores rose since the last run, and answer the moves
+        ``{lfn: (old node, new node)}``.  ``rescored`` holds the new scores of their placed files (on the
+        groups' scale; a placed file scores the better of it and its groups); ``sizes`` the sizes of
+        their files not placed yet."""
+        planner = self._planner
+        if planner is None:
+            raise RuntimeError("Placer.update before a first Placer.place")
+        planner.next_run()
+        planner.admit = admit
+        ordered = sorted(groups, key=lambda g: -g.score)
+        new_scores = file_scores(ordered)
+        for lfn, score in new_scores.items():
+            if lfn in planner.where:
+                score = max(score, rescored.get(lfn, score))
+                if score != planner.scores.get(lfn):
+                    planner.rescore(lfn, score)
+            else:
+                planner.scores[lfn] = score
+                if lfn not in planner.size_of:
+                    planner.size_of[lfn] = _bytes(sizes.get(lfn), planner.unknown_size)
+        _place_groups(planner, ordered, window * planner.capacity)
+        _fill(planner, set(new_scores).union(planner.evicted), planner.scores)
+        return planner.moved()
 
 
 def _place_groups(planner: _Planner[F], ordered: list[GroupCandidate[F]], window: float) -> None:

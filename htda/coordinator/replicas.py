@@ -88,6 +88,14 @@ class _Shares(Generic[F]):
         self.load[new] += score / (k + 1)
 
 
+def _room(placement: Mapping[F, str], size: Callable[[F], int], capacities: Mapping[str, int]) -> dict[str, int]:
+    room = dict(capacities)
+    for lfn, node in placement.items():
+        if node in room:
+            room[node] -= size(lfn)
+    return room
+
+
 def replicate(
     groups: Sequence[GroupCandidate[F]],
     placement: Mapping[F, str],
@@ -98,6 +106,7 @@ def replicate(
     headroom: float = 1.0,
     current: Mapping[F, tuple[str, ...]] | None = None,
     excluded: Mapping[F, Collection[str]] | None = None,
+    room: Mapping[str, int] | None = None,
 ) -> dict[F, tuple[str, ...]]:
     """The replicas ``{file: (node, ...)}`` (nodes other than the file's placed one, second copy first).
 
@@ -105,14 +114,12 @@ def replicate(
     ``placement`` is the new placement of first copies, ``size(file)`` its bytes, ``capacities`` the bytes
     each live cache node may hold; ``headroom`` how many times its mean demand a group's copies should serve;
     ``current`` the replicas of the previous cycle; ``excluded`` the nodes that released a file.  See the
-    module docstring for the rules.
+    module docstring for the rules.  ``room``, the bytes of each node's capacity that ``placement`` leaves,
+    is computed from them when not given.
     """
     if max_copies <= 1 or len(capacities) <= 1:
         return {}
-    room = dict(capacities)
-    for lfn, node in placement.items():
-        if node in room:
-            room[node] -= size(lfn)
+    room = _room(placement, size, capacities) if room is None else {node: room[node] for node in capacities}
     current, excluded = current or {}, excluded or {}
     out: dict[F, list[str]] = {}
     hot = [g for g in groups if g.score > 0 and math.isfinite(g.score)]

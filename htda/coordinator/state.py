@@ -30,6 +30,8 @@ from .store import Store
 __all__ = ["RatingState"]
 
 SCORE_MAX = 1e300  # JSON has no infinity: scores are clamped below it
+#: most doublings a key may rise above the last full placement's best before scores on its scale could overflow
+MAX_RISE = 512.0
 
 
 class RatingState:
@@ -227,21 +229,24 @@ class RatingState:
             top = self.reference = max(chosen.values())
             return pins + [GroupCandidate(gid, _relative(key, top), self._files_of(gid)) for gid, key in chosen.items()]
 
-    def changed_candidates(self, groups: Iterable[int], placed: Iterable[int]) -> tuple[list[GroupCandidate[int]],
-                                                                                     dict[int, float]]:
-        """The given groups as candidates, and the scores of the placed files, on one scale (relative to the
-        best key seen): the input of :func:`~htda.coordinator.placement.place` with ``current_scores``."""
+    def changed_candidates(self, groups: Iterable[int]) -> tuple[list[GroupCandidate[int]], dict[int, float]] | None:
+        """The given groups as candidates, and the scores of their files, on the scale of the last full
+        placement (relative to :attr:`reference`, the best candidate's key then): the input of
+        :meth:`~htda.coordinator.placement.Placer.update`.  None when a key outgrew that scale (scores past
+        ``2 ** MAX_RISE``): time for a full placement, which sets a new reference."""
         with self.lock:
             keys = self.policy.keys()
+            top = self.reference
             changed = {gid: self.group_order_key(gid, keys.get(gid, NEVER))
                        for gid in groups if self.members.count(gid)}
-            self.reference = top = max([self.reference, *changed.values()])
+            if top == NEVER or max(changed.values(), default=top) - top > MAX_RISE:
+                return None
             candidates = [GroupCandidate(gid, _relative(key, top), self._files_of(gid)) for gid, key in changed.items()]
             candidates += [GroupCandidate(("pin", fid), math.inf, (fid,)) for fid in self.pinned]
-            fids = np.fromiter(placed, dtype=np.int64)
-        placed_keys = self.file_order_keys(fids)
+            fids = np.unique(np.fromiter((fid for gid in changed for fid in self._files_of(gid)), dtype=np.int64))
+        file_keys = self.file_order_keys(fids)
         with np.errstate(over="ignore", invalid="ignore"):  # as _relative: NEVER scores 0, overflow inf
-            relative = np.where(placed_keys == NEVER, 0.0, np.power(2.0, placed_keys - top))
+            relative = np.where(file_keys == NEVER, 0.0, np.power(2.0, file_keys - top))
         relative[self.pinned_mask(fids)] = math.inf
         return candidates, dict(zip(fids.tolist(), relative.tolist()))
 

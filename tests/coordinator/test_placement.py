@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from htda.coordinator.placement import GroupCandidate, file_scores, moves, place
+from htda.coordinator.placement import GroupCandidate, Placer, file_scores, moves, place
 
 
 def _groups(n_groups: int, seed: int = 1, files_per_group: int = 4) -> tuple[list[GroupCandidate], dict[str, int]]:
@@ -159,6 +159,41 @@ def test_placing_only_the_changed_groups():
     # a full placement with the same scores agrees on the hot groups
     full = place([g for g in groups if g.group not in {h.group for h in hot}] + hot, sizes, capacities, current)
     assert {lfn for g in hot for lfn in g.files} <= set(full)
+
+
+def _raised(groups: list[GroupCandidate], rng: random.Random, count: int) -> list[GroupCandidate]:
+    """``count`` of ``groups`` with their scores raised (keys only grow), and a new group now and then."""
+    out = [GroupCandidate(g.group, g.score * rng.uniform(1.0, 30.0), g.files) for g in rng.sample(groups, count)]
+    if rng.random() < 0.5:
+        n = len(groups) + rng.randrange(10_000)
+        out.append(GroupCandidate(f"new{n}", rng.uniform(0.1, 500.0), tuple(f"/new/{n}/{i}" for i in range(3))))
+    return out
+
+
+def test_a_kept_placement_updated_with_the_changed_groups_is_the_placement_computed_afresh():
+    """What the coordinator's incremental cycle relies on: Placer.update gives what place() with every placed
+    file's score gives, while doing only the changed groups' work."""
+    for seed in range(40):
+        rng = random.Random(seed)
+        groups, sizes = _groups(120, seed=seed)
+        capacities = {f"n{i}": rng.randrange(2000, 9000) for i in range(rng.randint(1, 4))}
+        placer: Placer[str] = Placer()
+        current = dict(placer.place(groups, sizes, capacities, {}))
+        assert current == place(groups, sizes, capacities, {})
+        scores = file_scores(groups)
+        for _ in range(5):
+            changed = _raised(groups, rng, rng.randint(1, 6))
+            for g in changed:
+                sizes.update({lfn: rng.randint(1, 10) * 100 for lfn in g.files if lfn not in sizes})
+            rescored = {lfn: max(scores.get(lfn, 0.0), g.score) for g in changed for lfn in g.files}
+            placed_scores = {lfn: rescored.get(lfn, scores.get(lfn, 0.0)) for lfn in current}
+            afresh = place(changed, sizes, capacities, current, current_scores=placed_scores)
+            moved = placer.update(changed, rescored, sizes)
+            assert dict(placer.where) == afresh, seed
+            assert moved == moves(current, afresh)
+            assert placer.free() == {n: c - _used(afresh, sizes).get(n, 0) for n, c in capacities.items()}
+            current = afresh
+            scores.update(rescored)
 
 
 def test_a_slightly_better_changed_group_displaces_nothing():

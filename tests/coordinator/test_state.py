@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from htda.coordinator.rating import GIB, NEVER, LRFUPolicy
-from htda.coordinator.state import RatingState
+from htda.coordinator.state import MAX_RISE, RatingState
 
 
 def _state(per_size: bool, files: int = 200, seed: int = 3) -> RatingState:
@@ -52,18 +52,21 @@ def test_each_node_lists_its_pinned_files_first_then_the_best(per_size):
     assert state.lists_by_node({}) == {}
 
 
-def test_placed_files_are_scored_on_the_candidates_scale():
+def test_the_changed_groups_and_their_files_are_scored_on_the_last_full_placements_scale():
     state = _state(per_size=False)
     state.pinned = {9}
-    placed = [*range(1, 120), 5000]
-    candidates, scores = state.changed_candidates({3, 4}, placed)
-    top = state.reference
-    assert top == max(state.policy.keys().get(g, NEVER) for g in (3, 4)) or top == NEVER
-    for fid in placed:
+    assert state.changed_candidates({3, 4}) is None  # no full placement yet: no scale to score on
+    state.policy.set_key(3, 7.0)
+    state.reference = top = 5.0  # what the last full placement's best candidate scored 1.0 at
+    candidates, scores = state.changed_candidates({3, 4})
+    assert {c.group: c.score for c in candidates} == {3: 4.0, 4: 0.0, ("pin", 9): math.inf}
+    assert set(scores) == set(range(9, 17))  # the files of groups 3 and 4, placed or not
+    for fid, score in scores.items():
         key = state.file_order_key(fid)
         want = math.inf if fid == 9 else 0.0 if key == NEVER else 2.0 ** (key - top)
-        assert scores[fid] == pytest.approx(want, rel=1e-14), fid
-    assert scores[5000] == 0.0 and scores[9] == math.inf
+        assert score == pytest.approx(want, rel=1e-14), fid
+    state.policy.set_key(4, top + MAX_RISE + 1)  # past that, scores on the old scale could overflow
+    assert state.changed_candidates({3, 4}) is None
 
 
 def test_the_hot_groups_among_the_last_ones_and_the_rekeyed_are_the_hot_groups():
