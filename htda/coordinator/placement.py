@@ -359,10 +359,15 @@ class Placer(Generic[F]):
               readers: Mapping[F, str] | None = None, movable: Collection[F] = frozenset(),
               admit: Callable[[Hashable, list[F]], bool] | None = None, window: float = 1.0) -> Mapping[F, str]:
         """A full placement, as :func:`place` (without ``current_scores``); it is kept for :meth:`update`."""
-        self._planner = _plan(groups, sizes, capacities, current, hysteresis=hysteresis, excluded=excluded,
-                              unknown_size=unknown_size, current_scores=None, readers=readers, movable=movable,
-                              admit=admit, window=window)
-        return self._planner.where
+        self._planner = None  # the last one goes first: two at once would double the cycle's peak memory
+        planner = _plan(groups, sizes, capacities, current, hysteresis=hysteresis, excluded=excluded,
+                        unknown_size=unknown_size, current_scores=None, readers=readers, movable=movable,
+                        admit=admit, window=window)
+        # only placed files are looked up again (an update scores and sizes its own candidates)
+        planner.scores = {lfn: planner.scores[lfn] for lfn in planner.where}
+        planner.size_of = {lfn: planner.size_of[lfn] for lfn in planner.where}
+        self._planner = planner
+        return planner.where
 
     def update(self, groups: Iterable[GroupCandidate[F]], rescored: Mapping[F, float],
                sizes: Mapping[F, int | None], *, admit: Callable[[Hashable, list[F]], bool] | None = None,
