@@ -107,6 +107,8 @@ class Coordinator:
     def load(self) -> float:
         """Rebuild the memory from the database (the full rating cycle); return the seconds it took."""
         started = time.perf_counter()
+        with self._cycle_lock:  # what a cycle kept from before (a leader that lost the lock and took it back)
+            self._placer, self._last_inputs = Placer(), None
         self.placement = self.store.placement()
         if self.admission is not None:
             self.admission.ensure_width(len(self.placement))  # before the history fills its sketch

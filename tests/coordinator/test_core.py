@@ -190,6 +190,23 @@ def test_cycles_place_changes_between_full_placements(database):
     assert core.run_cycle(_nodes(("n1", 700), ("n2", 700), ("n3", 700)), now=NOW).kind == "full"
 
 
+def test_a_coordinator_that_loads_the_database_again_places_from_what_it_read(database):
+    """A leader that lost the lock and took it back loads the database again: the placement another leader
+    saved meanwhile, not the one its cycles kept, is what its next cycle starts from."""
+    core = _coordinator(database)
+    _load_history(core)
+    nodes = _nodes(("n1", 700), ("n2", 700))
+    core.run_cycle(nodes, now=NOW)
+    other = _coordinator(database)  # the other leader: the same history, one node gone and back empty
+    other.run_cycle(_nodes(("n2", 700)), now=NOW)
+    other.run_cycle(nodes, now=NOW)
+    core.load()
+    assert core.placement == other.placement
+    core.submit_jobs([JobRecord("again", "bob", ["/store/g0/f0"])])
+    core.report_events([{"job_id": "again", "state": "started", "time": NOW}])
+    assert core.run_cycle(nodes, now=NOW).kind == "full"  # not an update of what its cycles kept before
+
+
 def test_a_hot_group_is_placed_by_an_incremental_cycle(database):
     core = _coordinator(database)
     _load_history(core)
