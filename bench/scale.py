@@ -819,6 +819,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     coord.add_argument("--incremental", type=int, default=1000, help="new jobs before the incremental cycle (1000)")
     coord.add_argument("--ingest", type=int, default=100_000, help="jobs posted through REST for the ingest rate")
     coord.add_argument("--ingest-batch", type=int, default=1000, help="jobs per request in the ingest (1000)")
+    coord.add_argument("--ingest-sizes", action="store_true",
+                       help="the ingested jobs name their inputs' sizes, as the submit agent sends them")
     args = parser.parse_args(argv)
     for name, (full, quick) in DEFAULTS.items():
         if getattr(args, name) is None:

@@ -16,7 +16,10 @@ For each size in ``--files`` (default 1M and 3M; 10M with ``--files 1e7``):
    incremental cycle (their times from the cycle reports; the slowest is the figure);
 4. ``--ingest`` jobs through REST in batches of ``--batch`` (signed, PycURL):
    the bulk ingest rate on top of that history; then the RSS again, and the
-   database's size.
+   database's size.  With ``--ingest-sizes`` each job names its inputs'
+   sizes (the ones the history has), as the submit agent does where it sees
+   the storage; the history's groups carry the sizes digest that an ingest
+   of such jobs writes.
 
 Printed per size, then the growth from size to size per file (RSS, DB
 bytes), beside the targets: ingest >= 5,000 jobs/s, incremental cycle <= 5 s,
@@ -36,7 +39,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from bench.coordinator_bench import CACHE_NODES, CacheMembers
-from htda.coordinator.store import Store, file_key, group_name, with_driver
+from htda.coordinator.store import Store, file_key, group_name, sizes_digest, with_driver
 from htda.node.client import Client
 from testkit.nodes import SECRET, NodeProcess, free_port, write_config
 
@@ -99,7 +102,7 @@ def load_history(url: str, schema: str, files: int, per_group: int, seed: int = 
     Store(url, schema).close()  # the coordinator's own migrations make the tables
     groups, jobs = files // per_group, files
     rng = np.random.default_rng(seed)
-    sizes = rng.integers(1 << 30, 3 << 30, size=files)
+    sizes = _draw_sizes(rng, files)
     # a skewed popularity: group ranks drawn as groups * u^3 (the first 10 % of groups take ~46 % of the jobs)
     chosen = np.minimum((groups * rng.random(jobs) ** 3).astype(np.int64), groups - 1)
     now = time.time()
@@ -111,8 +114,10 @@ def load_history(url: str, schema: str, files: int, per_group: int, seed: int = 
         cur.execute(f'SET search_path TO "{schema}"')
         _copy(cur, "htda_files", "id, key, lfn, size",
               (f"{i + 1}\t{file_key(lfn(i))}\t{lfn(i)}\t{sizes[i]}\n" for i in range(files)))
-        _copy(cur, "htda_groups", "id, name, kind", (f"{g + 1}\t{group_name(inputs(g, per_group))}\tjob\n"
-                                                     for g in range(groups)))
+        # each group's sizes digest as an ingest of its jobs with their sizes would have written it
+        _copy(cur, "htda_groups", "id, name, kind, sizes_digest",
+              (f"{g + 1}\t{group_name(names)}\tjob\t{sizes_digest(names, input_sizes(names, sizes))}\n"
+               for g in range(groups) for names in [inputs(g, per_group)]))
         _copy(cur, "htda_group_files", "group_id, file_id",
               (f"{i // per_group + 1}\t{i + 1}\n" for i in range(groups * per_group)))
         _copy(cur, "htda_jobs", "id, job_id, owner, submit_time, state, input_group_id",
@@ -134,13 +139,31 @@ def proc_mb(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
-def new_jobs(first: int, count: int, groups: int, per_group: int) -> list[dict]:
-    """``count`` new jobs (ids from ``first``) reading existing groups, submitted now."""
+def _draw_sizes(rng: np.random.Generator, files: int) -> np.ndarray:
+    return rng.integers(1 << 30, 3 << 30, size=files)
+
+
+def history_sizes(files: int, seed: int = 1) -> np.ndarray:
+    """The sizes :func:`load_history` gives the files (index i: ``lfn(i)``): its generator's first draw."""
+    return _draw_sizes(np.random.default_rng(seed), files)
+
+
+def input_sizes(names: list[str], sizes: np.ndarray) -> dict[str, int]:
+    """The sizes of the files ``names`` (LFNs made by :func:`lfn`)."""
+    return {name: int(sizes[int(name.rsplit("/f", 1)[1].split(".")[0])]) for name in names}
+
+
+def new_jobs(first: int, count: int, groups: int, per_group: int, sizes: np.ndarray | None = None) -> list[dict]:
+    """``count`` new jobs (ids from ``first``) reading existing groups, submitted now; with ``sizes``, each
+    names its inputs' sizes, as the submit agent does where it sees the storage."""
     now = time.time()
     out = []
     for j in range(first, first + count):
-        out.append({"job_id": f"scale#{j}.0", "owner": "bench", "inputs": inputs((j * 7919) % groups, per_group),
-                    "submit_time": now})
+        job = {"job_id": f"scale#{j}.0", "owner": "bench", "inputs": inputs((j * 7919) % groups, per_group),
+               "submit_time": now}
+        if sizes is not None:
+            job["sizes"] = input_sizes(job["inputs"], sizes)
+        out.append(job)
     return out
 
 
@@ -174,10 +197,12 @@ def measure_size(url: str, schema: str, files: int, args, tmp: Path) -> SizeResu
         print(f"  incremental cycles ({args.incremental:,} new jobs before each): "
               + ", ".join(f"{s:.2f}" for s in incremental) + " s")
         first = jobs + INCREMENTAL_ROUNDS * args.incremental
+        known_sizes = history_sizes(files) if args.ingest_sizes else None
         t0 = time.perf_counter()
         for start in range(first, first + args.ingest, args.ingest_batch):
             count = min(args.ingest_batch, first + args.ingest - start)
-            client.post(node.url + BASE + "/jobs", {"jobs": new_jobs(start, count, groups, args.files_per_group)},
+            client.post(node.url + BASE + "/jobs", {"jobs": new_jobs(start, count, groups, args.files_per_group,
+                                                                     known_sizes)},
                         timeout=600)
         rate = args.ingest / (time.perf_counter() - t0)
         rss_after, peak = proc_mb(node.proc.pid)
@@ -235,7 +260,8 @@ def run_coordinator(args, verdict) -> None:
     url = args.database or "postgresql://postgres@127.0.0.1:5432/test"
     print(f"== coordinator: PostgreSQL ({url.split('@')[-1]}), sizes {', '.join(f'{f:,}' for f in args.files)} "
           f"files, {args.files_per_group} per group, one job per file; {args.cached:.0%} of the bytes fit the "
-          f"cache; REST ingest of {args.ingest:,} jobs in batches of {args.ingest_batch:,}")
+          f"cache; REST ingest of {args.ingest:,} jobs in batches of {args.ingest_batch:,}"
+          + (", each naming its inputs' sizes" if args.ingest_sizes else ""))
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for files in args.files:

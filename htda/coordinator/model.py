@@ -66,6 +66,9 @@ class Group(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(512), unique=True)
     kind: Mapped[str] = mapped_column(String(8))
+    #: a job group's file sizes as last written, hashed (``store.sizes_digest``): a job of the group bringing the
+    #: same sizes needs no lookup of its files; None until a job brought sizes
+    sizes_digest: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class GroupFile(Base):

@@ -14,7 +14,7 @@ import importlib.util
 import io
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +40,8 @@ from .model import (
     Release,
 )
 
-__all__ = ["EventResult", "IngestResult", "JobRecord", "SchemaVersionError", "Store", "file_key", "group_name"]
+__all__ = ["EventResult", "IngestResult", "JobRecord", "SchemaVersionError", "Store", "file_key", "group_name",
+           "sizes_digest"]
 
 log = logging.getLogger("htda.coordinator.store")
 
@@ -112,6 +113,32 @@ def group_name(inputs: Iterable[str]) -> str:
     """The name of the group of one job's inputs: jobs reading the same files share it."""
     digest = hashlib.sha1("\n".join(sorted(set(inputs))).encode("utf-8", "surrogatepass")).hexdigest()
     return f"job:{digest}"
+
+
+def _batch_sizes(jobs: Sequence[JobRecord]) -> dict[str, int | None]:
+    """Every input of ``jobs`` with the size the latest job that gave one gave (None: none did)."""
+    sizes: dict[str, int | None] = {}
+    for job in jobs:
+        for lfn in job.inputs:
+            size = job.sizes.get(lfn)
+            if size is not None or lfn not in sizes:
+                sizes[lfn] = size
+    return sizes
+
+
+def sizes_digest(inputs: Iterable[str], sizes: Mapping[str, int | None]) -> int | None:
+    """The sizes of a job group's files in the order of their sorted LFNs, hashed to a signed 64-bit number
+    (the group's name already names the LFNs); None when a size is not known."""
+    known = [sizes.get(lfn) for lfn in sorted(set(inputs))]
+    if None in known:
+        return None
+    digest = hashlib.blake2b(",".join(map(str, known)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _stale(digest: int | None, written: int | None) -> bool:
+    """Whether a job's sizes (their ``digest``) may differ from those ``written`` for its group."""
+    return digest is None or digest != written
 
 
 def _chunks(values: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
@@ -226,12 +253,18 @@ class Store:
             result.duplicates += len(known)
             if not new:
                 return result
-            group_ids, created = self._ensure_groups(conn, new)
+            sizes = _batch_sizes(new)
+            group_ids, created, digests = self._ensure_groups(conn, new, sizes)
             # A known input group's files and members were written with it: only the jobs of a new group, of a
-            # task (its group takes the union of its jobs' inputs) or with sizes need their files' rows (five
-            # index probes a job, most of a bulk ingest's database time on millions of files).
-            file_ids = self._ensure_files(conn, [job for job in new if group_ids[job.input_group] in created
-                                                 or job.task or job.sizes], result)
+            # task (its group takes the union of its jobs' inputs) or with sizes other than those last written
+            # for their group need their files' rows (five index probes a job, most of a bulk ingest's database
+            # time on millions of files).
+            looked_up = [job for job in new if group_ids[job.input_group] in created or job.task
+                         or (job.sizes and _stale(sizes_digest(job.inputs, sizes),
+                                                  digests[group_ids[job.input_group]]))]
+            file_ids, final = self._file_rows(conn, {lfn: sizes[lfn] for job in looked_up for lfn in job.inputs},
+                                              result)
+            self._save_digests(conn, [job for job in looked_up if job.sizes], group_ids, digests, final)
             members: set[tuple[int, int]] = set()
             for job in new:
                 input_group = group_ids[job.input_group]
@@ -254,25 +287,21 @@ class Store:
             result.members = sorted(members)
         return result
 
-    def _ensure_files(self, conn: Connection, jobs: Sequence[JobRecord], result: IngestResult) -> dict[str, int]:
-        sizes: dict[str, int | None] = {}
-        for job in jobs:
-            for lfn in job.inputs:
-                size = job.sizes.get(lfn)
-                if size is not None or lfn not in sizes:
-                    sizes[lfn] = size
-        return self._file_rows(conn, sizes, result)
-
-    def _file_rows(self, conn: Connection, sizes: dict[str, int | None], result: IngestResult) -> dict[str, int]:
-        """Ids of the LFNs of ``sizes``: rows created where missing, sizes updated where known and changed."""
+    def _file_rows(self, conn: Connection, sizes: dict[str, int | None],
+                   result: IngestResult) -> tuple[dict[str, int], dict[str, int | None]]:
+        """(ids, sizes now) of the LFNs of ``sizes``: rows created where missing, sizes updated where known and
+        changed."""
         keys = {file_key(lfn): lfn for lfn in sizes}
         ids: dict[str, int] = {}
+        final = dict(sizes)
         resized = []
         for fid, key, size in self._select_in(conn, [T_FILES.c.id, T_FILES.c.key, T_FILES.c.size],
                                               T_FILES.c.key, keys):
             lfn = keys[key]
             ids[lfn] = fid
-            if sizes[lfn] is not None and sizes[lfn] != size:
+            if sizes[lfn] is None:
+                final[lfn] = size
+            elif sizes[lfn] != size:
                 resized.append({"fid": fid, "new_size": sizes[lfn]})
                 result.files[fid] = (lfn, sizes[lfn])
         missing = [key for key, lfn in keys.items() if lfn not in ids]
@@ -285,21 +314,41 @@ class Store:
         if resized:
             conn.execute(update(T_FILES).where(T_FILES.c.id == bindparam("fid")).values(size=bindparam("new_size")),
                          resized)
-        return ids
+        return ids, final
 
-    def _ensure_groups(self, conn: Connection, jobs: Sequence[JobRecord]) -> tuple[dict[str, int], set[int]]:
+    def _save_digests(self, conn: Connection, jobs: Sequence[JobRecord], group_ids: dict[str, int],
+                      digests: dict[int, int | None], sizes: dict[str, int | None]) -> None:
+        """Remember the sizes now written for the input groups of ``jobs`` (their files' rows were looked up)."""
+        changed = {}
+        for job in jobs:
+            gid, digest = group_ids[job.input_group], sizes_digest(job.inputs, sizes)
+            if digest is not None and digests[gid] != digest:
+                changed[gid] = digests[gid] = digest
+        if changed:
+            conn.execute(update(T_GROUPS).where(T_GROUPS.c.id == bindparam("gid"))
+                         .values(sizes_digest=bindparam("digest")),
+                         [{"gid": gid, "digest": digest} for gid, digest in changed.items()])
+
+    def _ensure_groups(self, conn: Connection, jobs: Sequence[JobRecord],
+                       sizes: dict[str, int | None]) -> tuple[dict[str, int], set[int], dict[int, int | None]]:
+        """(group ids by name, the ids of the groups created now, each group's sizes digest)."""
         kinds = {job.input_group: "job" for job in jobs}
         kinds.update({f"task:{job.task}": "task" for job in jobs if job.task})
-        ids = {name: gid for gid, name in self._select_in(conn, [T_GROUPS.c.id, T_GROUPS.c.name], T_GROUPS.c.name,
-                                                          kinds)}
+        ids, digests = {}, {}
+        for gid, name, digest in self._select_in(conn, [T_GROUPS.c.id, T_GROUPS.c.name, T_GROUPS.c.sizes_digest],
+                                                 T_GROUPS.c.name, kinds):
+            ids[name], digests[gid] = gid, digest
         missing = [name for name in kinds if name not in ids]
         created: set[int] = set()
         if missing:
-            conn.execute(self._insert_ignore(T_GROUPS), [{"name": name, "kind": kinds[name]} for name in missing])
+            # a new group's files get the batch's sizes: its digest is known before they are written
+            fresh = {job.input_group: sizes_digest(job.inputs, sizes) for job in jobs if job.input_group in missing}
+            conn.execute(self._insert_ignore(T_GROUPS), [{"name": name, "kind": kinds[name],
+                                                          "sizes_digest": fresh.get(name)} for name in missing])
             for gid, name in self._select_in(conn, [T_GROUPS.c.id, T_GROUPS.c.name], T_GROUPS.c.name, missing):
-                ids[name] = gid
+                ids[name], digests[gid] = gid, fresh.get(name)
                 created.add(gid)
-        return ids, created
+        return ids, created, digests
 
     # -- events ------------------------------------------------------------------------
     def record_events(self, events: Sequence[dict[str, Any]]) -> EventResult:
@@ -406,7 +455,7 @@ class Store:
         new file rows, the ids of every file named, and the group names that are not known."""
         result = IngestResult()
         with self._write, self.engine.begin() as conn:
-            ids = set((self._file_rows(conn, dict.fromkeys(lfns), result) if pin else self._known_ids(conn, lfns))
+            ids = set((self._file_rows(conn, dict.fromkeys(lfns), result)[0] if pin else self._known_ids(conn, lfns))
                       .values())
             groups = dict(self._select_in(conn, [T_GROUPS.c.name, T_GROUPS.c.id], T_GROUPS.c.name, group_names))
             ids.update(fid for (fid,) in self._select_in(conn, [T_MEMBERS.c.file_id], T_MEMBERS.c.group_id,

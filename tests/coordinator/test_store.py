@@ -7,7 +7,7 @@ import sys
 
 import pytest
 from alembic import command
-from sqlalchemy import create_engine, insert, select, text
+from sqlalchemy import create_engine, event, insert, select, text
 
 from htda.coordinator import migrations
 from htda.coordinator.model import Job, Meta
@@ -132,6 +132,40 @@ def test_sizes_are_recorded_and_updated(store):
     result = store.ingest_jobs([_job("j2", ["/a", "/b"], sizes={"/a": 12, "/b": 5})])
     assert sorted(result.files.values()) == [("/a", 12), ("/b", 5)]
     assert {lfn: size for _, lfn, size in store.iter_files()} == {"/a": 12, "/b": 5}
+
+
+def _file_lookups(store, ingest) -> int:
+    """How many statements ``ingest()`` sent that read the files' rows."""
+    seen = []
+
+    def note(conn, cursor, statement, *args):
+        if statement.lstrip().upper().startswith("SELECT") and "htda_files" in statement:
+            seen.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", note)
+    try:
+        ingest()
+    finally:
+        event.remove(store.engine, "before_cursor_execute", note)
+    return len(seen)
+
+
+def test_a_job_bringing_the_sizes_last_written_for_its_group_reads_no_file_rows(store):
+    store.ingest_jobs([_job("j1", ["/a", "/b"], sizes={"/a": 10, "/b": 5})])
+    assert _file_lookups(store, lambda: store.ingest_jobs([_job("j2", ["/b", "/a"], sizes={"/a": 10, "/b": 5})])) == 0
+    # a size not given may differ from the one written: looked up, as before
+    assert _file_lookups(store, lambda: store.ingest_jobs([_job("j3", ["/a", "/b"], sizes={"/a": 10})])) > 0
+    resized = store.ingest_jobs([_job("j4", ["/a", "/b"], sizes={"/a": 11, "/b": 5})])
+    assert list(resized.files.values()) == [("/a", 11)]
+    assert _file_lookups(store, lambda: store.ingest_jobs([_job("j5", ["/a", "/b"], sizes={"/a": 11, "/b": 5})])) == 0
+    # another group sharing /a resizes it: this group's next job with the new size is looked up once, then not
+    store.ingest_jobs([_job("k1", ["/a", "/c"], sizes={"/a": 12, "/c": 1})])
+    shared = store.ingest_jobs([_job("j6", ["/a", "/b"], sizes={"/a": 12, "/b": 5})])
+    assert shared.files == {}
+    assert _file_lookups(store, lambda: store.ingest_jobs([_job("j7", ["/a", "/b"], sizes={"/a": 12, "/b": 5})])) == 0
+    stale = store.ingest_jobs([_job("j8", ["/a", "/b"], sizes={"/a": 11, "/b": 5})])  # the latest report wins
+    assert list(stale.files.values()) == [("/a", 11)]
+    assert {lfn: size for _, lfn, size in store.iter_files()} == {"/a": 11, "/b": 5, "/c": 1}
 
 
 def test_the_same_event_twice_counts_once(store):
