@@ -96,6 +96,7 @@ class HTDAPool:
             "remote_file_mode": "0644", "remote_dir_mode": "0755",
             # through a read-through proxy a file's mtime is when that worker's proxy cached it (docs/cache.rst)
             "peer_mtime_check": not self.read_through,
+            "storage_mtime_check": not self.read_through,
         }})
 
     # -- life cycle --------------------------------------------------------------

@@ -91,6 +91,11 @@ SCHEMA = Section({
                                           "storage (sizes and checksums are always compared); false where each "
                                           "worker reads storage through a caching proxy of its own, whose mtimes "
                                           "differ from node to node (docs/cache.rst, Copies from peers)"),
+    "storage_mtime_check": Field(bool, True, "a file of the default storage whose mtime changes is a new version "
+                                             "(its copies are refreshed, a copy in progress fails); false where "
+                                             "the worker reads storage through a caching proxy, which gives a file "
+                                             "the time it cached it as mtime: sizes and checksums still count "
+                                             "(docs/cache.rst, Read-through workers)"),
     "storage_ca_file": Field(str, "", "CA bundle for https:// storage"),
     "devices": Field(ListOf(DEVICE), list, "cache devices, e.g. [{path = \"../var/cache0\"}]"),
     "union": Field(str, "mergerfs", "union-view driver (htda.union): mergerfs, overlayfs, symlink",
@@ -179,8 +184,8 @@ class CacheComponent(Component):
                                       parse_mode(config["remote_file_mode"]), parse_mode(config["remote_dir_mode"]))
         self._check_listings(node)
         try:
-            self.default_storage = self._make_storage(config["storage"],
-                                                      self._location(config["storage_location"]))
+            self.default_storage = self._make_storage(config["storage"], self._location(config["storage_location"]),
+                                                      mtime_stable=config["storage_mtime_check"])
         except ValueError as exc:
             raise ConfigError(f"{node.source}: 'cache.storage_location': {exc}") from None
         members: list[CacheDevice] = []
@@ -234,9 +239,10 @@ class CacheComponent(Component):
     def _location(self, value: str) -> str:
         return value if "://" in value or not value else str(self.node.path(value))
 
-    def _make_storage(self, plugin: str, location: str) -> StorageBackend:
+    def _make_storage(self, plugin: str, location: str, mtime_stable: bool = True) -> StorageBackend:
         options = {"timeout": self.config["storage_timeout"], "stall_timeout": self.config["storage_timeout"],
-                   "low_speed_time": self.config["storage_timeout"], "remote_rule": self.remote_rule}
+                   "low_speed_time": self.config["storage_timeout"], "remote_rule": self.remote_rule,
+                   "mtime_stable": mtime_stable}
         if self.config["storage_ca_file"]:
             options["ca_file"] = str(self.node.path(self.config["storage_ca_file"]))
         return plugins.load(STORAGE_GROUP, plugin)(location or str(self.node.data_dir / "storage"), options)

@@ -117,7 +117,7 @@ def validate_found(found: HeldFile, device: CacheDevice, storage_for: Callable[[
         return None, "size or mtime differ from the staging meta"
     try:
         storage = storage_for(found.lfn)
-        if not storage.stat(found.lfn).same_as(recorded, mtime_slack=1e-6):
+        if not storage.same_version(storage.stat(found.lfn), recorded):
             return None, "source changed"
         # the source's perms now: they may have changed while the node was down (or an older HTDA made the copy)
         device.set_ownership(found.lfn, storage.ownership(found.lfn))

@@ -62,7 +62,7 @@ class Revalidator:
         try:
             storage = self.storage_for(entry.source_url)
             source = storage.stat(entry.lfn)
-            if not source.same_as(FileStat(entry.size, entry.mtime), mtime_slack=1e-6):
+            if not storage.same_version(source, FileStat(entry.size, entry.mtime)):
                 return not self.evict(entry.lfn, "source changed")
             # the copy follows a changed owner or mode of the source (and of its directories)
             entry.device.set_ownership(entry.lfn, storage.ownership(entry.lfn))

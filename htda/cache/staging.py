@@ -158,7 +158,7 @@ class Stager:
         if job.done_bytes != before.size:
             raise StagingError(f"{job.lfn}: copied {job.done_bytes} bytes, source has {before.size}")
         after = self._stat(job, during=True)
-        if not after.same_as(before):
+        if not job.storage.same_version(after, before):
             raise StagingError(f"{job.lfn}: source changed during the copy ({before} -> {after})")
         digest = streamed.hexdigest()
         try:

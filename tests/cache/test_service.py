@@ -42,11 +42,12 @@ class Node:
     """A CacheService over one POSIX device and POSIX storage, on a fake clock."""
 
     def __init__(self, tmp_path, coordinator: PeerStandIn, files: dict[str, int], capacity: int = 0,
-                 high: float = 0.95, low: float = 0.90, view: str | None = None, **config):
+                 high: float = 0.95, low: float = 0.90, view: str | None = None, mtime_stable: bool = True,
+                 **config):
         self.clock = FakeClock()
         self.root = tmp_path / "storage"
         self.files = make_tree(self.root, files)
-        self.storage = PosixStorage(str(self.root))
+        self.storage = PosixStorage(str(self.root), {"mtime_stable": mtime_stable})
         self.dev = PosixDevice(str(tmp_path / "dev"), {"capacity": capacity})
         self.coordinator = coordinator
         self.config = validate({"retry_delay": 10.0, "max_attempts": 3, "release_interval": 300.0, **config},
@@ -230,6 +231,21 @@ def test_revalidation_waits_for_its_interval(make_node):
     node.clock.advance(1)
     assert node.service.revalidate_some() == 2 and node.held() == set()
     assert {e["reason"] for e in node.service.evictions} == {"source changed"}
+
+
+def test_behind_a_caching_proxy_a_new_mtime_is_not_a_new_version_but_a_new_size_is(make_node):
+    """A read-through proxy gives a file the time it cached it as mtime, and that time moves while a job's reads
+    fill it (cache.storage_mtime_check = false): copies neither fail nor are dropped for it."""
+    node = make_node({"/a.dat": 300 * KB, "/b.dat": 10 * KB}, revalidate_interval=600.0, mtime_stable=False)
+    unsteady(node, "/a.dat")
+    assert node.twice(wanted("/a.dat"), wanted("/b.dat"))["stage"] == 2
+    assert node.held() == {"/a.dat", "/b.dat"} and node.service.failures.get("/a.dat") is None
+    os.utime(node.path("/b.dat"), (1e9, 1e9))
+    node.clock.advance(600)
+    assert node.service.revalidate_some() == 0 and node.held() == {"/a.dat", "/b.dat"}
+    node.path("/b.dat").write_bytes(b"x" * (11 * KB))  # a rewrite that changes the size still counts
+    node.clock.advance(600)
+    assert node.service.revalidate_some() == 1 and node.held() == {"/a.dat"}
 
 
 def test_revalidation_rechecks_the_stalest_copies_a_few_per_cycle(make_node):

@@ -53,6 +53,15 @@ class StorageBackend(ABC):
     def __init__(self, location: str, options: dict[str, Any] | None = None):
         self.location = location
         self.options = dict(options or {})
+        # False where the mtime says when a caching proxy took the file, not which version it is (option
+        # "mtime_stable"; the cache's storage_mtime_check): versions are then told apart by size (and checksums)
+        self.mtime_stable = bool(self.options.get("mtime_stable", True))
+
+    def same_version(self, now: FileStat, recorded: FileStat) -> bool:
+        """Whether the source's stat ``now`` is the version ``recorded`` (at a copy's start, or in its meta)."""
+        if not self.mtime_stable:
+            return now.size == recorded.size
+        return now.same_as(recorded, mtime_slack=1e-6)
 
     @abstractmethod
     def stat(self, lfn: str) -> FileStat:
