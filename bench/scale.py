@@ -539,7 +539,7 @@ class Window:
     handler_ms: float  # mean wall time in the seed's heartbeat handler
 
 
-HEARTBEAT_ROUTE = 'route=paths.HEARTBEAT'
+HEARTBEAT_ROUTE = f'route="{paths.HEARTBEAT}"'  # the label of the seed's heartbeat route in /metrics
 
 
 def handler_totals(seed: NodeProcess) -> tuple[float, float]:
