@@ -116,8 +116,8 @@ def load_history(url: str, schema: str, files: int, per_group: int, seed: int = 
               (f"{i + 1}\t{file_key(lfn(i))}\t{lfn(i)}\t{sizes[i]}\n" for i in range(files)))
         # each group's sizes digest as an ingest of its jobs with their sizes would have written it
         _copy(cur, "htda_groups", "id, name, kind, sizes_digest",
-              (f"{g + 1}\t{group_name(names)}\tjob\t{sizes_digest(names, input_sizes(names, sizes))}\n"
-               for g in range(groups) for names in [inputs(g, per_group)]))
+              (f"{g + 1}\t{group_name(sized)}\tjob\t{sizes_digest(sized, sized)}\n"
+               for g in range(groups) for sized in [input_sizes(g, per_group, sizes)]))
         _copy(cur, "htda_group_files", "group_id, file_id",
               (f"{i // per_group + 1}\t{i + 1}\n" for i in range(groups * per_group)))
         _copy(cur, "htda_jobs", "id, job_id, owner, submit_time, state, input_group_id",
@@ -148,9 +148,10 @@ def history_sizes(files: int, seed: int = 1) -> np.ndarray:
     return _draw_sizes(np.random.default_rng(seed), files)
 
 
-def input_sizes(names: list[str], sizes: np.ndarray) -> dict[str, int]:
-    """The sizes of the files ``names`` (LFNs made by :func:`lfn`)."""
-    return {name: int(sizes[int(name.rsplit("/f", 1)[1].split(".")[0])]) for name in names}
+def input_sizes(group: int, per_group: int, sizes: np.ndarray) -> dict[str, int]:
+    """The inputs of group ``group`` (as :func:`inputs`) with their sizes."""
+    first = group * per_group
+    return {lfn(i): int(sizes[i]) for i in range(first, first + per_group)}
 
 
 def new_jobs(first: int, count: int, groups: int, per_group: int, sizes: np.ndarray | None = None) -> list[dict]:
@@ -159,10 +160,10 @@ def new_jobs(first: int, count: int, groups: int, per_group: int, sizes: np.ndar
     now = time.time()
     out = []
     for j in range(first, first + count):
-        job = {"job_id": f"scale#{j}.0", "owner": "bench", "inputs": inputs((j * 7919) % groups, per_group),
-               "submit_time": now}
+        group = (j * 7919) % groups
+        job = {"job_id": f"scale#{j}.0", "owner": "bench", "inputs": inputs(group, per_group), "submit_time": now}
         if sizes is not None:
-            job["sizes"] = input_sizes(job["inputs"], sizes)
+            job["sizes"] = input_sizes(group, per_group, sizes)
         out.append(job)
     return out
 

@@ -366,6 +366,7 @@ class Placer(Generic[F]):
         # only placed files are looked up again (an update scores and sizes its own candidates)
         planner.scores = {lfn: planner.scores[lfn] for lfn in planner.where}
         planner.size_of = {lfn: planner.size_of[lfn] for lfn in planner.where}
+        planner.next_run()  # the run's own record of moves is not kept: the caller compares the placements
         self._planner = planner
         return planner.where
 
