@@ -50,6 +50,23 @@ def test_xrootd_storage_against_real_server(xrootd_server, source_tree):
         read_all(storage, "/store/missing.dat")
 
 
+def test_xrootd_reads_from_an_offset(xrootd_server, source_tree):
+    """Resuming: the rest of the file from any offset, nothing at its end, a clear error past it."""
+    root, files = source_tree
+    copy_tree(root, xrootd_server.root)
+    storage = XRootDStorage(xrootd_server.url + "/", {"timeout": 5})
+    data = files["/store/a/two.dat"]
+    assert storage.supports_ranges
+    for offset in (1, 12345, len(data) - 1):
+        assert read_all(storage, "/store/a/two.dat", offset=offset) == data[offset:]
+    assert read_all(storage, "/store/a/two.dat", offset=len(data)) == b""
+    with pytest.raises(StorageError, match="shorter") as err:
+        read_all(storage, "/store/a/two.dat", offset=len(data) + 1)
+    assert not err.value.transient
+    with pytest.raises(FileNotFoundError):
+        read_all(storage, "/store/missing.dat", offset=10)
+
+
 def test_xrootd_dead_server_fails_fast(shared_tmp):
     storage = XRootDStorage("root://127.0.0.1:9//", {"timeout": 1})
     with pytest.raises(StorageError):

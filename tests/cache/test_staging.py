@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import zlib
 
 import pytest
@@ -56,6 +57,46 @@ def test_http_copy_resumes_after_a_cut(http_server, tmp_path):
     http_server.cut_once_at(200_000)
     device = PosixDevice(str(tmp_path / "dev"))
     stage(Stager(buffer_size=64 * 1024), HTTPStorage(http_server.url), device, "/store/big.dat")
+    assert (tmp_path / "dev/data/store/big.dat").read_bytes() == files["/store/big.dat"]
+
+
+def kill_children(name: str) -> int:
+    """SIGKILL this process's children called ``name`` (a transfer tool); how many were killed."""
+    killed = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/comm") as fh:
+                comm = fh.read().strip()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[1]) == os.getpid() and comm == name:
+            os.kill(int(entry), signal.SIGKILL)
+            killed += 1
+    return killed
+
+
+def test_xrootd_copy_resumes_after_the_transfer_dies(xrootd_server, tmp_path):
+    """An ``xrdcp`` killed mid-copy: the copy goes on from the byte it reached (not from zero) and is whole."""
+    files = make_tree(xrootd_server.root, {"/store/big.dat": 6 << 20})
+    storage = XRootDStorage(xrootd_server.url + "/", {"timeout": 5})
+    offsets: list[int] = []
+    read = storage.read
+
+    def recording_read(lfn, sink, offset=0, buffer_size=8 << 20):
+        offsets.append(offset)
+        return read(lfn, sink, offset=offset, buffer_size=buffer_size)
+
+    storage.read = recording_read  # type: ignore[method-assign]
+    job = StagingJob("/store/big.dat", storage, PosixDevice(str(tmp_path / "dev")))
+    kills: list[int] = []
+    after_each_chunk(storage, lambda: kills or (job.done_bytes >= 1 << 20 and kills.append(kill_children("xrdcp"))))
+    Stager(buffer_size=64 * 1024, kernel_copy=False).stage(job)
+    assert kills == [1]
+    assert len(offsets) == 2 and offsets[0] == 0 and 1 << 20 <= offsets[1] < 6 << 20
     assert (tmp_path / "dev/data/store/big.dat").read_bytes() == files["/store/big.dat"]
 
 
