@@ -8,7 +8,6 @@ backoff and jitter.  Failures raise subclasses of :class:`ClientError`.
 
 from __future__ import annotations
 
-import io
 import json
 import random
 import threading
@@ -172,15 +171,19 @@ class Client:
                  answer_headers: Callable[[bytes], None] | None = None,
                  max_bytes: int | None = None) -> tuple[int, bytes]:
         curl = self._handle()
-        buf = io.BytesIO()
+        # the answer's pieces, joined once at the end: a BytesIO re-grows (and copies) its buffer many times
+        # over for a range of megabytes, which cost a cache node's peer copies a fifth of their CPU
+        pieces: list[bytes] = []
+        received = 0
         overflow = False
 
         def write(data: bytes) -> int | None:
-            nonlocal overflow
-            if max_bytes is not None and buf.tell() + len(data) > max_bytes:
+            nonlocal overflow, received
+            received += len(data)
+            if max_bytes is not None and received > max_bytes:
                 overflow = True
                 return 0  # curl ends the transfer (a write error)
-            buf.write(data)
+            pieces.append(data)
             return None
         headers = ["Accept: application/json", "Expect:"]
         if body:
@@ -214,7 +217,7 @@ class Client:
             if code in _CONNECT_CODES:
                 raise ConnectError(f"cannot reach peer: {message}", url) from None
             raise ClientError(f"curl error {code}: {message}", url) from None
-        return curl.getinfo(pycurl.RESPONSE_CODE), buf.getvalue()
+        return curl.getinfo(pycurl.RESPONSE_CODE), b"".join(pieces)
 
 
 def _decode(status: int, raw: bytes, url: str) -> Any:

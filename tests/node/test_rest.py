@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from htda.node.client import Client
-from htda.node.rest import RestApp, RestServer, Route
+from htda.node.rest import Response, RestApp, RestServer, Route
 from htda.node.runtime import load_config
 from testkit.http import raw as raw_request
 from testkit.nodes import SECRET
@@ -113,6 +113,22 @@ def test_a_handler_bug_is_a_logged_500_and_the_server_keeps_serving(caplog):
         assert code == 500 and b"boom" not in answer
         assert "boom" in caplog.text
         assert Client().get(url + "/fine") == {"ok": True}
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("size", [0, 1, 256 << 10, (256 << 10) + 1, (3 << 20) + 12345])
+def test_large_answers_arrive_whole_and_in_order(size):
+    """A bulk answer (a range of a copy) is handed to the server in pieces: it must arrive as it was made."""
+    body = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    app = RestApp(None)
+    app.add([Route("GET", "/blob", lambda r: Response(body, content_type="application/octet-stream"), "bytes",
+                   access="public")])
+    server = RestServer(app, "127.0.0.1", 0)
+    server.start()
+    try:
+        status, headers, got = Client().fetch(f"http://127.0.0.1:{server.port}/blob")
+        assert status == 200 and int(headers["content-length"]) == size and got == body
     finally:
         server.stop()
 
