@@ -114,16 +114,19 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--parallel", type=int, default=2, help="copies at once, like cache.max_staging (2)")
     parser.add_argument("--dir", default=None, help="work directory (default: a temporary one under /var/tmp)")
+    parser.add_argument("--mergerfs-options", action="append", default=[], metavar="OPTS",
+                        help="also read through a mergerfs view mounted with these extra options (the driver's "
+                             "mount_options, e.g. passthrough.io=ro with mergerfs 2.40 or later); repeatable")
     args = parser.parse_args()
     size = (args.size_mb or (256 if args.full else 32)) << 20
     work = Path(tempfile.mkdtemp(prefix="htda-cache-bench-", dir=args.dir or "/var/tmp"))
     try:
-        return run(work, args.files, size, args.rounds, args.parallel)
+        return run(work, args.files, size, args.rounds, args.parallel, args.mergerfs_options)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run(work: Path, count: int, size: int, rounds: int, parallel: int) -> int:
+def run(work: Path, count: int, size: int, rounds: int, parallel: int, mergerfs_options: list[str]) -> int:
     src = work / "storage"
     lfns = make_files(src, count, size)
     total_mb = count * size / 1e6
@@ -141,14 +144,16 @@ def run(work: Path, count: int, size: int, rounds: int, parallel: int) -> int:
         print(f"  {label:24s} {total_mb / t:8.1f} MB/s   ratio to cp {cp / t:5.2f}")
     device = PosixDevice(str(work / "dev"))
     drivers = []
-    for driver in (MergerfsDriver, OverlayfsDriver, SymlinkDriver):
-        view = work / f"view-{driver.name}"
-        union = driver(str(view), device.branches(), str(src), str(work / f"state-{driver.name}"))
+    views = [(d.name, d, {}) for d in (MergerfsDriver, OverlayfsDriver, SymlinkDriver)]
+    views += [(f"mergerfs {o}", MergerfsDriver, {"mount_options": o}) for o in mergerfs_options]
+    for i, (name, driver, options) in enumerate(views):
+        view = work / f"view-{i}"
+        union = driver(str(view), device.branches(), str(src), str(work / f"state-{i}"), options)
         try:
             union.start(lfns)
-            drivers.append((driver.name, union))
+            drivers.append((name, union))
         except Exception as exc:  # noqa: BLE001 - report a driver that cannot run here, measure the rest
-            print(f"  read via {driver.name:15s} not measured: {exc}")
+            print(f"  read via {name:15s} not measured: {exc}")
     try:
         reads = {"direct": lambda: time_read(device.data_dir, lfns)}
         reads.update({name: lambda v=union.view: time_read(v, lfns) for name, union in drivers})

@@ -17,7 +17,13 @@ from htda.cache.backends.posix import PosixDevice, PosixStorage
 from htda.cache.staging import Stager, StagingJob
 from htda.cache.union import mount_type, unmount
 from htda.cache.union.base import UnionError
-from htda.cache.union.mergerfs import MergerfsDriver
+from htda.cache.union.mergerfs import (
+    MergerfsDriver,
+    kernel_version,
+    mergerfs_version,
+    parse_version,
+    passthrough_supported,
+)
 from htda.cache.union.overlayfs import OverlayfsDriver
 from htda.cache.union.symlink import SymlinkDriver
 from htda.node.client import Client
@@ -349,3 +355,46 @@ def test_the_symlink_view_links_files_new_in_storage_at_its_next_rescan(tmp_path
     clock.advance(0.1)
     union.refresh()
     assert read_view(view, "/store/b.root") == (root / "store/b.root").read_bytes()
+
+
+def test_versions_are_read_as_the_tools_print_them():
+    assert parse_version("mergerfs version: 2.33.5\n") == (2, 33, 5)
+    assert parse_version("mergerfs v2.42.0\n\nhttps://github.com/trapexit/mergerfs") == (2, 42, 0)
+    assert parse_version("no version here") is None
+    assert kernel_version("6.18.44-fc-v782") == (6, 18) and kernel_version("5.10.0-28-amd64") == (5, 10)
+    assert passthrough_supported((2, 40), (6, 9)) and passthrough_supported((3, 0, 1), (7, 0))
+    assert not passthrough_supported((2, 33, 5), (6, 18)) and not passthrough_supported((2, 42, 0), (6, 8))
+
+
+def passthrough_of(view: str) -> str | None:
+    """What the mounted mergerfs says of passthrough.io (None: a mergerfs without the option)."""
+    try:
+        return os.getxattr(os.path.join(view, ".mergerfs"), "user.mergerfs.passthrough.io").decode()
+    except OSError:
+        return None
+
+
+@needs_mergerfs
+def test_mergerfs_reads_pass_through_to_the_kernel_where_the_installed_mergerfs_can(source_tree, tmp_path,
+                                                                                      views):
+    """Auto: passthrough for read-only opens exactly where mergerfs and the kernel have it; reads are right."""
+    root, files = source_tree
+    view, _, _ = started_view("mergerfs", root, tmp_path, views)
+    version = mergerfs_version()
+    assert version is not None
+    expected = "ro" if passthrough_supported(version, kernel_version()) else None
+    assert passthrough_of(view) == expected
+    assert_view_matches(view, files)
+
+
+@needs_mergerfs
+def test_mergerfs_passthrough_option_is_checked(source_tree, tmp_path, views):
+    root, _ = source_tree
+    union = MergerfsDriver(str(tmp_path / "view"), [], str(root), str(tmp_path / "state"), {"passthrough": "yes"})
+    views.append(union)
+    with pytest.raises(UnionError, match="passthrough must be one of auto, on, off, not 'yes'"):
+        union.start([])
+    off = MergerfsDriver(str(tmp_path / "off"), [], str(root), str(tmp_path / "state-off"), {"passthrough": "off"})
+    views.append(off)
+    off.start([])
+    assert passthrough_of(str(tmp_path / "off")) in (None, "off")
