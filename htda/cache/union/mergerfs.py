@@ -68,24 +68,29 @@ class MergerfsDriver(UnionDriver):
     def start(self, held: list[str]) -> None:
         if shutil.which("mergerfs") is None:
             raise UnionError("mergerfs is not installed (Debian package 'mergerfs')")
+        mode = self._passthrough_mode()  # checked here, so a bad option is reported also when a mount is adopted
         os.makedirs(self.view, exist_ok=True)
         spec = self.branch_spec()
         if mount_type(self.view) == "fuse.mergerfs":
             os.setxattr(os.path.join(self.view, ".mergerfs"), "user.mergerfs.branches", spec.encode())
             return
         extra = [o for o in str(self.options.get("mount_options", "")).split(",") if o]
-        if not any(o.startswith("passthrough.io") for o in extra) and self._passthrough():
+        if not any(o.startswith("passthrough.io") for o in extra) and self._passthrough(mode):
             extra.append("passthrough.io=ro")
         run(["mergerfs", "-o", ",".join([*OPTIONS, *extra]), spec, self.view])
         if mount_type(self.view) != "fuse.mergerfs":
             raise UnionError(f"mergerfs did not mount {self.view}")
 
-    def _passthrough(self) -> bool:
-        """Whether to mount with FUSE passthrough for reads (option ``passthrough``, see the module docstring)."""
+    def _passthrough_mode(self) -> str:
+        """The option ``passthrough``, checked (see the module docstring)."""
         mode = str(self.options.get("passthrough", "auto")).strip().lower()
         if mode not in PASSTHROUGH_MODES:
             raise UnionError(f"mergerfs option passthrough must be one of {', '.join(PASSTHROUGH_MODES)}, "
                              f"not {mode!r}")
+        return mode
+
+    def _passthrough(self, mode: str) -> bool:
+        """Whether to mount with FUSE passthrough for reads, given the option's ``mode``."""
         if mode != "auto":
             return mode == "on"
         version, kernel = mergerfs_version(), kernel_version()
