@@ -48,6 +48,13 @@ def ensure_user(name: str) -> User:
     return User(name, entry.pw_uid, entry.pw_gid)
 
 
+def remove_user(name: str) -> None:
+    """Delete the account ``name`` if it exists (its uid may then be given to a new account)."""
+    with open(_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(["userdel", name], capture_output=True)  # exit 6: there was no such account
+
+
 def run_as(user: User, argv: list[str], reach_as_root: bool = False, **kwargs) -> subprocess.CompletedProcess:
     """Run ``argv`` as ``user`` (its own group only, no capabilities); output captured as text.
 

@@ -118,7 +118,9 @@ class SubmitAgent(Component):
 
     def __init__(self, node, config: dict[str, Any]):
         super().__init__(node, config)
-        self.trusted = {0} | {uid for uid in map(_uid, config["trusted_users"]) if uid is not None}
+        missing = [name for name in config["trusted_users"] if _uid(name) is None]
+        if missing:
+            self.log.warning("trusted_users %s: no such account yet; looked up again at every call", missing)
         self.channel = HookServer(node.path(config["socket"]), {TRANSLATE_PATH: self._translate,
                                                                 EVENTS_PATH: self._event},
                                   config["max_ad_bytes"], threads=config["hook_threads"])
@@ -167,9 +169,14 @@ class SubmitAgent(Component):
     # -- the hooks' channel -------------------------------------------------------------
     # No REST routes: hooks come through self.channel only, never a TCP port a user could take first.
 
+    def trusts(self, uid: int) -> bool:
+        """Root, or an account of ``trusted_users`` as the system names it now: an account made (or
+        renumbered) after the agent started, as when HTCondor is installed later, counts at once."""
+        return uid == 0 or any(_uid(name) == uid for name in self.config["trusted_users"])
+
     def _authorize(self, uid: int, ad: classads.ClassAd) -> None:
         """Refuse unless the caller ``uid`` owns the job (its ``Owner``) or is root or a trusted account."""
-        if uid in self.trusted:
+        if self.trusts(uid):
             return
         owner = classads.evaluate(ad, "Owner")
         if not isinstance(owner, str) or _uid(owner) != uid:

@@ -91,8 +91,10 @@ def install_hooks(target: Path, native: bool = False) -> Path:
     return target
 
 
-def write_hook_config(path: Path, socket: str | None = None, timeout: float = 0.5, **extra) -> Path:
-    """Hook settings (mode 0644) that reach the agent at ``socket``; ``extra`` keys as given."""
+def write_hook_config(path: Path, socket: str | None = None, timeout: float = 5.0, **extra) -> Path:
+    """Hook settings (mode 0644) that reach the agent at ``socket``; ``extra`` keys as given.  The
+    default ``timeout`` is generous so that a loaded CI machine does not turn a steering test into
+    a fail-open one; the tests of the time limits pass their own."""
     lines = [f'socket = "{socket}"'] if socket else []
     lines.append(f"timeout = {timeout}")
     lines += [f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {v}" for k, v in extra.items()]
@@ -115,8 +117,10 @@ def agent_socket(node) -> str:
 
 
 def agent_sections(locators: list[str], coordinators: list[str], socket: str, **extra) -> dict:
+    """An agent's settings; the locator lookup may take 3 s (not the default 0.25 s) so that a
+    loaded machine does not make a test of steering see an unsteered job."""
     return {"submit": {"locators": locators, "coordinators": coordinators, "send_interval": 0.05,
-                       "lfn_prefixes": PREFIXES, "socket": socket, **extra}}
+                       "lfn_prefixes": PREFIXES, "socket": socket, "lookup_timeout": 3.0, **extra}}
 
 
 class StubbornServer:

@@ -22,7 +22,7 @@ import pytest
 
 from htda.node.config import ConfigError
 from testkit.nodes import wait_until
-from tests.users import User, ensure_user, run_as
+from tests.users import User, ensure_user, remove_user, run_as
 
 from .kit import (
     DATA,
@@ -149,6 +149,27 @@ def test_the_condor_account_may_act_for_any_users_job(two_users, installed_hooks
     config = write_hook_config(public / "h.toml", agent_socket(agent), timeout=TIMEOUT)
     out = installed_hooks("htda_translate", hook_input(ad_of(usera.name)), config, user=ensure_user("condor"))
     assert parse(out.stdout)["HTDA_PreferredNodes"] == "c-all"
+
+
+def test_a_trusted_account_made_after_the_agent_started_is_trusted_at_once(two_users, installed_hooks, inprocess_node,
+                                                                          locator, coordinator, holdings, sockets,
+                                                                          public):
+    """As when HTCondor (its ``condor`` account) is installed after HTDA: no restart needed, and an
+    account deleted again loses the right with its name."""
+    usera, _ = two_users
+    remove_user("htdalate")
+    agent = inprocess_node("late", ["submit"], seeds=[locator.url], sections=agent_sections(
+        [locator.url], [coordinator.url], sockets(), trusted_users=["htdalate"]))
+    holdings({"c-all": INPUTS})
+    config = write_hook_config(public / "h.toml", agent_socket(agent), timeout=TIMEOUT)
+    late = ensure_user("htdalate")
+    try:
+        out = installed_hooks("htda_translate", hook_input(ad_of(usera.name)), config, user=late)
+        assert parse(out.stdout)["HTDA_PreferredNodes"] == "c-all", out.stderr
+    finally:
+        remove_user("htdalate")
+    out = installed_hooks("htda_translate", hook_input(ad_of(usera.name)), config, user=late)
+    assert_unchanged(out, ad_of(usera.name), b"HTTP 403")
 
 
 @pytest.mark.parametrize("hook", ["htda_update_job_info", "htda_job_finalize", "htda_job_cleanup"])

@@ -149,9 +149,10 @@ def test_huge_ad(run, hook_config):
     assert_unchanged(run("htda_translate", hook_input(ad), hook_config), ad)
 
 
-def test_a_huge_ad_is_printed_once_when_the_router_reads_late(run, hook_config):
+def test_a_huge_ad_is_printed_once_when_the_router_reads_late(run, tmp_path, agent):
     """The router may not read standard output before the hook's deadline: the ad (over max_ad_bytes,
     larger than a pipe holds) must still come out exactly once, not again when the alarm fires."""
+    hook_config = write_hook_config(tmp_path / "h.toml", agent_socket(agent), timeout=TIMEOUT)
     ad = job_ad(Huge='"' + "x" * (2 * 1024 * 1024) + '"')
     argv = run.argv("htda_translate")
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
