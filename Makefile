@@ -15,7 +15,7 @@ $(BIN)/python:
 
 # the daemon's own dependencies only: what `make run` needs; the install builds HTDA's C kernel in place (a C
 # compiler and Python's headers: scripts/install-build-deps), again whenever its source changes
-$(VENV)/.runtime: setup.py pyproject.toml htda/coordinator/_adaptive.c htda/simulator/_replay.c | $(BIN)/python
+$(VENV)/.runtime: setup.py pyproject.toml htda/coordinator/_adaptive.c htda/simulator/_replay.c htda/_kernel.h | $(BIN)/python
 	./scripts/install-build-deps $(BIN)/python
 	@echo "make: installing HTDA and what its daemon needs (CherryPy, PycURL, msgspec, SQLAlchemy, htcondor, uproot," \
 	      "numpy; about a minute the first time)..."

@@ -61,8 +61,10 @@ ENTRY_POINTS = {
 # computes them, but takes the same flags.
 STRICT_FLOATS = ["-ffp-contract=off", "-fno-fast-math"]
 KERNELS = [
-    Extension("htda.coordinator._adaptive", ["htda/coordinator/_adaptive.c"], extra_compile_args=STRICT_FLOATS),
-    Extension("htda.simulator._replay", ["htda/simulator/_replay.c"], extra_compile_args=STRICT_FLOATS),
+    Extension("htda.coordinator._adaptive", ["htda/coordinator/_adaptive.c"], depends=["htda/_kernel.h"],
+              extra_compile_args=STRICT_FLOATS),
+    Extension("htda.simulator._replay", ["htda/simulator/_replay.c"], depends=["htda/_kernel.h"],
+              extra_compile_args=STRICT_FLOATS),
 ]
 
 setup(

@@ -27,6 +27,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include "../_kernel.h"
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -89,18 +90,6 @@ static PyObject *str_decide;
 static int ready(Kernel *self);
 
 /* -- small helpers ------------------------------------------------------------------------------------- */
-
-static int
-grow(void **array, Py_ssize_t count, size_t item)
-{
-    void *bigger = PyMem_Realloc(*array, (size_t)count * item);
-    if (bigger == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    *array = bigger;
-    return 0;
-}
 
 static int
 mixed(PyObject *group, uint64_t *out)
@@ -195,9 +184,9 @@ new_slot(Kernel *self, PyObject *group)
     else {
         if (self->nslots == self->slot_cap) {
             Py_ssize_t cap = self->slot_cap ? 2 * self->slot_cap : 1024;
-            if (grow((void **)&self->K, cap * self->nc, sizeof(double)) < 0
-                || grow((void **)&self->mix, cap, sizeof(uint64_t)) < 0
-                || grow((void **)&self->sidx, cap, sizeof(Py_ssize_t)) < 0)
+            if (htda_grow((void **)&self->K, cap * self->nc, sizeof(double)) < 0
+                || htda_grow((void **)&self->mix, cap, sizeof(uint64_t)) < 0
+                || htda_grow((void **)&self->sidx, cap, sizeof(Py_ssize_t)) < 0)
                 return -1;
             self->slot_cap = cap;
         }
@@ -237,51 +226,20 @@ entry_lt(Kernel *self, const Entry *a, const Entry *b)
     return 0;
 }
 
-static void
-sift_up(Kernel *self, Shadow *shadow, Py_ssize_t pos)
-{
-    Entry *heap = shadow->heap, item = heap[pos];
-    while (pos > 0) {
-        Py_ssize_t parent = (pos - 1) >> 1;
-        if (!entry_lt(self, &item, &heap[parent]))
-            break;
-        heap[pos] = heap[parent];
-        pos = parent;
-    }
-    heap[pos] = item;
-}
-
-static void
-sift_down(Kernel *self, Shadow *shadow, Py_ssize_t pos)
-{
-    Entry *heap = shadow->heap, item = heap[pos];
-    Py_ssize_t n = shadow->n;
-    for (;;) {
-        Py_ssize_t child = 2 * pos + 1;
-        if (child >= n)
-            break;
-        if (child + 1 < n && entry_lt(self, &heap[child + 1], &heap[child]))
-            child++;
-        if (!entry_lt(self, &heap[child], &item))
-            break;
-        heap[pos] = heap[child];
-        pos = child;
-    }
-    heap[pos] = item;
-}
+HTDA_HEAP(shadow, Entry, Kernel, entry_lt)
 
 static int
 push(Kernel *self, Shadow *shadow, double key, Py_ssize_t s)
 {
     if (shadow->n == shadow->cap) {
         Py_ssize_t cap = shadow->cap ? 2 * shadow->cap : 256;
-        if (grow((void **)&shadow->heap, cap, sizeof(Entry)) < 0)
+        if (htda_grow((void **)&shadow->heap, cap, sizeof(Entry)) < 0)
             return -1;
         shadow->cap = cap;
     }
     shadow->heap[shadow->n].key = key;
     shadow->heap[shadow->n].s = s;
-    sift_up(self, shadow, shadow->n++);
+    shadow_sift_up(self, shadow->heap, shadow->n++);
     return 0;
 }
 
@@ -289,7 +247,7 @@ static void
 heapify(Kernel *self, Shadow *shadow)
 {
     for (Py_ssize_t pos = shadow->n / 2 - 1; pos >= 0; pos--)
-        sift_down(self, shadow, pos);
+        shadow_sift_down(self, shadow->heap, shadow->n, pos);
 }
 
 /* evict the lowest keys of candidate c's shadow until it fits in capacity */
@@ -302,13 +260,13 @@ evict(Kernel *self, int c, double capacity)
         double current = CELL(self, top->s, c)->key;
         if (current != top->key) { /* accessed since it was pushed: re-push it with its key now */
             top->key = current;
-            sift_down(self, shadow, 0);
+            shadow_sift_down(self, shadow->heap, shadow->n, 0);
         }
         else {
             Py_ssize_t victim = top->s;
             shadow->heap[0] = shadow->heap[--shadow->n];
             if (shadow->n)
-                sift_down(self, shadow, 0);
+                shadow_sift_down(self, shadow->heap, shadow->n, 0);
             Cell *gone = CELL(self, victim, c);
             shadow->used -= gone->size;
             gone->size = OUT;
@@ -398,10 +356,10 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
     else {
         if (self->s_top == self->s_cap) {
             Py_ssize_t cap = self->s_cap ? 2 * self->s_cap : 1024;
-            if (grow((void **)&self->s_slot, cap, sizeof(Py_ssize_t)) < 0
-                || grow((void **)&self->s_group, cap, sizeof(PyObject *)) < 0
-                || grow((void **)&self->s_free, cap, sizeof(Py_ssize_t)) < 0
-                || grow((void **)&self->cells, cap * self->nc, sizeof(Cell)) < 0)
+            if (htda_grow((void **)&self->s_slot, cap, sizeof(Py_ssize_t)) < 0
+                || htda_grow((void **)&self->s_group, cap, sizeof(PyObject *)) < 0
+                || htda_grow((void **)&self->s_free, cap, sizeof(Py_ssize_t)) < 0
+                || htda_grow((void **)&self->cells, cap * self->nc, sizeof(Cell)) < 0)
                 return -1;
             self->s_cap = cap;
         }
@@ -795,7 +753,7 @@ forget(Kernel *self, PyObject *group)
     if (slot >= 0) {
         if (self->nfree == self->free_cap) {
             Py_ssize_t cap = self->free_cap ? 2 * self->free_cap : 64;
-            if (grow((void **)&self->free_slots, cap, sizeof(Py_ssize_t)) < 0)
+            if (htda_grow((void **)&self->free_slots, cap, sizeof(Py_ssize_t)) < 0)
                 return -1;
             self->free_cap = cap;
         }
@@ -1111,34 +1069,11 @@ static PyType_Spec Kernel_spec = {
 };
 
 static int
-module_exec(PyObject *module)
+module_constants(void)
 {
     str_decide = PyUnicode_InternFromString("_decide");
-    if (str_decide == NULL)
-        return -1;
-    PyObject *type = PyType_FromModuleAndSpec(module, &Kernel_spec, NULL);
-    if (type == NULL)
-        return -1;
-    int failed = PyModule_AddObjectRef(module, "Kernel", type);
-    Py_DECREF(type);
-    return failed;
+    return str_decide == NULL ? -1 : 0;
 }
 
-static PyModuleDef_Slot module_slots[] = {
-    {Py_mod_exec, module_exec},
-    {0, NULL},
-};
-
-static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "htda.coordinator._adaptive",
-    .m_doc = "The hot path of lrfu-adaptive (htda.coordinator.adaptive) in C.",
-    .m_size = 0,
-    .m_slots = module_slots,
-};
-
-PyMODINIT_FUNC
-PyInit__adaptive(void)
-{
-    return PyModuleDef_Init(&module_def);
-}
+HTDA_MODULE(_adaptive, "htda.coordinator._adaptive", "The hot path of lrfu-adaptive (htda.coordinator.adaptive) in C.",
+            Kernel_spec, "Kernel", module_constants)

@@ -22,6 +22,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include "../_kernel.h"
 #include <stdint.h>
 
 /* htda.simulator.trace.NO_GROUP: a request without a group is its own group, -2 - its file id */
@@ -162,53 +163,20 @@ entry_lt(const Entry *a, const Entry *b)
     return a->key < b->key || (a->key == b->key && a->id < b->id);
 }
 
-static void
-sift_up(Heap *heap, Py_ssize_t pos)
-{
-    Entry *e = heap->entries, item = e[pos];
-    while (pos > 0) {
-        Py_ssize_t parent = (pos - 1) >> 1;
-        if (!entry_lt(&item, &e[parent]))
-            break;
-        e[pos] = e[parent];
-        pos = parent;
-    }
-    e[pos] = item;
-}
-
-static void
-sift_down(Heap *heap, Py_ssize_t pos)
-{
-    Entry *e = heap->entries, item = e[pos];
-    for (;;) {
-        Py_ssize_t child = 2 * pos + 1;
-        if (child >= heap->n)
-            break;
-        if (child + 1 < heap->n && entry_lt(&e[child + 1], &e[child]))
-            child++;
-        if (!entry_lt(&e[child], &item))
-            break;
-        e[pos] = e[child];
-        pos = child;
-    }
-    e[pos] = item;
-}
+#define ENTRY_LT(unused, a, b) entry_lt(a, b)
+HTDA_HEAP(heap, Entry, void, ENTRY_LT)
 
 static int
 heap_push(Heap *heap, double key, int64_t id)
 {
     if (heap->n == heap->cap) {
         Py_ssize_t cap = heap->cap ? 2 * heap->cap : 1024;
-        Entry *bigger = PyMem_Realloc(heap->entries, (size_t)cap * sizeof(Entry));
-        if (bigger == NULL) {
-            PyErr_NoMemory();
+        if (htda_grow((void **)&heap->entries, cap, sizeof(Entry)) < 0)
             return -1;
-        }
-        heap->entries = bigger;
         heap->cap = cap;
     }
     heap->entries[heap->n] = (Entry){key, id};
-    sift_up(heap, heap->n++);
+    heap_sift_up(NULL, heap->entries, heap->n++);
     return 0;
 }
 
@@ -219,7 +187,7 @@ heap_pop(Heap *heap)
     Entry top = heap->entries[0];
     heap->entries[0] = heap->entries[--heap->n];
     if (heap->n)
-        sift_down(heap, 0);
+        heap_sift_down(NULL, heap->entries, heap->n, 0);
     return top;
 }
 
@@ -564,7 +532,7 @@ Loop_rekey(Loop *self, PyObject *Py_UNUSED(ignored))
         }
     }
     for (Py_ssize_t pos = self->heap.n / 2 - 1; pos >= 0; pos--)
-        sift_down(&self->heap, pos);
+        heap_sift_down(NULL, self->heap.entries, self->heap.n, pos);
     if (!nested)
         Py_CLEAR(self->keys);
     if (failed)
@@ -712,35 +680,14 @@ static PyType_Spec Loop_spec = {
 };
 
 static int
-module_exec(PyObject *module)
+module_constants(void)
 {
     if ((unit_weight == NULL && (unit_weight = PyFloat_FromDouble(1.0)) == NULL)
         || (zero_bytes == NULL && (zero_bytes = PyLong_FromLong(0)) == NULL)
         || (str_key == NULL && (str_key = PyUnicode_InternFromString("key")) == NULL))
         return -1;
-    PyObject *type = PyType_FromModuleAndSpec(module, &Loop_spec, NULL);
-    if (type == NULL)
-        return -1;
-    int failed = PyModule_AddObjectRef(module, "Loop", type);
-    Py_DECREF(type);
-    return failed;
+    return 0;
 }
 
-static PyModuleDef_Slot module_slots[] = {
-    {Py_mod_exec, module_exec},
-    {0, NULL},
-};
-
-static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "htda.simulator._replay",
-    .m_doc = "The cache of HTDAPolicy without admission (htda.simulator.htda_policy) in C.",
-    .m_size = 0,
-    .m_slots = module_slots,
-};
-
-PyMODINIT_FUNC
-PyInit__replay(void)
-{
-    return PyModuleDef_Init(&module_def);
-}
+HTDA_MODULE(_replay, "htda.simulator._replay", "The cache of HTDAPolicy without admission (htda.simulator.htda_policy) in C.",
+            Loop_spec, "Loop", module_constants)

@@ -47,8 +47,6 @@ class StorageBackend(ABC):
 
     name: ClassVar[str] = ""
     supports_ranges: ClassVar[bool] = False
-    #: how far a copy's mtime may differ from the source's and still count as the same (resolution)
-    mtime_slack: ClassVar[float] = 0.0
 
     def __init__(self, location: str, options: dict[str, Any] | None = None):
         self.location = location

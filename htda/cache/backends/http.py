@@ -25,7 +25,6 @@ class HTTPStorage(StorageBackend):
 
     name = "http"
     supports_ranges = True
-    mtime_slack = 1.0  # Last-Modified has whole seconds
 
     def __init__(self, location: str, options: dict[str, Any] | None = None):
         super().__init__(location, options)

@@ -40,7 +40,6 @@ class XRootDStorage(StorageBackend):
 
     name = "xrootd"
     supports_ranges = True
-    mtime_slack = 1.0  # xrdfs reports whole seconds
 
     def __init__(self, location: str, options: dict[str, Any] | None = None):
         super().__init__(location, options)

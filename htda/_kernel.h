@@ -1,0 +1,91 @@
+/* htda/_kernel.h: what the two C kernels (htda/coordinator/_adaptive.c, htda/simulator/_replay.c) share.
+ *
+ * - htda_grow: resize a PyMem array, setting MemoryError on failure;
+ * - HTDA_HEAP: the sift steps of a binary min-heap in an array, for an entry type and an order of one's own
+ *   (both kernels keep lazy heaps of (key, id) whose ties must break exactly as Python's tuples do, so the order
+ *   is theirs to give);
+ * - HTDA_MODULE: a module holding one type, made by multi-phase initialisation. */
+
+#ifndef HTDA_KERNEL_H
+#define HTDA_KERNEL_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* *array resized to count items of item bytes; -1 with MemoryError set (the old array stays valid) */
+static inline int
+htda_grow(void **array, Py_ssize_t count, size_t item)
+{
+    void *bigger = PyMem_Realloc(*array, (size_t)count * item);
+    if (bigger == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *array = bigger;
+    return 0;
+}
+
+/* name##_sift_up(ctx, entries, pos) and name##_sift_down(ctx, entries, n, pos) over a heap of n Entry, least
+ * first by LT(ctx, a, b) (a strictly before b; ctx: whatever the order needs, may be unused) */
+#define HTDA_HEAP(name, Entry, Ctx, LT)                                                                              \
+    static void name##_sift_up(Ctx *ctx, Entry *e, Py_ssize_t pos)                                                  \
+    {                                                                                                                \
+        Entry item = e[pos];                                                                                         \
+        while (pos > 0) {                                                                                            \
+            Py_ssize_t parent = (pos - 1) >> 1;                                                                      \
+            if (!LT(ctx, &item, &e[parent]))                                                                         \
+                break;                                                                                               \
+            e[pos] = e[parent];                                                                                      \
+            pos = parent;                                                                                            \
+        }                                                                                                            \
+        e[pos] = item;                                                                                               \
+    }                                                                                                                \
+                                                                                                                     \
+    static void name##_sift_down(Ctx *ctx, Entry *e, Py_ssize_t n, Py_ssize_t pos)                                  \
+    {                                                                                                                \
+        Entry item = e[pos];                                                                                         \
+        for (;;) {                                                                                                   \
+            Py_ssize_t child = 2 * pos + 1;                                                                          \
+            if (child >= n)                                                                                          \
+                break;                                                                                               \
+            if (child + 1 < n && LT(ctx, &e[child + 1], &e[child]))                                                  \
+                child++;                                                                                             \
+            if (!LT(ctx, &e[child], &item))                                                                          \
+                break;                                                                                               \
+            e[pos] = e[child];                                                                                       \
+            pos = child;                                                                                             \
+        }                                                                                                            \
+        e[pos] = item;                                                                                               \
+    }
+
+/* PyInit_##short_name for the module full_name whose one attribute type_name is the type of spec; setup() runs
+ * first (module constants; 0, or -1 with an exception set) */
+#define HTDA_MODULE(short_name, full_name, doc, spec, type_name, setup)                                              \
+    static int module_exec(PyObject *module)                                                                         \
+    {                                                                                                                \
+        if (setup() < 0)                                                                                             \
+            return -1;                                                                                               \
+        PyObject *type = PyType_FromModuleAndSpec(module, &(spec), NULL);                                            \
+        if (type == NULL)                                                                                            \
+            return -1;                                                                                               \
+        int failed = PyModule_AddObjectRef(module, type_name, type);                                                 \
+        Py_DECREF(type);                                                                                             \
+        return failed;                                                                                               \
+    }                                                                                                                \
+                                                                                                                     \
+    static PyModuleDef_Slot module_slots[] = {                                                                       \
+        {Py_mod_exec, module_exec},                                                                                  \
+        {0, NULL},                                                                                                   \
+    };                                                                                                               \
+                                                                                                                     \
+    static struct PyModuleDef module_def = {                                                                         \
+        PyModuleDef_HEAD_INIT,                                                                                       \
+        .m_name = full_name,                                                                                         \
+        .m_doc = doc,                                                                                                \
+        .m_size = 0,                                                                                                 \
+        .m_slots = module_slots,                                                                                     \
+    };                                                                                                               \
+                                                                                                                     \
+    PyMODINIT_FUNC PyInit_##short_name(void) { return PyModuleDef_Init(&module_def); }
+
+#endif
