@@ -7,7 +7,9 @@ import json
 import signal
 import sys
 import time
+import tomllib
 from pathlib import Path
+from typing import Any
 
 from .condor import INSTALL_HINT, condor_home
 from .dataset import DatasetSpec, ensure_dataset
@@ -59,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--view", choices=VIEWS, default="mergerfs",
                      help="HTDA run: the cache nodes' union view (HTDA's default mergerfs, FUSE; symlink: a tree of "
                           "links, no FUSE on the read path; overlayfs cannot stack over the xrootdfs mounts)")
+    run.add_argument("--coordinator", action="append", default=[], metavar="KEY=VALUE",
+                     help="HTDA run: set the coordinator's KEY (docs/configuration.rst) to VALUE, a TOML value "
+                          "(max_defer=0, policy=\"lru\"); repeatable")
     run.add_argument("--modes", default=",".join(MODES), help="comma list of " + ", ".join(MODES))
     run.add_argument("--no-route-wait", action="store_true",
                      help="real HTCondor: HTDA's jobs do not require HTDA_Routed, so the negotiator may match them "
@@ -69,6 +74,20 @@ def _parser() -> argparse.ArgumentParser:
                           "negotiator (the default elsewhere)")
     run.add_argument("--small", action="store_true", help="a quick check: 300 MB, 2 workers, 2 passes of 4 jobs")
     return p
+
+
+def _settings(pairs: list[str], option: str) -> dict[str, Any]:
+    """KEY=VALUE pairs, each VALUE a TOML value, as a dict; ValueError naming the option otherwise."""
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        try:
+            if not sep or not key.strip():
+                raise ValueError("not KEY=VALUE")
+            settings[key.strip()] = tomllib.loads(f"v = {value}")["v"]
+        except (tomllib.TOMLDecodeError, ValueError) as exc:
+            raise ValueError(f"{option} {pair!r}: {exc} (strings need quotes: key=\"text\")") from None
+    return settings
 
 
 def _spec(args) -> DatasetSpec:
@@ -115,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                            host_rate=args.host_rate, cache_mb=args.cache_mb, think=args.think,
                            steer_requirements=not args.rank_only, read_through=not args.no_read_through,
                            native_hooks=not args.python_hooks, view=args.view,
+                           coordinator_options=_settings(args.coordinator, "--coordinator"),
                            modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()), dataset=_spec(args),
                            workload=WorkloadSpec(passes=args.passes, jobs_per_pass=args.jobs_per_pass,
                                                  files_per_job=args.files_per_job, skew=args.skew))

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from testkit.nodes import write_config
 
@@ -41,8 +42,10 @@ class HTDAPool:
                  cache_bytes: int,
                  unknown_size: int, coordinator_cycle: float = 5.0, cache_cycle: float = 2.0,
                  steer_requirements: bool = False, native_hooks: bool = True, first_read_wait: float = 0.0,
-                 first_read_home: bool = False, view: str = "mergerfs", read_through: bool = False):
+                 first_read_home: bool = False, view: str = "mergerfs", read_through: bool = False,
+                 coordinator_options: dict[str, Any] | None = None):
         self.topo, self.workdir = topo, workdir
+        self.coordinator_options = dict(coordinator_options or {})  # more [coordinator] settings, as given
         self.first_read_wait = first_read_wait  # the coordinator's; docs/cache.rst sets it with read-through
         self.first_read_home = first_read_home  # the submit agent's; the same
         self.view = view  # the cache nodes' union driver
@@ -77,7 +80,8 @@ class HTDAPool:
     def service_config(self) -> Path:
         return self._config(self.topo.service, ["coordinator", "locator", "submit"], SERVICE_PORT, {
             "coordinator": {"cycle": self.coordinator_cycle, "unknown_size": self.unknown_size,
-                            "half_life": 3600.0, "first_read_wait": self.first_read_wait},
+                            "half_life": 3600.0, "first_read_wait": self.first_read_wait,
+                            **self.coordinator_options},
             "submit": {"lookup_timeout": 1.0, "connect_timeout": 0.5, "send_interval": 0.2,
                        "steer_requirements": self.steer_requirements, "socket": str(self.socket),
                        "first_read_home": self.first_read_home},

@@ -32,6 +32,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .dataset import DatasetFile, DatasetSpec, ensure_dataset
 from .dispatch import CondorDispatch, StandinDispatch
@@ -72,6 +73,7 @@ class RunConfig:
     read_through: bool = True  # HTDA run: each worker reads the storage through its own proxy file cache
     native_hooks: bool = True  # the compiled job-router hooks (install-hooks --native), else the Python ones
     view: str = "mergerfs"  # HTDA run: the cache nodes' union driver (VIEWS)
+    coordinator_options: dict[str, Any] = field(default_factory=dict)  # HTDA run: more [coordinator] settings
     modes: tuple[str, ...] = MODES
     negotiator: str = "standin"  # "condor": a real HTCondor pool places and runs the jobs; "standin": negotiator.py
     condor_home: Path | None = None  # HTCondor's release directory (negotiator = "condor")
@@ -176,7 +178,8 @@ class Cluster:
                                 native_hooks=self.config.native_hooks,
                                 first_read_wait=FIRST_READ_WAIT if self.config.read_through else 0.0,
                                 first_read_home=self.config.read_through, view=self.config.view,
-                                read_through=self.config.read_through)
+                                read_through=self.config.read_through,
+                                coordinator_options=self.config.coordinator_options)
                 pool.start()
                 pool.wait_members()
                 roots = {w.name: moddir / w.name / "view" for w in self.topo.worker_hosts}

@@ -133,3 +133,32 @@ def test_a_replica_goes_to_the_node_with_the_least_hot_demand_not_the_roomiest()
     placement = {**dict.fromkeys(hot.files, "a"), **dict.fromkeys(warm.files, "c"), **dict.fromkeys(other.files, "b")}
     replicas = replicate([hot, warm, other], placement, _size, capacities, max_copies=2)
     assert _copies(replicas, hot) == {"b"}
+
+
+def test_a_replica_stays_when_its_share_dips_while_its_node_has_room():
+    """Hysteresis: a copy leaves for room, not because the group's share no longer asks for it."""
+    hot, other = _group("hot", 8.0), _group("other", 1.0)
+    capacities = {f"n{i}": 1000 for i in range(4)}
+    sizes = {lfn: 100 for g in (hot, other) for lfn in g.files}
+    placement = place([hot, other], sizes, capacities, {})
+    first = replicate([hot, other], placement, _size, capacities, max_copies=3)
+    made = _copies(first, hot)
+    assert made
+    # new data arrives: hot's share now asks for one copy only
+    newcomers = [_group(f"new{i}", 8.0) for i in range(4)]
+    groups = [hot, other, *newcomers]
+    sizes.update({lfn: 100 for g in newcomers for lfn in g.files})
+    placement = place(groups, sizes, capacities, placement)
+    assert copies_wanted(hot.score, sum(g.score for g in groups), 4, 3, 1.0) == 1
+    kept = replicate(groups, placement, _size, capacities, max_copies=3, current=first)
+    assert made <= _copies(kept, hot)
+    # without last cycle's replicas it would have made none: the kept ones are the hysteresis
+    assert not _copies(replicate(groups, placement, _size, capacities, max_copies=3), hot)
+    # a group no longer hot loses its copies; a node with no room left for them drops them
+    assert not _copies(replicate(groups[1:], placement, _size, capacities, max_copies=3, current=first), hot)
+    room = {node: 0 for node in capacities}
+    assert not _copies(replicate(groups, placement, _size, capacities, max_copies=3, current=first, room=room), hot)
+    # a node that released a file of the group is not kept either
+    released = {lfn: list(made) for lfn in hot.files}
+    assert not (made & _copies(replicate(groups, placement, _size, capacities, max_copies=3, current=first,
+                                         excluded=released), hot))
