@@ -149,10 +149,7 @@ def replicate(
         target = _target(group.files, holders, room, size, placement, current, excluded, out, shares.load)
         if target is None:
             continue
-        for lfn in group.files:
-            if placement.get(lfn) != target and target not in out.get(lfn, ()):
-                out.setdefault(lfn, []).append(target)
-                room[target] -= size(lfn)
+        _add_copy(group.files, target, placement, out, room, size)
         shares.grow(group.score, holders, target)
         heapq.heappush(queue, (-group.score / (len(holders) + 1), rank, len(holders) + 1))
     _keep_current(sorted(hot, key=lambda g: -g.score), placement, size, room, current, excluded, out,
@@ -173,16 +170,30 @@ def _keep_current(hot: Sequence[GroupCandidate[F]], placement: Mapping[F, str], 
         for node in sorted(before - holders):
             if len(holders) >= most:
                 break
-            if node not in room or any(node in excluded.get(lfn, ()) for lfn in group.files):
+            if node not in room or _released(group.files, node, excluded):
                 continue
-            missing = [lfn for lfn in group.files if placement.get(lfn) != node and node not in out.get(lfn, ())]
-            need = sum(size(lfn) for lfn in missing)
-            if need > room[node]:
+            if sum(map(size, _lacking(group.files, node, placement, out))) > room[node]:
                 continue
-            for lfn in missing:
-                out.setdefault(lfn, []).append(node)
-            room[node] -= need
+            _add_copy(group.files, node, placement, out, room, size)
             holders.add(node)
+
+
+def _lacking(files: Sequence[F], node: str, placement: Mapping[F, str], replicas: Mapping[F, list[str]]) -> list[F]:
+    """The files of a group that ``node`` holds no copy of (first or replica)."""
+    return [lfn for lfn in files if placement.get(lfn) != node and node not in replicas.get(lfn, ())]
+
+
+def _released(files: Sequence[F], node: str, excluded: Mapping[F, Collection[str]]) -> bool:
+    """Whether ``node`` released any of the files (it gets no copy of their group)."""
+    return any(node in excluded.get(lfn, ()) for lfn in files)
+
+
+def _add_copy(files: Sequence[F], node: str, placement: Mapping[F, str], replicas: dict[F, list[str]],
+              room: dict[str, int], size: Callable[[F], int]) -> None:
+    """A copy of a whole group on ``node``: the files it lacks become its replicas and take their room."""
+    for lfn in _lacking(files, node, placement, replicas):
+        replicas.setdefault(lfn, []).append(node)
+        room[node] -= size(lfn)
 
 
 def _holders(files: Sequence[F], placement: Mapping[F, str], replicas: Mapping[F, list[str]]) -> set[str]:
@@ -212,9 +223,9 @@ def _target(files: Sequence[F], holders: set[str], room: Mapping[str, int], size
             before[node] = before.get(node, 0) + 1
     best: tuple[int, float, int, str] | None = None
     for node, free in room.items():
-        if node in holders or any(node in excluded.get(lfn, ()) for lfn in files):
+        if node in holders or _released(files, node, excluded):
             continue
-        need = sum(size(lfn) for lfn in files if placement.get(lfn) != node and node not in replicas.get(lfn, ()))
+        need = sum(map(size, _lacking(files, node, placement, replicas)))
         if need > free:
             continue
         key = (before.get(node, 0), -load.get(node, 0.0), free - need, node)
