@@ -9,16 +9,18 @@ that need them are skipped with one line saying why.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pwd
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-__all__ = ["User", "ensure_user", "run_as", "users_or_skip"]
+__all__ = ["User", "ensure_user", "remove_user", "run_as", "users_or_skip"]
 
 NAMES = ("usera", "userb")
 _LOCK = Path("/run/htda-test-users.lock")
@@ -33,10 +35,17 @@ class User:
     gid: int
 
 
+@contextlib.contextmanager
+def _accounts_locked() -> Iterator[None]:
+    """useradd and userdel take /etc/passwd's lock and fail if it is held: parallel test workers queue here."""
+    with open(_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def ensure_user(name: str) -> User:
     """The account ``name``, created (no home, no login) if missing; refuses root-equivalent accounts."""
-    with open(_LOCK, "w") as lock:  # useradd takes /etc/passwd's lock; parallel test workers queue here
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _accounts_locked():
         try:
             entry = pwd.getpwnam(name)
         except KeyError:
@@ -50,8 +59,7 @@ def ensure_user(name: str) -> User:
 
 def remove_user(name: str) -> None:
     """Delete the account ``name`` if it exists (its uid may then be given to a new account)."""
-    with open(_LOCK, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _accounts_locked():
         subprocess.run(["userdel", name], capture_output=True)  # exit 6: there was no such account
 
 
