@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -16,17 +17,37 @@ from htda.node.clock import SYSTEM_CLOCK, Clock
 from htda.node.runtime import Node, load_config
 from htda.protocol import paths
 
-from .processes import stop_process
+from .processes import ProcessExited, stop_process
 
 __all__ = ["free_port", "heartbeat", "write_config", "NodeProcess", "start_inprocess", "wait_until", "SECRET"]
 
 SECRET = "0123456789abcdef0123456789abcdef-test-secret"
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free now, for a server started next.
+
+    Chosen below the kernel's ephemeral range: a port that ``bind(0)`` hands out comes from the range
+    outgoing connections use too, so any connection made between this check and the server's own bind
+    (another test worker's, a daemon's) can take it, and the server then fails with "address in use".
+    """
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(10000, low) if low > 11000 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def _toml(value: Any) -> str:
@@ -86,7 +107,8 @@ def heartbeat(client: Client, url: str, name: str, roles: list[str], info: dict[
 
 
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05, what: str = "condition") -> Any:
-    """Poll ``predicate`` until it returns a truthy value; fail with ``what`` after ``timeout``."""
+    """Poll ``predicate`` until it returns a truthy value; fail with ``what`` after ``timeout``, or at once
+    when it raises :class:`~testkit.processes.ProcessExited`."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while time.monotonic() < deadline:
@@ -94,6 +116,8 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05, what: s
             value = predicate()
             if value:
                 return value
+        except ProcessExited:
+            raise
         except Exception as exc:  # noqa: BLE001 - keep polling, report the last error
             last_error = exc
         time.sleep(interval)
@@ -129,7 +153,7 @@ class NodeProcess:
 
     def _healthy(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(f"node {self.name} exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            raise ProcessExited(f"node {self.name} exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
         try:
             return self.client.get(f"{self.url}/healthz", timeout=1.0)["status"] == "ok"
         except ClientError:

@@ -8,9 +8,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ProcSample", "proc_sample", "stop_process"]
+__all__ = ["ProcSample", "ProcessExited", "proc_sample", "stop_process"]
 
 TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class ProcessExited(RuntimeError):
+    """A server the test waits for has exited: waiting longer cannot help (:func:`testkit.nodes.wait_until`
+    raises it at once)."""
 
 
 @dataclass

@@ -20,7 +20,7 @@ from urllib.parse import unquote
 import numpy as np
 
 from testkit.nodes import free_port, wait_until
-from testkit.processes import stop_process
+from testkit.processes import ProcessExited, stop_process
 
 __all__ = ["XRootDServer", "RangeHTTPServer", "after_each_chunk", "copy_tree", "make_tree", "write_root_file"]
 
@@ -30,38 +30,56 @@ class XRootDServer:
 
     def __init__(self, root: Path, workdir: Path):
         self.root, self.workdir = root, workdir
-        self.port = free_port()
-        self.url = f"root://127.0.0.1:{self.port}/"
+        self.port = 0
+        self.url = ""
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "XRootDServer":
+    def start(self, attempts: int = 3) -> "XRootDServer":
+        """Start it on a free port; again on another when it exits at once (the port taken before xrootd
+        bound it, or whatever else made it stop: each attempt's log is in the error)."""
         user = pwd.getpwnam("xrootd")
         for path in (self.root, self.workdir):
             path.mkdir(parents=True, exist_ok=True)
             os.chmod(path, 0o755)
         subprocess.run(["chown", "-R", f"{user.pw_uid}", str(self.root), str(self.workdir)], check=True)
+        failures = []
+        for _ in range(attempts):
+            try:
+                return self._start_on(free_port())
+            except ProcessExited as exc:
+                failures.append(str(exc))
+        raise ProcessExited(f"xrootd did not start in {attempts} attempts:\n" + "\n---\n".join(failures))
+
+    def _start_on(self, port: int) -> "XRootDServer":
+        self.port, self.url = port, f"root://127.0.0.1:{port}/"
         conf = self.workdir / "xrootd.cfg"
-        conf.write_text(f"all.export /\nxrd.port {self.port}\noss.localroot {self.root}\nxrootd.chksum adler32\n"
+        conf.write_text(f"all.export /\nxrd.port {port}\noss.localroot {self.root}\nxrootd.chksum adler32\n"
                         f"all.adminpath {self.workdir}\nall.pidpath {self.workdir}\n")
         log = self.workdir / "xrootd.log"
-        self.proc = subprocess.Popen(["xrootd", "-R", "xrootd", "-c", str(conf), "-l", str(log), "-n", "htdatest"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.workdir)
-        wait_until(self._listening, timeout=15, what=f"xrootd on port {self.port} (log in {self.workdir})")
+        with open(self.workdir / "xrootd.out", "ab") as out:  # what it prints before its log is open
+            self.proc = subprocess.Popen(["xrootd", "-R", "xrootd", "-c", str(conf), "-l", str(log), "-n",
+                                          "htdatest"], stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir)
+        wait_until(self._listening, timeout=15, what=f"xrootd on port {port} (log in {self.workdir})")
         return self
 
     def _listening(self) -> bool:
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"xrootd exited: {_tail(self.workdir)}")
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", self.port)) == 0
+        if self.proc is not None and self.proc.poll() is not None:
+            raise ProcessExited(f"xrootd exited with {self.proc.returncode}: {_tail(self.workdir)}")
+        # Its own word, not a connect: a connect succeeds on whatever else may listen on that port.
+        return f":{self.port} initialization completed" in _tail(self.workdir)
 
     def stop(self) -> None:
         stop_process(self.proc, timeout=5)
 
 
 def _tail(workdir: Path) -> str:
-    logs = sorted(workdir.rglob("xrootd.log*"))
-    return logs[-1].read_text()[-2000:] if logs else "(no log)"
+    """The end of the newest log and of what xrootd printed to its output."""
+    logs = sorted(workdir.rglob("xrootd.log*"), key=lambda path: path.stat().st_mtime)
+    parts = [logs[-1].read_text()[-2000:] if logs else "(no log)"]
+    out = workdir / "xrootd.out"
+    if out.exists():
+        parts.append("output: " + (out.read_text()[-1000:] or "(none)"))
+    return "\n".join(parts)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testkit.nodes import free_port, wait_until
+from testkit.processes import ProcessExited
 from tests.htcondor_home import pool_basics, program
 from tests.users import User, run_as
 
@@ -203,7 +204,7 @@ class PersonalPool:
 
     def _ready(self) -> bool:
         if self.master is not None and self.master.poll() is not None:
-            raise RuntimeError(f"condor_master exited with {self.master.returncode}: {self.tail('MasterLog')}")
+            raise ProcessExited(f"condor_master exited with {self.master.returncode}: {self.tail('MasterLog')}")
         done = self.tool("condor_status", "-any", "-af", "MyType", "Name", check=False)
         kinds = [line.split(" ", 1)[0] for line in done.stdout.splitlines()]
         return (all(kind in kinds for kind in ("Negotiator", "Scheduler", "Job_Router"))
