@@ -72,6 +72,7 @@ class PeerStandIn(StandIn):
     def __init__(self, secret: bytes):
         self.files: list[dict] = []
         self.draining = False
+        self.groups: list[list[int]] = []  # hot input groups given whole, as positions in files
         self.releases: list[dict] = []
         self.holdings: list[dict] = []
         self.held: dict[str, int] = {}
@@ -84,15 +85,18 @@ class PeerStandIn(StandIn):
         super().__init__({coordinator.ASSIGNMENTS: self._assignments, coordinator.RELEASES: self._releases,
                           coordinator.READS: self._reads, locator.HOLDINGS: self._holdings}, secret)
 
-    def assign(self, files: list[tuple[str, float]] | list[dict], draining: bool = False) -> None:
+    def assign(self, files: list[tuple[str, float]] | list[dict], draining: bool = False,
+               groups: list[list[int]] | None = None) -> None:
         self.files = [f if isinstance(f, dict) else {"lfn": f[0], "score": f[1], "size": None, "source": None}
                       for f in files]
         self.draining = draining
+        self.groups = groups or []
 
     def _assignments(self, request: Request) -> dict:
         self.asked.set()
         self.answering.wait(30)
-        return {"node": request.params["node"], "cycle": 1, "files": self.files, "draining": self.draining}
+        return {"node": request.params["node"], "cycle": 1, "files": self.files, "draining": self.draining,
+                "groups": self.groups}
 
     def _releases(self, request: Request) -> dict:
         self.releases.append(to_wire(request.data))

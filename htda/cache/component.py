@@ -26,6 +26,7 @@ from .allocation import holdable
 from .backends.base import CacheDevice, StorageBackend
 from .backends.logical import LogicalDevice
 from .checksum import KINDS
+from .groups import HeldGroups
 from .ownership import RemoteRule, account_id, parse_mode
 from .peers import MAX_RANGE, PEER_CHUNK, PeerSource, serve_range
 from .reporting import HoldingsReporter
@@ -209,6 +210,7 @@ class CacheComponent(Component):
         self.m_peer_served = node.metrics.counter("htda_cache_peer_served_bytes_total", "bytes of this node's "
                                                   "copies served to other cache nodes copying them")
         self.cycles = 0
+        self.groups = HeldGroups(node.clock)
         self._reported_reads: list[str] = []
         self._reads_due = 0.0
         self.last_cycle: dict[str, Any] = {}
@@ -300,6 +302,8 @@ class CacheComponent(Component):
             result: dict[str, Any] = {"coordinator": assignment.coordinator if assignment else None}
             if assignment is not None:
                 result.update(self.service.apply(assignment))
+                self.groups.assigned(assignment.files, assignment.groups)
+            self.groups.refresh(self.service.index.__contains__)
             result["revalidated_dropped"] = self.service.revalidate_some()
             self.service.refresh_view()
             self.cycles += 1
@@ -335,7 +339,7 @@ class CacheComponent(Component):
         for url in self._coordinators():
             try:
                 answer = CoordinatorClient(self.node.client, url).assignments(self.node.name)
-                return Assignment(answer.files, answer.draining, url, answer.cycle)
+                return Assignment(answer.files, answer.draining, url, answer.cycle, answer.groups)
             except (ClientError, KeyError, TypeError, ValueError) as exc:
                 self.log.info("no assignment from %s: %s", url, exc)
         return None
@@ -360,9 +364,11 @@ class CacheComponent(Component):
         rooms = self.service.rooms()
         limits = holdable(rooms)  # what this node can hold now, under its high marks, each file system once
         free = sum(max(0, h - r.used) for h, r in zip(limits, rooms))
-        return to_wire(proto.CacheFacts(used_bytes=self.service.index.used_bytes(), free_bytes=free,
-                                        capacity_bytes=sum(limits), files=len(self.service.index),
-                                        staging=len(self.service.jobs)))
+        groups, changed = self.groups.state
+        return to_wire(proto.CacheHeartbeat(used_bytes=self.service.index.used_bytes(), free_bytes=free,
+                                            capacity_bytes=sum(limits), files=len(self.service.index),
+                                            staging=len(self.service.jobs), groups=list(groups),
+                                            groups_changed=changed))
 
     # -- admin -----------------------------------------------------------------------
     def routes(self) -> list[Route]:

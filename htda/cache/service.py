@@ -26,7 +26,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..lfn import normalize_lfn
@@ -71,6 +71,7 @@ class Assignment:
     draining: bool
     coordinator: str
     cycle: int
+    groups: list[list[int]] = field(default_factory=list)  # hot input groups given whole: positions in files
 
 
 def _peers_of(f: AssignedFile) -> tuple[str, ...]:

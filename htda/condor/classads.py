@@ -12,7 +12,7 @@ from typing import Any
 import classad2
 
 __all__ = ["AdError", "ClassAd", "ExprTree", "parse_job", "parse_route", "print_old", "print_attributes",
-           "evaluate", "expr", "quote", "affinity_expression", "numeric_rank"]
+           "evaluate", "expr", "quote", "affinity_expression", "follow_copies", "numeric_rank"]
 
 ClassAd = classad2.ClassAd
 ExprTree = classad2.ExprTree
@@ -27,6 +27,8 @@ def parse_job(text: str) -> classad2.ClassAd:
     ``classad2`` stops silently at the first bad line, so the names it
     returned are checked against the names in the text.
     """
+    if "\r" in text:  # HTCondor ends lines with "\n" alone; an answer would mix line ends
+        raise AdError("the ad has carriage returns")
     names = set()
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -120,6 +122,13 @@ def affinity_expression(fractions: list[tuple[str, float]], node_attr: str) -> s
     for node, fraction in reversed(fractions):
         result = f"ifThenElse({node_attr} =?= {quote(node)}, {float(fraction)!r}, {result})"
     return result
+
+
+def follow_copies(key_attr: str, groups_attr: str, otherwise: str) -> str:
+    """``otherwise``, or 1.0 on a machine whose string list ``groups_attr`` names the job's ``key_attr``: a node
+    holding the job's whole input set, whenever it came to hold it.  A machine without the list (``undefined``)
+    gives ``otherwise``."""
+    return f"ifThenElse(stringListMember({key_attr}, TARGET.{groups_attr}) =?= true, 1.0, {otherwise})"
 
 
 def numeric_rank(attr: str) -> str:

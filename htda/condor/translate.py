@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..protocol.coordinator import input_key
 from . import classads
 from .hooks import split
 from .jobinfo import NODE_ATTR, InputMapping, JobInfo, job_info
@@ -32,6 +33,9 @@ class ATTRS:
     FRACTION = "HTDA_CachedFraction"
     INPUTS = "HTDA_InputCount"
     HOME = "HTDA_HomeNode"
+    INPUT_KEY = "HTDA_InputKey"
+    #: the machine attribute listing the input keys its cache node holds whole (htda.condor.startd_cron)
+    MACHINE_GROUPS = "HTDA_CacheGroups"
 
 
 @dataclass
@@ -98,7 +102,8 @@ def translate(ad: classads.ClassAd, mapping: InputMapping, steering: Steering, p
     """Answer a translate hook for the job ``ad``: the attributes HTDA sets, or nothing.
 
     Holders of the inputs are preferred by their share of the bytes; when no node holds any and ``home``
-    is given, the job is steered to the first-read home of its inputs (``home_timeout`` long).
+    is given, the job is steered to the first-read home of its inputs (``home_timeout`` long).  In every
+    case a node that comes to hold the whole input set while the job waits counts as a full holder.
     """
     job = job_info(ad, mapping)
     if not job.inputs:
@@ -110,18 +115,19 @@ def translate(ad: classads.ClassAd, mapping: InputMapping, steering: Steering, p
     except Exception as exc:  # noqa: BLE001 - any failure of the pool or its answer: fail open
         return Outcome(b"", False, f"locator lookup failed: {exc}", job, failed=True)
     if fractions:
-        written = _steer(ad, fractions, fractions[0][1], steering.steer_timeout, len(job.inputs), steering)
+        written = _steer(ad, fractions, fractions[0][1], steering.steer_timeout, job.inputs, steering)
         reason = f"preferred {fractions[0][0]} ({fractions[0][1]:.0%})"
     elif first_read:
-        written = _steer(ad, [(first_read, HOME_AFFINITY)], 0.0, steering.home_timeout, len(job.inputs), steering)
+        written = _steer(ad, [(first_read, HOME_AFFINITY)], 0.0, steering.home_timeout, job.inputs, steering)
         ad[ATTRS.HOME] = first_read
         written.append(ATTRS.HOME)
         if steering.cold_first and classads.evaluate(ad, "JobPrio", 0) == 0:
             ad["JobPrio"] = COLD_PRIO
             written.append("JobPrio")
         reason = f"no holder: first-read home {first_read}"
-    else:
-        return Outcome(b"", False, "no cache node holds any input", job)
+    else:  # nothing to prefer yet: the job follows the copies made while it waits
+        written = _steer(ad, [], 0.0, 0.0, job.inputs, steering, require=False)
+        reason = "no holder yet: follows copies made later"
     try:
         text = classads.print_attributes(ad, written)
     except classads.AdError as exc:
@@ -150,10 +156,12 @@ def _preferred(answer: Any, steering: Steering) -> list[tuple[str, float]]:
     return [item for item in out if item[1] >= floor][:steering.max_preferred]
 
 
-def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], cached: float, timeout: float, inputs: int,
-           steering: Steering) -> list[str]:
+def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], cached: float, timeout: float, inputs: list[str],
+           steering: Steering, require: bool = True) -> list[str]:
     """Write the steering into ``ad`` (``cached``: the best node's share of the bytes; ``timeout``: how long a
-    required node is waited for); the names of the attributes written."""
+    required node is waited for; ``require``: with ``steer_requirements``, require a preferred node); the names
+    of the attributes written.  Besides the ``fractions`` named now, a machine whose cache node came to hold
+    the job's whole input set later counts as a full holder (``HTDA_InputKey`` in its ``HTDA_CacheGroups``)."""
     written = []
 
     def put(name: str, value: Any) -> None:
@@ -164,16 +172,18 @@ def _steer(ad: classads.ClassAd, fractions: list[tuple[str, float]], cached: flo
         put(ATTRS.USER_RANK, ad.lookup("Rank"))  # kept once: a second pass must not wrap our own Rank
     put(ATTRS.MACHINE_NODE, classads.expr(
         f"ifThenElse(isUndefined(TARGET.{NODE_ATTR}), TARGET.Machine, TARGET.{NODE_ATTR})"))
-    put(ATTRS.AFFINITY, classads.expr(classads.affinity_expression(fractions, ATTRS.MACHINE_NODE)))
+    put(ATTRS.INPUT_KEY, input_key(inputs))
+    put(ATTRS.AFFINITY, classads.expr(classads.follow_copies(
+        ATTRS.INPUT_KEY, ATTRS.MACHINE_GROUPS, classads.affinity_expression(fractions, ATTRS.MACHINE_NODE))))
     put(ATTRS.PREFERRED, ",".join(node for node, _ in fractions))
     put(ATTRS.FRACTION, cached)
-    put(ATTRS.INPUTS, inputs)
+    put(ATTRS.INPUTS, len(inputs))
     put("Rank", classads.expr(steering.rank()))
     machine_attrs = classads.evaluate(ad, "JobMachineAttrs", "")
     names = [n for n in str(machine_attrs).replace(",", " ").split() if n]
     if NODE_ATTR.lower() not in (n.lower() for n in names):
         put("JobMachineAttrs", ",".join([*names, NODE_ATTR]))
-    if steering.steer_requirements and ATTRS.USER_REQUIREMENTS not in ad and "Requirements" in ad:
+    if require and steering.steer_requirements and ATTRS.USER_REQUIREMENTS not in ad and "Requirements" in ad:
         put(ATTRS.USER_REQUIREMENTS, ad.lookup("Requirements"))
         put("Requirements", classads.expr(f"({ATTRS.USER_REQUIREMENTS}) && {_cache_requirement(timeout)}"))
     return written

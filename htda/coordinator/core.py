@@ -21,10 +21,10 @@ from typing import Any, cast
 from ..node.clock import SYSTEM_CLOCK, Clock
 from ..protocol import coordinator as proto
 from .admission import make_admission
-from .placement import Placer, moves
+from .placement import GroupCandidate, Placer, moves
 from .rating import RatingPolicy
 from .reads import StorageReads
-from .replicas import replicate
+from .replicas import group_holders, replicate
 from .state import RatingState
 from .store import EventResult, IngestResult, JobRecord, Store
 
@@ -36,6 +36,9 @@ MAX_EXPANDED_READS = 256
 #: the hot groups whose scores replicas are shared out by: this many per cache node, at least HOT_GROUPS_MIN
 HOT_GROUPS_PER_NODE = 8
 HOT_GROUPS_MIN = 64
+
+#: the hot input groups a cache node is told it holds whole (so it publishes their keys in its machine ad)
+GROUPS_PER_NODE = 64
 
 log = logging.getLogger("htda.coordinator")
 
@@ -90,12 +93,13 @@ class Coordinator:
         self.max_copies, self.replica_headroom = max_copies, replica_headroom
         self.replicas: dict[int, tuple[str, ...]] = {}  # file id -> nodes holding a replica (second copy first)
         self.replica_lists: dict[str, list[tuple[int, int]]] = {}  # node -> (file id, which copy it is)
-        self._hot: list[int] = []  # the hot groups of the last cycle's replicas
+        self._hot: list[GroupCandidate[int]] = []  # the last cycle's hot input groups, best first
+        self.node_groups: dict[str, list[tuple[int, ...]]] = {}  # node -> files of the hot groups it is given whole
         self.draining: set[str] = set()
         # One work cycle at a time: the htda-coordinator-cycle thread and POST /coordinator/cycle.  placement,
-        # lists, replicas, replica_lists, cycle and the _last_inputs/_since_full bookkeeping are written under it;
-        # the four maps are replaced whole, never changed in place, so readers (assignments, admin queries) take
-        # no lock.
+        # lists, replicas, replica_lists, node_groups, cycle and the _hot/_last_inputs/_since_full bookkeeping are
+        # written under it; the five maps are replaced whole, never changed in place, so readers (assignments,
+        # admin queries) take no lock.
         self._cycle_lock = threading.Lock()
         self._last_inputs: tuple | None = None  # what the last placement was computed from
         self._last_candidates = 0
@@ -216,8 +220,9 @@ class Coordinator:
                 self._last_inputs = None
             kind, changes = self._place(touched, inputs, capacities, excluded, readers, movable)
             new = self.placement if not changes else dict(self._placer.where)  # a copy: the placer changes its own
-            replicas = self.replicas if kind == "unchanged" else \
-                self._replicate(new, capacities, excluded, touched if kind == "changes" else None)
+            if kind != "unchanged":
+                self._hot = self._hot_groups(len(capacities), touched if kind == "changes" else None)
+            replicas = self.replicas if kind == "unchanged" else self._replicate(new, capacities, excluded)
             self.cycle += 1
             self.store.save_placement({fid: after for fid, (_, after) in changes.items()}, self.cycle)
             if changes or rekeyed or inputs != self._last_inputs or replicas != self.replicas:
@@ -255,17 +260,18 @@ class Coordinator:
         self._since_full = 0
         return "full", moves(self.placement, new)
 
+    def _hot_groups(self, nodes: int, rekeyed: set[int] | None) -> list[GroupCandidate[int]]:
+        """The hot input groups, best first (what replicas share out, and the groups nodes publish); ``rekeyed``:
+        the groups re-keyed since the last cycle, ranked with the last hot ones (None: rank all)."""
+        among = None if rekeyed is None else rekeyed.union(cast(int, group.group) for group in self._hot)
+        return self.state.hot_groups(max(HOT_GROUPS_MIN, HOT_GROUPS_PER_NODE * nodes), among)
+
     def _replicate(self, placement: Mapping[int, str], capacities: Mapping[str, int],
-                   excluded: Mapping[int, Collection[str]], rekeyed: set[int] | None) -> dict[int, tuple[str, ...]]:
-        """More copies of the hot groups in the room the placement left (:mod:`~htda.coordinator.replicas`);
-        ``rekeyed``: the groups re-keyed since the last cycle, whose hot groups are kept (None: rank all)."""
+                   excluded: Mapping[int, Collection[str]]) -> dict[int, tuple[str, ...]]:
+        """More copies of the hot groups in the room the placement left (:mod:`~htda.coordinator.replicas`)."""
         if self.max_copies <= 1 or len(capacities) <= 1:
-            self._hot = []
             return {}
-        among = None if rekeyed is None else rekeyed.union(self._hot)
-        hot = self.state.hot_groups(max(HOT_GROUPS_MIN, HOT_GROUPS_PER_NODE * len(capacities)), among)
-        self._hot = [cast(int, group.group) for group in hot]
-        return replicate(hot, placement, self.state.size, capacities, max_copies=self.max_copies,
+        return replicate(self._hot, placement, self.state.size, capacities, max_copies=self.max_copies,
                          headroom=self.replica_headroom, current=self.replicas, excluded=excluded,
                          room=self._placer.free())
 
@@ -313,7 +319,13 @@ class Coordinator:
                 replica_lists.setdefault(node, []).append((fid, copy))
         for entries in replica_lists.values():
             entries.sort(key=lambda entry: order(entry[0]) - math.log2(entry[1]), reverse=True)
-        self.lists, self.replica_lists = lists, replica_lists
+        node_groups: dict[str, list[tuple[int, ...]]] = {}
+        for group in self._hot:
+            for node in group_holders(group.files, self.placement, self.replicas):
+                held = node_groups.setdefault(node, [])
+                if len(held) < GROUPS_PER_NODE:
+                    held.append(group.files)
+        self.lists, self.replica_lists, self.node_groups = lists, replica_lists, node_groups
 
     # -- answers ----------------------------------------------------------------------
     def report_reads(self, node: str, lfns: list[str], ttl: float, now: float | None = None) -> None:
@@ -348,12 +360,24 @@ class Coordinator:
         entry = proto.AssignedFile
         files = [entry(lfn=(lfn := lfns[fid]), score=s, size=sizes.get(fid), source=None, defer=lfn in deferred)
                  for fid, s in zip(fids, scores)]
-        files += self._replica_entries(node, now)
-        return proto.Assignments(node=node, cycle=self.cycle, files=files, draining=node in self.draining)
+        replicas = self._replica_entries(node, now)
+        files += [entry for _, entry in replicas]
+        return proto.Assignments(node=node, cycle=self.cycle, files=files, draining=node in self.draining,
+                                 groups=self._group_positions(node, [*fids, *(fid for fid, _ in replicas)]))
 
-    def _replica_entries(self, node: str, now: float) -> list[proto.AssignedFile]:
-        """The replicas ``node`` should hold: the k-th copy of a file scores 1/k of it (replicas go first when
-        room is short), and comes from the nodes holding the others, never from storage."""
+    def _group_positions(self, node: str, listed: Sequence[int]) -> list[list[int]]:
+        """The hot input groups ``node`` is given whole, as the positions of their files in its list."""
+        position = {fid: i for i, fid in enumerate(listed)}
+        out = []
+        for files in self.node_groups.get(node, ()):
+            where = [position.get(fid) for fid in files]
+            if None not in where:
+                out.append(cast(list[int], where))
+        return out
+
+    def _replica_entries(self, node: str, now: float) -> list[tuple[int, proto.AssignedFile]]:
+        """The replicas ``node`` should hold, as (file id, entry): the k-th copy of a file scores 1/k of it
+        (replicas go first when room is short), and comes from the nodes holding the others, never from storage."""
         state, placement, replicas = self.state, self.placement, self.replicas
         out = []
         for fid, copy in self.replica_lists.get(node, ()):
@@ -362,8 +386,8 @@ class Coordinator:
                 continue
             peers = [primary, *(n for n in replicas.get(fid, ()) if n != node)]
             score = state.score(state.file_order_key(fid), now) / copy
-            out.append(proto.AssignedFile(lfn=state.lfns[fid], score=score, size=state.sizes.get(fid), source=None,
-                                          defer=False, peers=peers, peers_only=True))
+            out.append((fid, proto.AssignedFile(lfn=state.lfns[fid], score=score, size=state.sizes.get(fid),
+                                                source=None, defer=False, peers=peers, peers_only=True)))
         return out
 
     # -- admin queries (the REST handlers' only way in) --------------------------------------

@@ -62,7 +62,7 @@ from typing import Generic, TypeVar
 
 from .placement import GroupCandidate
 
-__all__ = ["copies_wanted", "replicate"]
+__all__ = ["copies_wanted", "group_holders", "replicate"]
 
 F = TypeVar("F", bound=Hashable)
 
@@ -135,7 +135,7 @@ def replicate(
     shares: _Shares[F] = _Shares(room)
     queue: list[tuple[float, int, int]] = []  # (-(score / copies so far), group's rank, copies so far)
     for rank, group in enumerate(hot):  # a group split over nodes is served by several already
-        holders = _holders(group.files, placement, out)
+        holders = group_holders(group.files, placement, out)
         shares.add(group.score, holders)
         if holders and copies_wanted(group.score, total, len(room), max_copies, headroom) > 1:
             queue.append((-group.score, rank, 1))
@@ -143,7 +143,7 @@ def replicate(
     while queue:
         _, rank, copies = heapq.heappop(queue)
         group = hot[rank]
-        holders = _holders(group.files, placement, out)
+        holders = group_holders(group.files, placement, out)
         if not holders or len(holders) >= copies_wanted(group.score, total, len(room), max_copies, headroom):
             continue
         target = _target(group.files, holders, room, size, placement, current, excluded, out, shares.load)
@@ -163,7 +163,7 @@ def _keep_current(hot: Sequence[GroupCandidate[F]], placement: Mapping[F, str], 
     """Last cycle's replicas that the shares no longer ask for stay where their node still has room for them,
     best group first, up to ``most`` copies of a group (the hysteresis of the module docstring)."""
     for group in hot:
-        holders = _holders(group.files, placement, out)
+        holders = group_holders(group.files, placement, out)
         if not holders:
             continue
         before = set.intersection(*(set(current.get(lfn, ())) for lfn in group.files))
@@ -196,7 +196,7 @@ def _add_copy(files: Sequence[F], node: str, placement: Mapping[F, str], replica
         room[node] -= size(lfn)
 
 
-def _holders(files: Sequence[F], placement: Mapping[F, str], replicas: Mapping[F, list[str]]) -> set[str]:
+def group_holders(files: Sequence[F], placement: Mapping[F, str], replicas: Mapping[F, Collection[str]]) -> set[str]:
     """The nodes that hold every file of a group (its first copies and the replicas so far); empty when the
     group is not wholly placed on some node."""
     holders: set[str] | None = None

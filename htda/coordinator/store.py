@@ -23,6 +23,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.sql import Select
 
 from ..node.clock import SYSTEM_CLOCK, Clock
+from ..protocol.coordinator import inputs_digest
 from . import migrations
 from .leader import lock_key
 from .migrations import SchemaVersionError
@@ -111,8 +112,7 @@ def file_key(lfn: str) -> str:
 
 def group_name(inputs: Iterable[str]) -> str:
     """The name of the group of one job's inputs: jobs reading the same files share it."""
-    digest = hashlib.sha1("\n".join(sorted(set(inputs))).encode("utf-8", "surrogatepass")).hexdigest()
-    return f"job:{digest}"
+    return f"job:{inputs_digest(inputs)}"
 
 
 def _batch_sizes(jobs: Sequence[JobRecord]) -> dict[str, int | None]:

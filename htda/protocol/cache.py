@@ -9,10 +9,9 @@ from msgspec import UNSET, Meta, UnsetType
 from . import paths
 from .base import Answer, Body, Bytes, Endpoint
 
-__all__ = ["BASE", "COPIES", "CYCLE", "CacheCycle", "CacheCycleRequest", "CacheFacts", "CacheFiles", "Copy", "DEVICES",
-           "Device",
-           "Devices", "EVICT", "EVICTIONS", "EvictAnswer", "EvictRequest", "Eviction", "Evictions", "FILES", "Retry",
-           "STAGING", "Staging", "StagingCopy", "StagingFailure", "VIEW", "ViewInfo"]
+__all__ = ["BASE", "COPIES", "CYCLE", "CacheCycle", "CacheCycleRequest", "CacheFacts", "CacheHeartbeat", "CacheFiles",
+           "Copy", "DEVICES", "Device", "Devices", "EVICT", "EVICTIONS", "EvictAnswer", "EvictRequest", "Eviction",
+           "Evictions", "FILES", "Retry", "STAGING", "Staging", "StagingCopy", "StagingFailure", "VIEW", "ViewInfo"]
 
 BASE = paths.CACHE
 
@@ -26,6 +25,15 @@ class CacheFacts(Answer):
     capacity_bytes: Bytes
     files: Annotated[int, Meta(ge=0)]
     staging: Annotated[int, Meta(ge=0)]
+
+
+class CacheHeartbeat(CacheFacts):
+    """A cache node's ``info.cache`` in its heartbeats: its facts, and the input keys
+    (:func:`htda.protocol.coordinator.input_key`) of the hot input groups it holds whole, with the time that
+    list last changed (the startd cron publishes them, and forces a machine-ad update after a change)."""
+
+    groups: list[str] = []
+    groups_changed: float = 0.0
 
 
 class Copy(Answer):

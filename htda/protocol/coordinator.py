@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from typing import Annotated, Literal
 
 from msgspec import UNSET, Meta, UnsetType
@@ -16,12 +18,30 @@ _JOB = "submit.example.org#1234.0"
 
 __all__ = ["ASSIGNMENTS", "Access", "AssignedFile", "Assignments", "BASE", "CYCLE", "CacheNodeSummary", "CycleAnswer",
            "CycleReport", "CycleRequest", "DRAIN", "DrainAnswer", "DrainRequest", "EVENTS", "Event", "EventsAnswer",
-           "EventsRequest", "FILE", "FileInfo", "GroupInfo", "JOBS", "Job", "JobsAnswer", "JobsRequest", "NODES",
-           "NodesAnswer", "PIN", "PINNED", "PinAnswer", "PinRequest", "PinnedFile", "Pinned", "READS",
-           "READING", "ReadsAnswer", "ReadsRequest", "RELEASES", "ReleasesAnswer", "ReleasesRequest",
-           "StorageReads", "TOP_FILES", "TOP_GROUPS", "TopFile", "TopFiles", "TopGroup", "TopGroups"]
+           "EventsRequest", "FILE", "FileInfo", "GroupInfo", "INPUT_KEY_LENGTH", "JOBS", "Job", "JobsAnswer",
+           "JobsRequest", "NODES", "NodesAnswer", "PIN", "PINNED", "PinAnswer", "PinRequest", "PinnedFile", "Pinned",
+           "READS", "READING", "ReadsAnswer", "ReadsRequest", "RELEASES", "ReleasesAnswer", "ReleasesRequest",
+           "StorageReads", "TOP_FILES", "TOP_GROUPS", "TopFile", "TopFiles", "TopGroup", "TopGroups", "input_key",
+           "inputs_digest"]
 
 BASE = paths.COORDINATOR
+
+#: hex digits of a job's input key: 64 bits, short in a machine ad that lists many, and no two input sets of a
+#: pool meet in one by chance
+INPUT_KEY_LENGTH = 16
+
+
+def inputs_digest(lfns: Iterable[str]) -> str:
+    """The SHA-1 of a job's input set (its LFNs sorted, each once): jobs reading the same files share it, and
+    the coordinator names their input group by it."""
+    return hashlib.sha1("\n".join(sorted(set(lfns))).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def input_key(lfns: Iterable[str]) -> str:
+    """A job's input key: the start of :func:`inputs_digest`.  The translate hook writes it into the job ad
+    (``HTDA_InputKey``); a cache node holding every file of that input set publishes it in its machine ad
+    (``HTDA_CacheGroups``), so the job can follow copies made after it was routed."""
+    return inputs_digest(lfns)[:INPUT_KEY_LENGTH]
 
 
 class Job(Body):
@@ -137,6 +157,9 @@ class Assignments(Answer):
     cycle: int
     files: list[AssignedFile]
     draining: bool = False
+    #: hot input groups all of whose files are on this list, best first, each as the positions of its files in
+    #: ``files``: the node publishes the :func:`input_key` of those it holds whole
+    groups: list[list[Annotated[int, Meta(ge=0)]]] = []
 
 
 class TopFile(Answer):

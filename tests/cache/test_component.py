@@ -64,7 +64,8 @@ def test_stages_assignment_and_reports(inprocess_node, peer, storage, tmp_path):
     assert devices[0]["used_bytes"] == sum(map(len, files.values())) and devices[0]["files"] == len(files)
     info = wait_until(lambda: node.components["cache"].heartbeat_info(), what="heartbeat info")
     assert info["files"] == len(files) and info["used_bytes"] == sum(map(len, files.values()))
-    assert set(info) == {"capacity_bytes", "free_bytes", "used_bytes", "files", "staging"}
+    assert set(info) == {"capacity_bytes", "free_bytes", "used_bytes", "files", "staging", "groups", "groups_changed"}
+    assert info["groups"] == []  # the coordinator named no group
     metrics = client.get_text(f"{node.url}/metrics") if hasattr(client, "get_text") else None
     assert metrics is None or "htda_cache_staged_bytes_total" in metrics
     staging = client.get(f"{node.url}/api/v1/cache/staging")

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import classad2
 
-from htda.condor.startd_cron import CACHE_ATTRIBUTES
+from htda.condor.startd_cron import CACHE_ATTRIBUTES, GROUPS_ATTRIBUTE
 from htda.protocol.cache import CacheFacts
-from testkit.nodes import free_port
+from htda.protocol.coordinator import input_key
+from testkit.nodes import free_port, wait_until
 
 from .kit import run_hook, write_hook_config
 
 
 def machine_ad(stdout: bytes) -> classad2.ClassAd:
     text = stdout.decode()
-    assert text.endswith("\n-\n"), text  # the end-of-ad line
-    return classad2.parseOne(text[: -len("-\n")], classad2.ParserType.Old)
+    body, _, end = text.rstrip("\n").rpartition("\n")
+    assert end in ("-", "- update:true") and text.endswith("\n"), text  # the end-of-ad line
+    return classad2.parseOne(body + "\n", classad2.ParserType.Old)
+
+
+def end_line(stdout: bytes) -> str:
+    return stdout.decode().rstrip("\n").rpartition("\n")[2]
 
 
 def test_prints_the_local_node_name(inprocess_node, tmp_path):
@@ -43,3 +49,28 @@ def test_names_are_written_in_old_classad_syntax(inprocess_node, tmp_path):
 
 def test_the_machine_attributes_name_facts_a_cache_node_publishes():
     assert set(CACHE_ATTRIBUTES) <= set(CacheFacts.__struct_fields__)
+
+
+def test_publishes_the_input_groups_its_cache_holds_and_asks_for_an_update_once(cached_node, tmp_path):
+    """The demo job's two files copied: the machine ad lists that job's input key, and the ad goes to the
+    collector at once while the change is newer than the cron period (one forced update per change)."""
+    key = input_key(cached_node.lfns)
+    soon = write_hook_config(tmp_path / "soon.toml", node=cached_node.url, cron_period=600.0)
+
+    def published():
+        run = run_hook("htda_startd_cron", b"", soon, direct=True)
+        assert run.code == 0, run.stderr
+        return run if key in machine_ad(run.stdout)[GROUPS_ATTRIBUTE].split(",") else None
+
+    run = wait_until(published, timeout=10, what="the input key in the machine ad")
+    assert end_line(run.stdout) == "- update:true"
+    later = run_hook("htda_startd_cron", b"", write_hook_config(tmp_path / "later.toml", node=cached_node.url,
+                                                                 cron_period=0.001), direct=True)
+    assert end_line(later.stdout) == "-" and key in machine_ad(later.stdout)[GROUPS_ATTRIBUTE]
+
+
+def test_a_node_without_a_cache_publishes_an_empty_list(inprocess_node, tmp_path):
+    """So that a list published before (the cache role removed, the node restarted) is replaced."""
+    node = inprocess_node("worker-8", ["locator"])
+    run = run_hook("htda_startd_cron", b"", write_hook_config(tmp_path / "h.toml", node=node.url), direct=True)
+    assert machine_ad(run.stdout)[GROUPS_ATTRIBUTE] == "" and end_line(run.stdout) == "-"

@@ -8,6 +8,7 @@ import classad2
 import pytest
 
 from htda.node.client import Client
+from htda.protocol.coordinator import input_key
 from testkit.http import raw as raw_request
 from testkit.nodes import wait_until
 
@@ -99,11 +100,40 @@ def test_declared_inputs_win_over_transfer_input(run, agent, hook_config, holdin
     assert coordinator.jobs[0]["inputs"] == ["/store/data/run1/c.root", "/store/x.root"]
 
 
-def test_no_holder_means_unchanged_but_published(run, agent, hook_config, coordinator):
-    source = hook_input(job_ad())
-    run = run("htda_translate", source, hook_config)
-    assert run.code == 0 and run.stdout == job_ad().encode()
+def test_no_holder_yet_the_job_follows_copies_made_later(run, agent, hook_config, coordinator):
+    """Nothing holds the inputs when the job is routed: it requires nothing, but a machine whose cache node
+    comes to hold its whole input set (its key in HTDA_CacheGroups) ranks above every other."""
+    source = job_ad(Rank="TARGET.Memory")
+    run = run("htda_translate", hook_input(source), hook_config)
+    assert run.code == 0, run.stderr
+    job, before = parse(run.stdout), parse(source)
     wait_until(lambda: coordinator.jobs, timeout=5, what="the job to reach the coordinator")
+    key = input_key(coordinator.jobs[0]["inputs"])
+    assert job["HTDA_InputKey"] == key and job["HTDA_PreferredNodes"] == ""
+    assert str(job.lookup("Requirements")) == str(before.lookup("Requirements"))
+    late = machine("c-late", HTDA_CacheGroups=f"0123456789abcdef,{key}")
+    others = machine("c-other", HTDA_CacheGroups="0123456789abcdef", Memory=64000)
+    assert rank(job, late) > rank(job, others) > rank(job, machine("c-old", Memory=4000))  # the user's Rank after
+    assert job.lookup("HTDA_CacheAffinity").eval(scope=job, target=late) == 1.0
+    assert job.lookup("HTDA_CacheAffinity").eval(scope=job, target=machine("c-old")) == 0.0  # no list: 0, not error
+
+
+def test_a_node_that_came_to_hold_the_inputs_meets_the_requirement(run, inprocess_node, locator, coordinator,
+                                                                   holdings, tmp_path, sockets):
+    """Steered to the node holding half the inputs; a replica of the whole set made after routing also
+    matches the required preference, and is preferred to the node named then."""
+    node = inprocess_node("strict", ["submit"], seeds=[locator.url],
+                          sections=agent_sections([locator.url], [coordinator.url], sockets(), steer_requirements=True))
+    config = write_hook_config(tmp_path / "strict.toml", agent_socket(node))
+    holdings({"c-half": HALF})
+    job = parse(run("htda_translate", hook_input(job_ad(QDate=str(int(time.time())))), config).stdout)
+    key = job["HTDA_InputKey"]
+    replica = machine("c-new", HTDA_CacheGroups=key)
+    assert job.lookup("Requirements").eval(scope=job, target=replica) is True
+    assert job.lookup("Requirements").eval(scope=job, target=machine("c-none")) is False
+    assert rank(job, replica) > rank(job, machine("c-half"))
+    # a group held whole by the node named at routing is the same node: it ranks as a full holder too
+    assert rank(job, machine("c-half", HTDA_CacheGroups=key)) == rank(job, replica)
 
 
 @pytest.mark.parametrize("timeout, waited, elsewhere", [

@@ -133,7 +133,8 @@ def test_a_draining_node_gets_nothing(database):
     core.run_cycle(nodes, now=NOW)
     assert core.set_draining("n1", True)
     core.run_cycle(nodes, now=NOW)
-    assert to_wire(core.assignments("n1")) == {"node": "n1", "cycle": 2, "files": [], "draining": True}
+    assert to_wire(core.assignments("n1")) == {"node": "n1", "cycle": 2, "files": [], "draining": True,
+                                                  "groups": []}
     assert set(_holders(core).values()) == {"n2"}
 
 
@@ -378,3 +379,38 @@ def test_no_replicas_by_default_in_the_core(database):
     _hot_and_cold(core)
     core.run_cycle(_nodes(("n1", 1000), ("n2", 1000)), now=NOW)
     assert core.replicas == {} and not any("peers" in f for f in to_wire(core.assignments("n1", now=NOW).files))
+
+
+def _named_groups(core: Coordinator, node: str) -> list[list[str]]:
+    """The input groups ``node``'s assignment names, as their files' LFNs."""
+    answer = core.assignments(node, now=NOW)
+    return [sorted(answer.files[i].lfn for i in positions) for positions in answer.groups]
+
+
+def test_assignments_name_the_hot_groups_each_node_is_given_whole(database):
+    """Where a hot group's first copy and each replica are: the nodes publish its key (htda.cache.groups)."""
+    core = _coordinator(database, max_copies=3)
+    _hot_and_cold(core)
+    nodes = _nodes(("n1", 1000), ("n2", 1000), ("n3", 1000), ("n4", 1000))
+    core.run_cycle(nodes, now=NOW)
+    hot = [f"/store/hot/f{i}" for i in range(3)]
+    holding = {n.name for n in nodes if hot in _named_groups(core, n.name)}
+    assert len(holding) == 3  # the first copy's node and both replicas'
+    assert {_holders(core)[hot[0]]} < holding
+    for name in {n.name for n in nodes} - holding:
+        assert hot not in _named_groups(core, name)
+    for n in nodes:  # every group named is one placed there whole
+        for files in _named_groups(core, n.name):
+            assert len(files) == 3 and len({f.rsplit("/", 1)[0] for f in files}) == 1
+            listed = {f.lfn for f in core.assignments(n.name, now=NOW).files}
+            assert set(files) <= listed
+
+
+def test_a_group_split_over_nodes_is_named_nowhere(database):
+    core = _coordinator(database)
+    core.submit_jobs([JobRecord("big", "alice", ["/store/big/a", "/store/big/b"],
+                                sizes={"/store/big/a": 600, "/store/big/b": 600})])
+    core.report_events([{"job_id": "big", "state": "started", "time": NOW - 1.0}])
+    core.run_cycle(_nodes(("n1", 700), ("n2", 700)), now=NOW)
+    assert len(set(_holders(core).values())) == 2  # too big for one node: split
+    assert _named_groups(core, "n1") == [] and _named_groups(core, "n2") == []

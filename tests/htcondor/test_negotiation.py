@@ -7,9 +7,10 @@ from __future__ import annotations
 import classad2
 import pytest
 
+from htda.protocol.coordinator import input_key
 from testkit.nodes import wait_until
 
-from .pool import job_description
+from .pool import job_description, write_hooks_settings
 from .test_routing import classad
 
 pytestmark = pytest.mark.slow
@@ -84,3 +85,30 @@ def test_a_job_without_htda_attributes_matches_as_without_htda(htda_pool):
     assert done["ExitCode"] == "0"
     assert not {name for name in done if name.startswith("HTDA_")} - {"HTDA_Routed", "HTDA_RoutedTime"}
     assert ran_on(done) == default_choice(slots, done) == "w2"
+
+
+def test_a_job_follows_a_copy_made_after_it_was_routed(htda_pool, cached_node):
+    """No node held the inputs when the job was routed (the locator knows no copy of them): its Rank still
+    prefers a machine whose cache node holds its whole input set, as the startd cron publishes it
+    (``HTDA_CacheGroups``, ended with ``- update:true`` just after the list changed).  Here w1's cron asks a
+    real cache node that copied the files."""
+    pool, owner = htda_pool.pool, htda_pool.owners[0]
+    w1 = next(s for s in pool.startds if s.name == "w1")
+    key = input_key(cached_node.lfns)
+    write_hooks_settings(w1.settings, node=cached_node.url)
+    try:
+        wait_until(lambda: key in pool.slots().get("w1", {}).get("HTDA_CacheGroups", ""), timeout=60, interval=1,
+                   what="w1's machine ad to list the job's input key")
+        slots = idle_slots(pool)
+        job = pool.submit(owner, job_description(cached_node.lfns, requirements=WAITS_FOR_ROUTING))
+        try:
+            done = pool.wait_finished(job)
+        finally:
+            pool.remove(job, owner)
+    finally:  # w1 back to its own node, as the other tests expect its ad
+        write_hooks_settings(w1.settings, node=htda_pool.workers["w1"].url)
+        wait_until(lambda: pool.slots().get("w1", {}).get("HTDA_NodeName") == '"w1"', timeout=60, interval=1,
+                   what="w1's machine ad to name w1 again")
+    assert done["ExitCode"] == "0" and done["HTDA_InputKey"] == f'"{key}"' and done["HTDA_PreferredNodes"] == '""'
+    assert ran_on(done) == "w1"
+    assert default_choice(slots, done) == "w2"  # without HTDA's term it would have run on w2

@@ -60,7 +60,7 @@ def test_encode_writes_what_to_wire_gives():
         coordinator.AssignedFile(lfn="/a", score=0.5, size=None, source=None),
         coordinator.AssignedFile(lfn="/b", score=1e-7, size=10, source=None, peers=["w2"], peers_only=True)])
     written = json.loads(encode(answer))
-    assert written == to_wire(answer) and list(written) == ["node", "cycle", "files", "draining"]
+    assert written == to_wire(answer) and list(written) == ["node", "cycle", "files", "draining", "groups"]
     assert "peers" not in written["files"][0] and written["files"][1]["peers"] == ["w2"]  # unset: left out
 
 
