@@ -72,7 +72,7 @@ def cmd_demo(args: argparse.Namespace) -> Any:
     hooks = _hooks_config(config_path(base, config["node"]["data_dir"]), socket)
     plan = job_plan(datasets, args.jobs)
     say(f"submitting {len(plan)} jobs through the translate hook ({socket})")
-    steered = sum(submit(cluster, proc, inputs, hooks) is not None for proc, (cluster, inputs) in enumerate(plan))
+    steered = sum(to_holder(submit(cluster, proc, inputs, hooks)) for proc, (cluster, inputs) in enumerate(plan))
     client, cache_url = _client(secret_file), url.rstrip("/")
     copies = wait_for_copies(client, cache_url, args.wait, say)
     new_job = submit(CLUSTER, len(plan), datasets[0], hooks)
@@ -188,8 +188,14 @@ def submit(cluster: int, proc: int, inputs: list[str], hooks: Path) -> list[str]
     if problem:  # a hook reports trouble on stderr (HTCondor's router log): show it, the job went on unchanged
         print(f"  job {cluster}.{proc}: {problem.splitlines()[-1]}", file=sys.stderr)
     if done.returncode != 0 or not any(line.startswith("HTDA_") for line in changed):
-        return None  # unchanged: nothing holds its inputs yet (the agent still recorded the job)
+        return None  # unchanged (the agent still recorded the job)
     return changed
+
+
+def to_holder(changed: list[str] | None) -> bool:
+    """Whether a job came back steered to nodes holding its inputs (not only to copies made later)."""
+    return any(line.startswith("HTDA_PreferredNodes = ") and line != 'HTDA_PreferredNodes = ""'
+               for line in changed or ())
 
 
 def _client(secret_file: Path):
@@ -251,7 +257,8 @@ def summary(client, url: str, datasets: list[list[str]], jobs: int, steered: int
 def report(outcome: dict[str, Any]) -> str:
     """The demo's :func:`summary` as a short text."""
     steering = (f"{outcome['steered']} came back steered to a holder" if outcome["steered"] else
-                "none came back steered: no copy of their inputs existed yet")
+                "none came back steered to a holder: no copy of their inputs existed yet (each follows the "
+                "copies made while it waits: HTDA_InputKey)")
     lines = [f"submitted {outcome['jobs']} jobs through the translate hook (the agent recorded each for the "
              f"coordinator); {steering}",
              "best-rated groups (htda top groups):"]

@@ -144,6 +144,8 @@ def cached_node(inprocess_node, tmp_path):
     node.client.post(f"{api}/coordinator/cycle", {"full": True})
     node.client.post(f"{api}/cache/cycle", {})
     wait_until(lambda: node.client.get(f"{api}/cache/staging")["failed"], what="the failed copy")
+    wait_until(lambda: node.client.get(f"{api}/pool")["members"][0]["info"]["cache"]["groups"],
+               what="the input key of the job's group in the node's heartbeat")
     return node
 
 

@@ -44,10 +44,12 @@ def test_demo_caches_the_popular_dataset_and_steers_a_new_job_to_it(pool, capsys
     assert "writing 2 datasets of 2 files" in err and "submitting 8 jobs through the translate hook" in err
     lines = out.splitlines()
     assert lines[0] == ("submitted 8 jobs through the translate hook (the agent recorded each for the "
-                        "coordinator); none came back steered: no copy of their inputs existed yet"), err
+                        "coordinator); none came back steered to a holder: no copy of their inputs existed yet "
+                        "(each follows the copies made while it waits: HTDA_InputKey)"), err
     assert "  dataset1: 2 of 2 files held (demo)" in lines
     new_job = lines[lines.index("a new job reading dataset1 comes back from the translate hook with:") + 1:]
     assert '  HTDA_PreferredNodes = "demo"' in new_job and "  HTDA_CachedFraction = 1.0" in new_job
+    assert any(line.startswith("  HTDA_InputKey = ") for line in new_job)
     assert any(line.startswith("  Rank = ") and "HTDA_CacheAffinity" in line for line in new_job)
     assert re.fullmatch(r"copies on the cache \(htda cache\): 4, \d+\.\d KiB", lines[lines.index(
         "  dataset1: 2 of 2 files held (demo)") - 1])  # sizes in binary units, as every table shows them

@@ -86,7 +86,9 @@ PINS_EXAMPLE = {"files": [{"lfn": "/store/demo/dataset2/events_001.root", "node"
 JOBS_EXAMPLE = {"accepted": 1, "duplicates": 0}
 EVENTS_EXAMPLE = {"accepted": 1, "duplicates": 0, "unknown": 0, "refused": 0}
 ASSIGNMENTS_EXAMPLE = {"node": "all-in-one", "cycle": 7, "draining": False, "files": [
-    {"lfn": _EXAMPLE_LFN, "score": 0.99996, "size": 22277, "source": None, "defer": False}]}
+    {"lfn": _EXAMPLE_LFN, "score": 0.99996, "size": 22277, "source": None, "defer": False},
+    {"lfn": _EXAMPLE_LFN.replace("001", "002"), "score": 0.99996, "size": 22272, "source": None, "defer": False}],
+    "groups": [[0, 1]]}
 
 
 def routes(component: "CoordinatorComponent") -> list[Route]:

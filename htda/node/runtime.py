@@ -408,7 +408,7 @@ POOL_EXAMPLE = {"self": "all-in-one", "members": [{
     "info": {"coordinator": {"cycle": 4, "placed_files": 2},
              "locator": {"files": 2, "nodes": 1, "looked_up": 2, "held": 1},
              "cache": {"capacity_bytes": 65458412857, "free_bytes": 65458368308, "used_bytes": 44549, "files": 2,
-                       "staging": 0}}}]}
+                       "staging": 0, "groups": ["a3090caf4d4013d0"], "groups_changed": 1795642841.72}}}]}
 
 HEARTBEAT_EXAMPLE = {"members": POOL_EXAMPLE["members"], "interval": 10.0, "expiry": 30.0}
 
