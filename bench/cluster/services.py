@@ -70,11 +70,30 @@ def wait_port(host: Host, port: int, daemon: Daemon | None = None, timeout: floa
                         + (f" (log: {daemon.log})" if daemon else ""))
 
 
+#: starts of an xrootd that dies before it listens: Debian's xrootd 5 now and then faults in libc while it
+#: starts (a general protection fault, nothing in its log); the same daemon started again runs
+XROOTD_STARTS = 3
+
+
 def _xrootd(name: str, host: Host, config: str, workdir: Path, port: int) -> Daemon:
     workdir.mkdir(parents=True, exist_ok=True)
     shutil.chown(workdir, "xrootd", "xrootd")
     conf = workdir / f"{name}.cfg"
     conf.write_text(config)
+    for start in range(1, XROOTD_STARTS + 1):
+        daemon = _start_xrootd(name, host, conf, workdir)
+        try:
+            wait_port(host, port, daemon)
+            return daemon
+        except TopologyError as exc:
+            if daemon.alive() or start == XROOTD_STARTS:
+                raise
+            print(f"bench.cluster: {name} on {host.name} died while starting ({exc}); starting it again",
+                  file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
+
+
+def _start_xrootd(name: str, host: Host, conf: Path, workdir: Path) -> Daemon:
     # xrootd writes its log to <dir of -l>/<name>/<file>; the .out file catches what comes before it
     # its own UTS namespace with the host's address as host name: xrootd answers "locate" (which xrootdfs
     # uses) with its host name, and the machine's name resolves to 127.0.0.1 in every namespace
@@ -83,7 +102,6 @@ def _xrootd(name: str, host: Host, config: str, workdir: Path, port: int) -> Dae
                                  "-n", name, "-s", str(workdir / f"{name}.pid")],
                     workdir / f"{name}.out", cwd=workdir)
     daemon.log = workdir / name / "xrootd.log"
-    wait_port(host, port, daemon)
     return daemon
 
 
