@@ -61,7 +61,8 @@ DEFAULTS: dict[str, Setting] = {
     "socket": SUBMIT_SOCKET,  # the submit agent (job-router hooks)
     "agent_user": AGENT_USER,  # besides root, the only account the agent's socket may belong to
     "node": "http://127.0.0.1:8740",  # this host's htda-node, for the startd cron on workers
-    "cron_period": 15.0,  # seconds between startd cron runs (STARTD_CRON_HTDA_PERIOD): see htda.condor.startd_cron
+    "watch_interval": 2.0,  # seconds between the startd cron's looks at its node (--watch): htda.condor.startd_cron
+    "cron_period": 60.0,  # without --watch: seconds between its runs (STARTD_CRON_HTDA_PERIOD, MODE = Periodic)
     "timeout": 0.5,  # seconds, for the whole hook run
     "log": "",  # a file to append problems to; empty: standard error
     "max_ad_bytes": 1024 * 1024,  # larger ads are echoed without asking the agent

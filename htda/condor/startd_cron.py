@@ -1,31 +1,48 @@
 """The STARTD_CRON script: this worker's HTDA name and cache facts for its machine ad.
 
-HTCondor runs it every ``STARTD_CRON_HTDA_PERIOD`` and reads ``Attr = value``
-lines; a line ``-`` ends the ad.  The names match what the translate hook's
-``HTDA_CacheAffinity`` looks for: ``HTDA_NodeName``, and ``HTDA_CacheGroups``,
-the input keys of the hot input groups the cache node holds whole
-(:mod:`htda.cache.groups`), which jobs routed before those copies existed
-follow.  The collector sees a cron's output only at the startd's next update
-(``UPDATE_INTERVAL``, 300 s by default): when that list changed within the
-last ``cron_period`` seconds, the ad ends with ``- update:true`` instead, so
-a new copy draws waiting jobs from the next negotiation cycle (one update per
-change, not one per run).  When the local node does not answer, the script
-still prints the name it expects (from the settings or the host name) with
-``HTDA_Up = false``, and exits 0.
+HTCondor reads ``Attr = value`` lines from it; a line ``-`` ends an ad.  The
+names match what the translate hook's ``HTDA_CacheAffinity`` looks for:
+``HTDA_NodeName``, and ``HTDA_CacheGroups``, the input keys of the hot input
+groups the cache node holds whole (:mod:`htda.cache.groups`), which jobs
+routed before those copies existed follow.  The collector sees a cron's
+output only at the startd's next update (``UPDATE_INTERVAL``, 300 s by
+default), unless the ad ends with ``- update:true``.
+
+Two ways to run it:
+
+- ``--watch`` (the shipped ``STARTD_CRON_HTDA_MODE = WaitForExit``): it
+  stays, asks its node every ``watch_interval`` seconds (2 by default, two
+  loopback requests), and prints an ad at once when the node's name, state
+  or groups change, ending it with ``- update:true`` so that a new copy
+  draws waiting jobs from the next negotiation cycle; otherwise it prints
+  one every ``refresh`` seconds for the other facts (the startd takes each
+  ad as it comes: ``CronJob::StdoutHandler`` publishes at every ``-`` line).
+  It reads its settings again in every round and exits when the startd
+  stops reading.
+- without arguments (``MODE = Periodic``): one ad per run, ending with
+  ``- update:true`` when the groups changed within the last ``cron_period``
+  seconds (one forced update per change).
+
+When the local node does not answer, the script still prints the name it
+expects (from the settings or the host name) with ``HTDA_Up = false``; it
+never fails (exit 0).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import select
 import socket
 import sys
 import time
+from collections.abc import Callable
 
 from ..protocol import paths
 from .hooks import Setting, node_request, read_settings
 
-__all__ = ["CACHE_ATTRIBUTES", "GROUPS_ATTRIBUTE", "MAX_GROUPS", "main", "machine_attributes"]
+__all__ = ["CACHE_ATTRIBUTES", "GROUPS_ATTRIBUTE", "MAX_GROUPS", "main", "machine_attributes", "watch"]
 
 #: machine-ad attribute of each cache fact (:class:`htda.protocol.cache.CacheFacts`, whose fields a test checks
 #: these against: this script imports only :mod:`htda.protocol.paths`, to start fast)
@@ -96,14 +113,63 @@ def _literal(value: object) -> str:
     return '"' + text.replace('"', '\\"') + '"'
 
 
-def main() -> int:
-    """Print the attributes and the end-of-ad line; always exit 0."""
+def _ad(attrs: dict[str, object], urgent: bool) -> bytes:
+    """One ad as the startd reads it, ended by ``-`` (``- update:true``: to the collector at once)."""
+    lines = [f"{name} = {_literal(value)}" for name, value in attrs.items()]
+    return ("\n".join(lines) + ("\n- update:true\n" if urgent else "\n-\n")).encode()
+
+
+def _settings() -> dict[str, Setting]:
     settings, problem = read_settings()
     if problem:
         os.write(2, f"htda_startd_cron: {problem}\n".encode())
-    attrs, urgent = _attributes(settings, 2.0)
-    lines = [f"{name} = {_literal(value)}" for name, value in attrs.items()]
-    os.write(1, ("\n".join(lines) + ("\n- update:true\n" if urgent else "\n-\n")).encode())
+    return settings
+
+
+def _startd_reading() -> bool:
+    """Whether the startd still holds the read end of standard output (a pipe whose reader is gone polls
+    as an error at once; a watch that printed nothing would not learn it from a write)."""
+    poller = select.poll()
+    poller.register(1, 0)  # no events asked: only POLLERR, POLLHUP and POLLNVAL come back
+    return not poller.poll(0)
+
+
+def watch(write: Callable[[bytes], object], refresh: float = 300.0, rounds: int | None = None,
+          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], object] = time.sleep,
+          settings: Callable[[], dict[str, Setting]] = _settings,
+          reading: Callable[[], bool] = lambda: True) -> None:
+    """Print an ad now, then whenever the node's name, state or groups change (``- update:true``), and at least
+    every ``refresh`` seconds; look every ``watch_interval`` seconds of the settings (read again each round);
+    ``rounds``: stop after that many looks (None: until ``write`` fails or nobody is ``reading``)."""
+    last: tuple | None = None
+    printed = -math.inf
+    done = 0
+    while (rounds is None or done < rounds) and reading():
+        current = settings()
+        interval = max(0.1, float(current["watch_interval"]))
+        attrs = _attributes(current, min(2.0, interval))[0]
+        key = (attrs["HTDA_NodeName"], attrs["HTDA_Up"], attrs[GROUPS_ATTRIBUTE])
+        now = clock()
+        if key != last or now - printed >= refresh:
+            write(_ad(attrs, urgent=key != last))
+            last, printed = key, now
+        done += 1
+        if rounds is None or done < rounds:
+            sleep(interval)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the attributes and the end-of-ad line, once or (``--watch``) for as long as the startd reads;
+    always exit 0."""
+    args = sys.argv[1:] if argv is None else argv
+    if "--watch" in args:
+        try:
+            watch(lambda data: os.write(1, data), reading=_startd_reading)
+        except (BrokenPipeError, KeyboardInterrupt):
+            pass  # the startd stopped reading (it stops or reconfigures): it starts a new one
+        return 0
+    attrs, urgent = _attributes(_settings(), 2.0)
+    os.write(1, _ad(attrs, urgent))
     return 0
 
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import classad2
 
-from htda.condor.startd_cron import CACHE_ATTRIBUTES, GROUPS_ATTRIBUTE
+from htda.condor.hooks import DEFAULTS
+from htda.condor.startd_cron import CACHE_ATTRIBUTES, GROUPS_ATTRIBUTE, watch
 from htda.protocol.cache import CacheFacts
 from htda.protocol.coordinator import input_key
 from testkit.nodes import free_port, wait_until
 
-from .kit import run_hook, write_hook_config
+from .kit import HOOKS, run_hook, write_hook_config
 
 
 def machine_ad(stdout: bytes) -> classad2.ClassAd:
@@ -74,3 +77,48 @@ def test_a_node_without_a_cache_publishes_an_empty_list(inprocess_node, tmp_path
     node = inprocess_node("worker-8", ["locator"])
     run = run_hook("htda_startd_cron", b"", write_hook_config(tmp_path / "h.toml", node=node.url), direct=True)
     assert machine_ad(run.stdout)[GROUPS_ATTRIBUTE] == "" and end_line(run.stdout) == "-"
+
+
+class Ticks:
+    """The watch's clock and sleep: time moves only by the sleeps."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_watch_prints_at_once_on_a_change_and_otherwise_only_to_refresh(inprocess_node):
+    """Ads come when the node's name, state or groups change (each forcing a collector update), and
+    between changes only every ``refresh`` seconds; the settings are read again in every round."""
+    first, second = inprocess_node("w-a", ["locator"]), inprocess_node("w-b", ["locator"])
+    nodes = iter([first.url] * 4 + [second.url] * 2 + [f"http://127.0.0.1:{free_port()}"] * 2)  # a round each 2 s
+    printed: list[bytes] = []
+    ticks = Ticks()
+    watch(printed.append, refresh=5.0, rounds=8, clock=ticks.clock, sleep=ticks.sleep,
+          settings=lambda: {**DEFAULTS, "node": next(nodes), "watch_interval": 2.0})
+    ads = [(machine_ad(out)["HTDA_NodeName"], machine_ad(out)["HTDA_Up"], end_line(out)) for out in printed]
+    assert ads == [("w-a", True, "- update:true"),  # t=0: the first ad
+                   ("w-a", True, "-"),  # t=6: nothing changed, refreshed after 5 s
+                   ("w-b", True, "- update:true"),  # t=8: another node answers
+                   (ads[3][0], False, "- update:true")]  # t=12: the node is down
+    assert ticks.now == 14.0  # seven pauses of watch_interval
+
+
+def test_the_watching_script_exits_when_the_startd_stops_reading(cached_node, tmp_path):
+    config = write_hook_config(tmp_path / "w.toml", node=cached_node.url, watch_interval=0.2)
+    proc = subprocess.Popen([str(HOOKS / "htda_startd_cron"), "--watch"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin", "HTDA_HOOKS_CONFIG": str(config)})
+    try:
+        out = b""
+        while not out.endswith(b"- update:true\n"):
+            out += proc.stdout.read1(65536)
+        assert input_key(cached_node.lfns) in machine_ad(out)[GROUPS_ATTRIBUTE]
+        proc.stdout.close()  # the startd went away
+        assert proc.wait(timeout=10) == 0  # within a round, though it has nothing new to print
+    finally:
+        proc.kill()

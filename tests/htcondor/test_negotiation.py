@@ -95,10 +95,14 @@ def test_a_job_follows_a_copy_made_after_it_was_routed(htda_pool, cached_node):
     pool, owner = htda_pool.pool, htda_pool.owners[0]
     w1 = next(s for s in pool.startds if s.name == "w1")
     key = input_key(cached_node.lfns)
-    write_hooks_settings(w1.settings, node=cached_node.url)
     try:
-        wait_until(lambda: key in pool.slots().get("w1", {}).get("HTDA_CacheGroups", ""), timeout=60, interval=1,
-                   what="w1's machine ad to list the job's input key")
+        # the startds' own updates every 300 s (HTCondor's default): only the cron's "- update:true" brings the
+        # new list to the collector within the wait
+        with pool.knobs(None, "STARTD.UPDATE_INTERVAL = 300\n"):
+            idle_slots(pool)
+            write_hooks_settings(w1.settings, node=cached_node.url)
+            wait_until(lambda: key in pool.slots().get("w1", {}).get("HTDA_CacheGroups", ""), timeout=30,
+                       interval=1, what="w1's machine ad to list the job's input key")
         slots = idle_slots(pool)
         job = pool.submit(owner, job_description(cached_node.lfns, requirements=WAITS_FOR_ROUTING))
         try:
