@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--coordinator", action="append", default=[], metavar="KEY=VALUE",
                      help="HTDA run: set the coordinator's KEY (docs/configuration.rst) to VALUE, a TOML value "
                           "(max_defer=0, policy=\"lru\"); repeatable")
+    run.add_argument("--submit", action="append", default=[], metavar="KEY=VALUE",
+                     help="HTDA run: set the submit agent's KEY (docs/configuration.rst) to VALUE, a TOML value "
+                          "(relative_fraction=1.0); repeatable")
     run.add_argument("--modes", default=",".join(MODES), help="comma list of " + ", ".join(MODES))
     run.add_argument("--no-route-wait", action="store_true",
                      help="real HTCondor: HTDA's jobs do not require HTDA_Routed, so the negotiator may match them "
@@ -135,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                            steer_requirements=not args.rank_only, read_through=not args.no_read_through,
                            native_hooks=not args.python_hooks, view=args.view,
                            coordinator_options=_settings(args.coordinator, "--coordinator"),
+                           submit_options=_settings(args.submit, "--submit"),
                            modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()), dataset=_spec(args),
                            workload=WorkloadSpec(passes=args.passes, jobs_per_pass=args.jobs_per_pass,
                                                  files_per_job=args.files_per_job, skew=args.skew))

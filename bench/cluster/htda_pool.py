@@ -43,9 +43,10 @@ class HTDAPool:
                  unknown_size: int, coordinator_cycle: float = 5.0, cache_cycle: float = 2.0,
                  steer_requirements: bool = False, native_hooks: bool = True, first_read_wait: float = 0.0,
                  first_read_home: bool = False, view: str = "mergerfs", read_through: bool = False,
-                 coordinator_options: dict[str, Any] | None = None):
+                 coordinator_options: dict[str, Any] | None = None, submit_options: dict[str, Any] | None = None):
         self.topo, self.workdir = topo, workdir
         self.coordinator_options = dict(coordinator_options or {})  # more [coordinator] settings, as given
+        self.submit_options = dict(submit_options or {})  # more [submit] settings, as given
         self.first_read_wait = first_read_wait  # the coordinator's; docs/cache.rst sets it with read-through
         self.first_read_home = first_read_home  # the submit agent's; the same
         self.view = view  # the cache nodes' union driver
@@ -84,7 +85,7 @@ class HTDAPool:
                             **self.coordinator_options},
             "submit": {"lookup_timeout": 1.0, "connect_timeout": 0.5, "send_interval": 0.2,
                        "steer_requirements": self.steer_requirements, "socket": str(self.socket),
-                       "first_read_home": self.first_read_home},
+                       "first_read_home": self.first_read_home, **self.submit_options},
         })
 
     def cache_config(self, worker: Host) -> Path:

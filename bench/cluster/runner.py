@@ -74,6 +74,7 @@ class RunConfig:
     native_hooks: bool = True  # the compiled job-router hooks (install-hooks --native), else the Python ones
     view: str = "mergerfs"  # HTDA run: the cache nodes' union driver (VIEWS)
     coordinator_options: dict[str, Any] = field(default_factory=dict)  # HTDA run: more [coordinator] settings
+    submit_options: dict[str, Any] = field(default_factory=dict)  # HTDA run: more [submit] settings
     modes: tuple[str, ...] = MODES
     negotiator: str = "standin"  # "condor": a real HTCondor pool places and runs the jobs; "standin": negotiator.py
     condor_home: Path | None = None  # HTCondor's release directory (negotiator = "condor")
@@ -179,7 +180,8 @@ class Cluster:
                                 first_read_wait=FIRST_READ_WAIT if self.config.read_through else 0.0,
                                 first_read_home=self.config.read_through, view=self.config.view,
                                 read_through=self.config.read_through,
-                                coordinator_options=self.config.coordinator_options)
+                                coordinator_options=self.config.coordinator_options,
+                                submit_options=self.config.submit_options)
                 pool.start()
                 pool.wait_members()
                 roots = {w.name: moddir / w.name / "view" for w in self.topo.worker_hosts}
