@@ -55,14 +55,16 @@ MAX_GROUPS = 256
 _KEY_CHARS = frozenset("0123456789abcdef")
 
 
-def _groups(cache: dict) -> tuple[str, bool]:
-    """(the comma-separated input keys the cache node reports, whether that list changed lately)."""
+def _groups(cache: dict) -> tuple[str, float | None]:
+    """(the comma-separated input keys the cache node reports, when that list last changed, if it says)."""
     keys = cache.get("groups")
     if not isinstance(keys, list):
-        return "", False
+        return "", None
     valid = [k for k in keys[:MAX_GROUPS] if isinstance(k, str) and 0 < len(k) <= 64 and set(k) <= _KEY_CHARS]
     changed = cache.get("groups_changed")
-    return ",".join(valid), isinstance(changed, (int, float)) and changed > 0
+    if isinstance(changed, bool) or not isinstance(changed, (int, float)) or changed <= 0:
+        return ",".join(valid), None
+    return ",".join(valid), float(changed)
 
 
 def machine_attributes(settings: dict[str, Setting], timeout: float = 2.0) -> dict[str, object]:
@@ -91,9 +93,9 @@ def _attributes(settings: dict[str, Setting], timeout: float) -> tuple[dict[str,
             for key, attr in CACHE_ATTRIBUTES.items():
                 if isinstance(cache.get(key), int):
                     attrs[attr] = cache[key]
-            attrs[GROUPS_ATTRIBUTE], stamped = _groups(cache)
+            attrs[GROUPS_ATTRIBUTE], changed = _groups(cache)
             # the node's clock and this host's are one: the cache node runs here
-            urgent = stamped and time.time() - float(cache["groups_changed"]) < float(settings["cron_period"])
+            urgent = changed is not None and time.time() - changed < float(settings["cron_period"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass  # the node is down or odd: publish what is known, never fail
     return attrs, urgent

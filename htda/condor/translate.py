@@ -18,6 +18,7 @@ from ..protocol.coordinator import input_key
 from . import classads
 from .hooks import split
 from .jobinfo import NODE_ATTR, InputMapping, JobInfo, job_info
+from .startd_cron import GROUPS_ATTRIBUTE
 
 __all__ = ["Steering", "Outcome", "translate", "parse_input", "ATTRS"]
 
@@ -34,8 +35,7 @@ class ATTRS:
     INPUTS = "HTDA_InputCount"
     HOME = "HTDA_HomeNode"
     INPUT_KEY = "HTDA_InputKey"
-    #: the machine attribute listing the input keys its cache node holds whole (htda.condor.startd_cron)
-    MACHINE_GROUPS = "HTDA_CacheGroups"
+    MACHINE_GROUPS = GROUPS_ATTRIBUTE  # the machine attribute listing the input keys its cache node holds whole
 
 
 @dataclass

@@ -367,6 +367,8 @@ class Coordinator:
 
     def _group_positions(self, node: str, listed: Sequence[int]) -> list[list[int]]:
         """The hot input groups ``node`` is given whole, as the positions of their files in its list."""
+        if not self.node_groups.get(node):
+            return []  # most pulls: no positions to map
         position = {fid: i for i, fid in enumerate(listed)}
         out = []
         for files in self.node_groups.get(node, ()):
