@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="tc tbf rate of every other host's link: the service host (where XCache runs) and each "
                           "worker, one NIC each ('': unshaped)")
     run.add_argument("--cache-mb", type=int, default=1024, help="HTDA cache device capacity per worker")
+    run.add_argument("--xcache-disk-mb", type=int,
+                     help="XCache's own disk, a filesystem of this size (default: the total of HTDA's devices, "
+                          "workers x cache-mb; 0: the host's disk, uncapped)")
     run.add_argument("--passes", type=int, default=4)
     run.add_argument("--jobs-per-pass", type=int, default=12)
     run.add_argument("--files-per-job", type=int, default=3)
@@ -134,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                            wait_routed=not args.no_route_wait,
                            dataset_dir=args.dataset_dir, prefix=args.prefix,
                            workers=args.workers, slots=args.slots, storage_rate=args.storage_rate,
-                           host_rate=args.host_rate, cache_mb=args.cache_mb, think=args.think,
+                           host_rate=args.host_rate, cache_mb=args.cache_mb, xcache_disk_mb=args.xcache_disk_mb,
+                           think=args.think,
                            steer_requirements=not args.rank_only, read_through=not args.no_read_through,
                            native_hooks=not args.python_hooks, view=args.view,
                            coordinator_options=_settings(args.coordinator, "--coordinator"),

@@ -63,6 +63,7 @@ def summarize(mode: dict, passes: int) -> dict:
         "hit_ratio": hit, "link_gb": mode["link_bytes"] / 1e9,
         "on_preferred": sum(1 for j in jobs if j["worker"] in j.get("preferred", [])),
         "steered": sum(1 for j in jobs if j.get("preferred")),
+        "cache_disk": mode.get("cache_disk") or {},
     }
 
 
@@ -163,11 +164,21 @@ def table(results: dict) -> str:
     passes = int(results["config"]["workload"]["passes"])
     rows = [summarize(m, passes) for m in results["modes"].values()]
     head = ["mode", "makespan s", "pass 1 MB/s", "later MB/s", "wall p90 s", "wall med s", "storage GB",
-            "hit ratio", "job MB/s later", "GB read", "jobs"]
+            "hit ratio", "job MB/s later", "GB read", "jobs", "cache disk GB"]
     lines = [[r["mode"], f"{r['seconds']:.0f}", f"{r['rate_by_pass'][1]:.1f}", f"{r['rate_later']:.1f}",
               f"{r['wall_p90']:.1f}", f"{r['wall_median']:.1f}", f"{r['link_gb']:.2f}", f"{r['hit_ratio']:.2f}",
-              f"{r['job_rate_later']:.1f}", f"{r['read_gb']:.2f}", str(r["jobs"])] for r in rows]
+              f"{r['job_rate_later']:.1f}", f"{r['read_gb']:.2f}", str(r["jobs"]), _disk(r["cache_disk"])]
+             for r in rows]
     return _rst([head, *lines])
+
+
+def _disk(areas: dict[str, int]) -> str:
+    """A mode's cache disk at its end: the total, and each area where there are several (HTDA's devices and its
+    read-through caches); "-" where no cache area was measured (no cache, or a run from before it was)."""
+    if not areas:
+        return "-"
+    total = f"{sum(areas.values()) / 1e9:.2f}"
+    return total if len(areas) == 1 else f"{total} ({' + '.join(f'{b / 1e9:.2f}' for b in areas.values())})"
 
 
 #: HTDA against the other modes: (figure, summary key, the mode it is divided by, better when, goal)

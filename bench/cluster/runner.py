@@ -38,7 +38,8 @@ from .dataset import DatasetFile, DatasetSpec, ensure_dataset
 from .dispatch import CondorDispatch, StandinDispatch
 from .htda_pool import HTDAPool
 from .monitor import Monitor
-from .services import XCACHE_PORT, XROOTD_PORT, Daemon, mounts_under, unmount_all, xcache, xrootd_origin, xrootdfs_mount
+from .services import (XCACHE_PORT, XROOTD_PORT, Daemon, disk_bytes, mounts_under, unmount_all, xcache, xrootd_origin,
+                       xrootdfs_mount)
 from .topology import Topology, TopologyError
 from .workload import WorkloadSpec, make_jobs
 
@@ -67,6 +68,8 @@ class RunConfig:
     storage_rate: str = "200mbit"
     host_rate: str = "1gbit"
     cache_mb: int = 1024
+    # XCache's own disk (MB); None: the same total as HTDA's cache devices (workers x cache_mb); 0: uncapped
+    xcache_disk_mb: int | None = None
     xcache_ram: str = "1g"
     think: float = 10.0
     steer_requirements: bool = True  # HTDA's submit.steer_requirements: jobs wait for a node holding inputs
@@ -88,6 +91,10 @@ class RunConfig:
             raise ValueError(f"modes must be some of {', '.join(MODES)}, not {bad or 'none'}")
         if self.slots < 1 or self.cache_mb < 1:
             raise ValueError("slots and cache_mb must be positive")
+        if self.xcache_disk_mb is None:
+            self.xcache_disk_mb = self.workers * self.cache_mb
+        if self.xcache_disk_mb < 0:
+            raise ValueError("xcache_disk_mb must be >= 0 (0: uncapped)")
         self.dataset_dir = Path(self.dataset_dir or self.workdir / "dataset")
         if self.negotiator not in ("condor", "standin"):
             raise ValueError(f"negotiator must be condor or standin, not {self.negotiator!r}")
@@ -109,6 +116,7 @@ class ModeResult:
     pass_times: dict[int, tuple[float, float]]
     placement: dict = field(default_factory=dict)  # what placed the jobs: real HTCondor (version, intervals)
     open_counters: dict = field(default_factory=dict)  # HTDA run: worker -> {source: bytes its node counted}
+    cache_disk: dict = field(default_factory=dict)  # cache area -> bytes it held on disk when the mode ended
 
 
 class Cluster:
@@ -158,7 +166,7 @@ class Cluster:
             mounts = {w.name: moddir / w.name / "storage" for w in self.topo.worker_hosts}
             if mode == "xcache":
                 daemons.append(xcache(self.topo.service, self.topo.storage, moddir / "xcache-data", moddir,
-                                      ram=self.config.xcache_ram))
+                                      ram=self.config.xcache_ram, disk=(self.config.xcache_disk_mb or 0) << 20))
                 mounts = {w.name: moddir / w.name / "xcache" for w in self.topo.worker_hosts}
             upstream = (self.topo.service, XCACHE_PORT) if mode == "xcache" else (self.topo.storage, XROOTD_PORT)
             servers = dict.fromkeys((w.name for w in self.topo.worker_hosts), upstream)
@@ -186,13 +194,24 @@ class Cluster:
                 pool.wait_members()
                 roots = {w.name: moddir / w.name / "view" for w in self.topo.worker_hosts}
             watched = {**(pool.pids() if pool else {}), **{d.name: d.pid for d in daemons}}
-            return self._execute(mode, jobs, roots, pool, moddir, watched)
+            result = self._execute(mode, jobs, roots, pool, moddir, watched)
+            result.cache_disk = self._cache_disk(moddir)
+            return result
         finally:
             if pool is not None:
                 pool.stop()
             for daemon in reversed(daemons):
                 daemon.stop()
             unmount_all(moddir)
+
+    def _cache_disk(self, moddir: Path) -> dict[str, int]:
+        """What each kind of cache area of the mode holds on disk now: XCache's data, HTDA's cache devices and
+        the workers' read-through caches (each summed over the workers)."""
+        workers = [moddir / w.name for w in self.topo.worker_hosts]
+        areas = {"xcache": [moddir / "xcache-data"], "htda devices": [w / "cache0" for w in workers],
+                 "read-through": [w / "readthrough-data" for w in workers]}
+        return {area: sum(disk_bytes(p) for p in paths) for area, paths in areas.items()
+                if any(p.exists() for p in paths)}
 
     def _local_copies(self, root: Path) -> Path:
         """A worker's own copy of the whole dataset under ``root`` (readable by every job owner)."""

@@ -21,7 +21,7 @@ from testkit.processes import stop_process
 from .topology import Host, TopologyError, run
 
 __all__ = ["Daemon", "xrootd_origin", "xcache", "xrootdfs_mount", "unmount_all", "mounts_under", "wait_port",
-           "XROOTD_PORT", "XCACHE_PORT"]
+           "dedicated_filesystem", "disk_bytes", "XROOTD_PORT", "XCACHE_PORT"]
 
 XROOTD_PORT = 1094
 XCACHE_PORT = 1095
@@ -113,15 +113,48 @@ def xrootd_origin(host: Host, root: Path, workdir: Path, port: int = XROOTD_PORT
 
 
 def xcache(host: Host, origin: Host, cache_dir: Path, workdir: Path, ram: str = "1g",
-           port: int = XCACHE_PORT, origin_port: int = XROOTD_PORT, name: str = "xcache") -> Daemon:
+           port: int = XCACHE_PORT, origin_port: int = XROOTD_PORT, name: str = "xcache",
+           disk: int = 0) -> Daemon:
     """An XRootD proxy file cache (pfc plugin) in front of the origin; config as in the reference notes.
-    ``name`` tells several apart (the daemon's name, its directory under ``workdir``)."""
+    ``name`` tells several apart (the daemon's name, its directory under ``workdir``).  ``disk``: bytes of a
+    filesystem of its own for the cached data (as a site gives XCache its own disk, the watermarks being shares
+    of it), purged every 10 s; 0: the data go on the host's filesystem, in practice uncapped."""
     cache_dir.mkdir(parents=True, exist_ok=True)
+    purge = ""
+    if disk:
+        dedicated_filesystem(cache_dir, disk)
+        purge = " purgeinterval 10"  # pfc's default, 300 s, is longer than a run: it would fill and stop caching
     shutil.chown(cache_dir, "xrootd", "xrootd")
     config = (f"all.export /\nxrd.port {port}\nofs.osslib libXrdPss.so\npss.cachelib libXrdPfc.so\n"
               f"pss.origin {origin.address}:{origin_port}\noss.localroot {cache_dir}\n"
-              f"pfc.blocksize 1M\npfc.ram {ram}\npfc.diskusage 0.90 0.95\nall.adminpath {workdir}/{name}/admin\n")
+              f"pfc.blocksize 1M\npfc.ram {ram}\npfc.diskusage 0.90 0.95{purge}\n"
+              f"all.adminpath {workdir}/{name}/admin\n")
     return _xrootd(name, host, config, workdir / name, port)
+
+
+def dedicated_filesystem(mountpoint: Path, size: int) -> None:
+    """Mount an ext4 filesystem of ``size`` bytes (a loop-mounted image beside ``mountpoint``) at
+    ``mountpoint``; :func:`unmount_all` of the run directory takes it away with the rest."""
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    image = mountpoint.with_name(mountpoint.name + ".img")
+    with open(image, "wb") as out:
+        out.truncate(size)
+    # no journal, no reserve and an inode a MB (cache files are large): nearly all of it holds data
+    run("mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-i", str(1 << 20), str(image))
+    run("mount", "-o", "loop", str(image), str(mountpoint))
+
+
+def disk_bytes(root: Path) -> int:
+    """Bytes the files under ``root`` take on disk (allocated blocks: a cache's sparse files count what they
+    hold, not their length)."""
+    total = 0
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+            except FileNotFoundError:  # removed meanwhile (a purge)
+                pass
+    return total
 
 
 def xrootdfs_mount(host: Host, server: Host, port: int, mountpoint: Path, log: Path) -> Daemon:

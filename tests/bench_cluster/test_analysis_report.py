@@ -186,3 +186,15 @@ def test_the_cold_floor_counts_new_files_once_at_the_storage_rate_after_the_idea
     as_run = {name: {**mode, "pass_times": {int(k): v for k, v in mode["pass_times"].items()}}
               for name, mode in results["modes"].items()}  # a run's own results, before JSON: int keys
     assert report.cold_floor({**results, "modes": as_run}) == report.cold_floor(results)
+
+
+def test_the_table_shows_each_modes_cache_disk_split_by_area_where_there_are_several():
+    jobs = [_job("a", 1, 0, 10, 100e6)]
+    modes = {name: _mode(name, jobs) for name in ("nocache", "xcache", "htda")}
+    modes["xcache"]["cache_disk"] = {"xcache": 1_200_000_000}
+    modes["htda"]["cache_disk"] = {"htda devices": 1_000_000_000, "read-through": 500_000_000}
+    text = report.table({"config": {"workload": {"passes": 1}}, "modes": modes})
+    lines = text.splitlines()
+    start = lines[0].rindex(" ") + 1  # the last column of the rule above the head
+    last = {line.split()[0]: line[start:].strip() for line in lines if line[:1].isalpha()}
+    assert last == {"mode": "cache disk GB", "nocache": "-", "xcache": "1.20", "htda": "1.50 (1.00 + 0.50)"}
