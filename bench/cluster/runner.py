@@ -38,8 +38,17 @@ from .dataset import DatasetFile, DatasetSpec, ensure_dataset
 from .dispatch import CondorDispatch, StandinDispatch
 from .htda_pool import HTDAPool
 from .monitor import Monitor
-from .services import (XCACHE_PORT, XROOTD_PORT, Daemon, disk_bytes, mounts_under, unmount_all, xcache, xrootd_origin,
-                       xrootdfs_mount)
+from .services import (
+    XCACHE_PORT,
+    XROOTD_PORT,
+    Daemon,
+    disk_bytes,
+    mounts_under,
+    unmount_all,
+    xcache,
+    xrootd_origin,
+    xrootdfs_mount,
+)
 from .topology import Topology, TopologyError
 from .workload import WorkloadSpec, make_jobs
 
