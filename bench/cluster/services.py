@@ -123,7 +123,7 @@ def xcache(host: Host, origin: Host, cache_dir: Path, workdir: Path, ram: str = 
     purge = ""
     if disk:
         dedicated_filesystem(cache_dir, disk)
-        purge = " purgeinterval 10"  # pfc's default, 300 s, is longer than a run: it would fill and stop caching
+X
     shutil.chown(cache_dir, "xrootd", "xrootd")
     config = (f"all.export /\nxrd.port {port}\nofs.osslib libXrdPss.so\npss.cachelib libXrdPfc.so\n"
               f"pss.origin {origin.address}:{origin_port}\noss.localroot {cache_dir}\n"
