@@ -118,12 +118,12 @@ def xcache(host: Host, origin: Host, cache_dir: Path, workdir: Path, ram: str = 
     """An XRootD proxy file cache (pfc plugin) in front of the origin; config as in the reference notes.
     ``name`` tells several apart (the daemon's name, its directory under ``workdir``).  ``disk``: bytes of a
     filesystem of its own for the cached data (as a site gives XCache its own disk, the watermarks being shares
-    of it), purged every 10 s; 0: the data go on the host's filesystem, in practice uncapped."""
+    of it), purged every 60 s, as often as pfc allows; 0: the data go on the host's filesystem, in practice uncapped."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     purge = ""
     if disk:
         dedicated_filesystem(cache_dir, disk)
-X
+        purge = " purgeinterval 60"  # the least pfc takes (its default, 300 s, is longer than a run)
     shutil.chown(cache_dir, "xrootd", "xrootd")
     config = (f"all.export /\nxrd.port {port}\nofs.osslib libXrdPss.so\npss.cachelib libXrdPfc.so\n"
               f"pss.origin {origin.address}:{origin_port}\noss.localroot {cache_dir}\n"
