@@ -38,7 +38,9 @@ from .dataset import DatasetFile, DatasetSpec, ensure_dataset
 from .dispatch import CondorDispatch, StandinDispatch
 from .htda_pool import HTDAPool
 from .monitor import Monitor
+from .report import link_rate
 from .services import (
+    PURGE_INTERVAL,
     XCACHE_PORT,
     XROOTD_PORT,
     Daemon,
@@ -175,7 +177,8 @@ class Cluster:
             mounts = {w.name: moddir / w.name / "storage" for w in self.topo.worker_hosts}
             if mode == "xcache":
                 daemons.append(xcache(self.topo.service, self.topo.storage, moddir / "xcache-data", moddir,
-                                      ram=self.config.xcache_ram, disk=(self.config.xcache_disk_mb or 0) << 20))
+                                      ram=self.config.xcache_ram, disk=(self.config.xcache_disk_mb or 0) << 20,
+                                      headroom=int(PURGE_INTERVAL * link_rate(self.config.storage_rate))))
                 mounts = {w.name: moddir / w.name / "xcache" for w in self.topo.worker_hosts}
             upstream = (self.topo.service, XCACHE_PORT) if mode == "xcache" else (self.topo.storage, XROOTD_PORT)
             servers = dict.fromkeys((w.name for w in self.topo.worker_hosts), upstream)

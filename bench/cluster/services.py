@@ -21,10 +21,12 @@ from testkit.processes import stop_process
 from .topology import Host, TopologyError, run
 
 __all__ = ["Daemon", "xrootd_origin", "xcache", "xrootdfs_mount", "unmount_all", "mounts_under", "wait_port",
-           "dedicated_filesystem", "disk_bytes", "XROOTD_PORT", "XCACHE_PORT"]
+           "dedicated_filesystem", "disk_bytes", "XROOTD_PORT", "XCACHE_PORT", "PURGE_INTERVAL"]
 
 XROOTD_PORT = 1094
 XCACHE_PORT = 1095
+#: seconds between two purges of a capped XCache's disk: the least pfc accepts (its default is 300)
+PURGE_INTERVAL = 60
 XRD_ENV = {"XRD_CONNECTIONRETRY": "2", "XRD_REQUESTTIMEOUT": "60", "XRD_STREAMTIMEOUT": "60"}
 
 
@@ -114,21 +116,25 @@ def xrootd_origin(host: Host, root: Path, workdir: Path, port: int = XROOTD_PORT
 
 def xcache(host: Host, origin: Host, cache_dir: Path, workdir: Path, ram: str = "1g",
            port: int = XCACHE_PORT, origin_port: int = XROOTD_PORT, name: str = "xcache",
-           disk: int = 0) -> Daemon:
+           disk: int = 0, headroom: int = 0) -> Daemon:
     """An XRootD proxy file cache (pfc plugin) in front of the origin; config as in the reference notes.
-    ``name`` tells several apart (the daemon's name, its directory under ``workdir``).  ``disk``: bytes of a
-    filesystem of its own for the cached data (as a site gives XCache its own disk, the watermarks being shares
-    of it), purged every 60 s, as often as pfc allows; 0: the data go on the host's filesystem, in practice uncapped."""
+    ``name`` tells several apart (the daemon's name, its directory under ``workdir``).
+
+    ``disk``: XCache may hold this many bytes.  Its data then go on a filesystem of their own, as a site gives
+    XCache its own disk, of ``disk + headroom`` bytes, with the high watermark at ``disk``: pfc purges at most
+    once a minute (its least ``purgeinterval``), and on a disk that fills between two purges it cannot write
+    blocks and its clients stall; ``headroom`` (what can come in within a minute) keeps that from happening, so
+    XCache may hold up to ``headroom`` more for a while.  0: the host's filesystem, in practice uncapped."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    purge = ""
+    usage = "0.90 0.95"
     if disk:
-        dedicated_filesystem(cache_dir, disk)
-        purge = " purgeinterval 60"  # the least pfc takes (its default, 300 s, is longer than a run)
+        size = disk + headroom
+        dedicated_filesystem(cache_dir, size)
+        usage = f"{0.9 * disk / size:.4f} {disk / size:.4f} purgeinterval {PURGE_INTERVAL}"
     shutil.chown(cache_dir, "xrootd", "xrootd")
     config = (f"all.export /\nxrd.port {port}\nofs.osslib libXrdPss.so\npss.cachelib libXrdPfc.so\n"
               f"pss.origin {origin.address}:{origin_port}\noss.localroot {cache_dir}\n"
-              f"pfc.blocksize 1M\npfc.ram {ram}\npfc.diskusage 0.90 0.95{purge}\n"
-              f"all.adminpath {workdir}/{name}/admin\n")
+              f"pfc.blocksize 1M\npfc.ram {ram}\npfc.diskusage {usage}\nall.adminpath {workdir}/{name}/admin\n")
     return _xrootd(name, host, config, workdir / name, port)
 
 
