@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--cache-mb", type=int, default=1024, help="HTDA cache device capacity per worker")
     run.add_argument("--xcache-disk-mb", type=int,
                      help="XCache's own disk, a filesystem of this size (default: the total of HTDA's devices, "
-                          "workers x cache-mb; 0: the host's disk, uncapped)")
+                          "workers x cache-mb; 0, or a cap the whole dataset fits in: the host's disk, uncapped)")
     run.add_argument("--passes", type=int, default=4)
     run.add_argument("--jobs-per-pass", type=int, default=12)
     run.add_argument("--files-per-job", type=int, default=3)

@@ -177,7 +177,7 @@ class Cluster:
             mounts = {w.name: moddir / w.name / "storage" for w in self.topo.worker_hosts}
             if mode == "xcache":
                 daemons.append(xcache(self.topo.service, self.topo.storage, moddir / "xcache-data", moddir,
-                                      ram=self.config.xcache_ram, disk=(self.config.xcache_disk_mb or 0) << 20,
+                                      ram=self.config.xcache_ram, disk=self._xcache_disk(),
                                       headroom=int(PURGE_INTERVAL * link_rate(self.config.storage_rate))))
                 mounts = {w.name: moddir / w.name / "xcache" for w in self.topo.worker_hosts}
             upstream = (self.topo.service, XCACHE_PORT) if mode == "xcache" else (self.topo.storage, XROOTD_PORT)
@@ -215,6 +215,12 @@ class Cluster:
             for daemon in reversed(daemons):
                 daemon.stop()
             unmount_all(moddir)
+
+    def _xcache_disk(self) -> int:
+        """XCache's cap in bytes; 0 (its data on the host's disk, as before caps) where the cap could never bind:
+        the whole dataset fits in it."""
+        cap = (self.config.xcache_disk_mb or 0) << 20
+        return cap if cap < sum(f.size for f in self.files) else 0
 
     def _cache_disk(self, moddir: Path) -> dict[str, int]:
         """What each kind of cache area of the mode holds on disk now: XCache's data, HTDA's cache devices and
