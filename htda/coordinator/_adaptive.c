@@ -16,6 +16,11 @@
  *   a candidate, side by side: what an access of it reads) hold a copy of its key at that candidate, the size
  *   that candidate's shadow holds of it (OUT when it does not hold it) and when it came in there (the order of
  *   a Python dict of residents, for sums in that order);
+ * - with admission shadows (admissions = 2) every group also has the keys it had before its latest access (`P`,
+ *   a row like K's; -inf for a group accessed once), and the shadows are 2 * nc: shadow k < nc evicts the lowest
+ *   key of candidate k and admits every group, shadow nc + c evicts as candidate c and admits a missed group only
+ *   if its key before this access beats the key of each victim it would displace (TinyLFU's question, asked of
+ *   LRFU keys: a group read once never displaces one read before);
  * - each shadow's eviction order is a binary heap of (key when pushed, sampled index), lazy as keys only
  *   grow: an entry whose group's key has changed is re-pushed with the current key when it reaches the top.
  *   The heap pops the least (key, group), ties broken by comparing the groups as Python does for tuples: so
@@ -62,10 +67,11 @@ typedef struct {
     PyObject *touched; /* _touched: groups accessed since take_touched (set) */
     PyObject *index; /* group -> slot (dict of ints) */
     double epoch, now;
-    int nc, active, busy, failed;
+    int nc, ns, na, active, busy, failed; /* candidates, shadows (na * nc), admissions (1 or 2) */
     double *inverse; /* 1 / half-life of each candidate */
     /* slots */
     double *K; /* slot * nc + candidate -> key */
+    double *P; /* slot * nc + candidate -> its key before its latest access (NULL unless na == 2) */
     uint64_t *mix;
     Py_ssize_t *sidx;
     Py_ssize_t nslots, slot_cap, *free_slots, nfree, free_cap; /* slots of forgotten groups, to reuse */
@@ -76,8 +82,8 @@ typedef struct {
     Py_ssize_t max_sampled, nsampled;
     Py_ssize_t *s_slot, s_top, s_cap, *s_free, s_nfree;
     PyObject **s_group;
-    Cell *cells; /* sampled index * nc + candidate */
-    /* the shadows, one per candidate */
+    Cell *cells; /* sampled index * ns + shadow */
+    /* the shadows, na per candidate */
     Shadow *shadows;
     double capacity, shadow_capacity, round_bytes;
     Py_ssize_t sampled, decision_every;
@@ -85,7 +91,7 @@ typedef struct {
 
 static PyObject *str_decide;
 
-#define CELL(self, s, c) (&(self)->cells[(s) * (self)->nc + (c)])
+#define CELL(self, s, k) (&(self)->cells[(s) * (self)->ns + (k)])
 
 static int ready(Kernel *self);
 
@@ -134,16 +140,16 @@ set_active_key(Kernel *self, PyObject *group, double key)
     return failed;
 }
 
-/* arg as the index of a candidate (-1 with an exception if it is not one) */
+/* arg as an index below limit, of a candidate (nc) or a shadow (ns) (-1 with an exception if it is not one) */
 static int
-candidate(Kernel *self, PyObject *arg)
+candidate(Kernel *self, PyObject *arg, int shadows)
 {
     long c = PyLong_AsLong(arg);
     if (c == -1 && PyErr_Occurred())
         return -1;
     if (!ready(self))
         return -1;
-    if (c < 0 || c >= self->nc) {
+    if (c < 0 || c >= (shadows ? self->ns : self->nc)) {
         PyErr_SetString(PyExc_ValueError, "no such candidate");
         return -1;
     }
@@ -160,14 +166,14 @@ slot_of(Kernel *self, PyObject *group)
     return PyLong_AsSsize_t(slot);
 }
 
-/* a sampled group's cells get its keys */
+/* a sampled group's cells get its keys (shadow k evicts by candidate k % nc) */
 static inline void
 sync_cells(Kernel *self, Py_ssize_t slot)
 {
     Py_ssize_t s = self->sidx[slot];
     if (s >= 0)
-        for (int c = 0; c < self->nc; c++)
-            CELL(self, s, c)->key = self->K[slot * self->nc + c];
+        for (int k = 0; k < self->ns; k++)
+            CELL(self, s, k)->key = self->K[slot * self->nc + k % self->nc];
 }
 
 static Py_ssize_t
@@ -185,6 +191,7 @@ new_slot(Kernel *self, PyObject *group)
         if (self->nslots == self->slot_cap) {
             Py_ssize_t cap = self->slot_cap ? 2 * self->slot_cap : 1024;
             if (htda_grow((void **)&self->K, cap * self->nc, sizeof(double)) < 0
+                || (self->na == 2 && htda_grow((void **)&self->P, cap * self->nc, sizeof(double)) < 0)
                 || htda_grow((void **)&self->mix, cap, sizeof(uint64_t)) < 0
                 || htda_grow((void **)&self->sidx, cap, sizeof(Py_ssize_t)) < 0)
                 return -1;
@@ -204,6 +211,9 @@ new_slot(Kernel *self, PyObject *group)
     Py_DECREF(number);
     self->mix[slot] = mix;
     self->sidx[slot] = -1;
+    if (self->P != NULL)
+        for (int c = 0; c < self->nc; c++)
+            self->P[slot * self->nc + c] = -INFINITY;
     return slot;
 }
 
@@ -318,7 +328,7 @@ arrivals(Kernel *self, int c, Py_ssize_t *count)
 static int
 drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
 {
-    for (int c = 0; c < self->nc; c++) {
+    for (int c = 0; c < self->ns; c++) {
         Shadow *shadow = &self->shadows[c];
         Py_ssize_t kept = 0, n;
         for (Py_ssize_t i = 0; i < shadow->n; i++) {
@@ -359,7 +369,7 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
             if (htda_grow((void **)&self->s_slot, cap, sizeof(Py_ssize_t)) < 0
                 || htda_grow((void **)&self->s_group, cap, sizeof(PyObject *)) < 0
                 || htda_grow((void **)&self->s_free, cap, sizeof(Py_ssize_t)) < 0
-                || htda_grow((void **)&self->cells, cap * self->nc, sizeof(Cell)) < 0)
+                || htda_grow((void **)&self->cells, cap * self->ns, sizeof(Cell)) < 0)
                 return -1;
             self->s_cap = cap;
         }
@@ -368,9 +378,9 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
     self->s_slot[s] = slot;
     Py_INCREF(group);
     self->s_group[s] = group;
-    for (int c = 0; c < self->nc; c++) {
-        CELL(self, s, c)->key = self->K[slot * self->nc + c];
-        CELL(self, s, c)->size = OUT;
+    for (int k = 0; k < self->ns; k++) {
+        CELL(self, s, k)->key = self->K[slot * self->nc + k % self->nc];
+        CELL(self, s, k)->size = OUT;
     }
     self->sidx[slot] = s;
     self->nsampled++;
@@ -407,7 +417,7 @@ halve(Kernel *self)
     for (Py_ssize_t s = 0; s < self->s_top; s++)
         leaving[s] = self->s_group[s] != NULL && !in_sample(self, self->mix[self->s_slot[s]]);
     int failed = drop_from_shadows(self, leaving, -1, 1);
-    for (int c = 0; c < self->nc && !failed; c++)
+    for (int c = 0; c < self->ns && !failed; c++)
         failed = evict(self, c, self->shadow_capacity);
     for (Py_ssize_t s = 0; s < self->s_top; s++)
         if (leaving[s])
@@ -418,13 +428,42 @@ halve(Kernel *self)
 
 /* -- an access --------------------------------------------------------------------------------------------- */
 
+/* Admission shadow k's question before the sampled group s (its key before this access: before) comes in:
+ * the lowest keys go while they are below `before` and the shadow has no room for size; 1 when there is room,
+ * 0 when a victim's key is at least `before` (the group stays out; the victims that went before stay gone). */
+static int
+admit(Kernel *self, int k, double before, double size, double capacity)
+{
+    Shadow *shadow = &self->shadows[k];
+    while (shadow->used + size > capacity && shadow->n) {
+        Entry *top = &shadow->heap[0];
+        double current = CELL(self, top->s, k)->key;
+        if (current != top->key) { /* accessed since it was pushed: re-push it with its key now */
+            top->key = current;
+            shadow_sift_down(self, shadow->heap, shadow->n, 0);
+            continue;
+        }
+        if (before <= current)
+            return 0;
+        Py_ssize_t victim = top->s;
+        shadow->heap[0] = shadow->heap[--shadow->n];
+        if (shadow->n)
+            shadow_sift_down(self, shadow->heap, shadow->n, 0);
+        Cell *gone = CELL(self, victim, k);
+        shadow->used -= gone->size;
+        gone->size = OUT;
+    }
+    return 1;
+}
+
 /* one access of the sampled group of index s through every shadow */
 static int
 replay_sampled(Kernel *self, Py_ssize_t s, double size)
 {
     double capacity = self->shadow_capacity;
     Cell *cells = CELL(self, s, 0);
-    for (int c = 0; c < self->nc; c++) {
+    const double *before = self->P == NULL ? NULL : &self->P[self->s_slot[s] * self->nc];
+    for (int c = 0; c < self->ns; c++) {
         Shadow *shadow = &self->shadows[c];
         Cell *cell = &cells[c];
         double old = cell->size;
@@ -440,6 +479,8 @@ replay_sampled(Kernel *self, Py_ssize_t s, double size)
             if (shadow->used <= capacity && capacity < shadow->used + size && shadow->n
                 && entry_lt(self, &entry, &shadow->heap[0]))
                 continue; /* the lowest entry: evicting would drop it first and nothing else: it never enters */
+            if (c >= self->nc && !admit(self, c, before[c - self->nc], size, capacity))
+                continue;
             if (self->failed || push(self, shadow, entry.key, s) < 0)
                 return -1;
             cell->size = size;
@@ -521,6 +562,8 @@ record(Kernel *self, PyObject *group, double t, double lw, double size)
         return -1;
     if (slot >= 0) {
         double *row = &self->K[slot * nc], was = row[active];
+        if (self->P != NULL)
+            memcpy(&self->P[slot * nc], row, (size_t)nc * sizeof(double));
         for (int c = 0; c < nc; c++)
             row[c] = add_key(row[c], lw + base * self->inverse[c]);
         sync_cells(self, slot);
@@ -563,10 +606,10 @@ record(Kernel *self, PyObject *group, double t, double lw, double size)
 static PyObject *
 take_hits(Kernel *self)
 {
-    PyObject *hits = PyList_New(self->nc);
+    PyObject *hits = PyList_New(self->ns);
     if (hits == NULL)
         return NULL;
-    for (int c = 0; c < self->nc; c++) {
+    for (int c = 0; c < self->ns; c++) {
         PyObject *value = PyFloat_FromDouble(self->shadows[c].hits);
         if (value == NULL) {
             Py_DECREF(hits);
@@ -635,12 +678,14 @@ free_state(Kernel *self)
     for (Py_ssize_t s = 0; s < self->s_top; s++)
         Py_CLEAR(self->s_group[s]);
     if (self->shadows) {
-        for (int c = 0; c < self->nc; c++)
+        for (int c = 0; c < self->ns; c++)
             PyMem_Free(self->shadows[c].heap);
     }
     PyMem_Free(self->shadows);
     PyMem_Free(self->inverse);
     PyMem_Free(self->K);
+    PyMem_Free(self->P);
+    self->P = NULL;
     PyMem_Free(self->mix);
     PyMem_Free(self->sidx);
     PyMem_Free(self->free_slots);
@@ -654,22 +699,27 @@ free_state(Kernel *self)
     self->mix = NULL;
     self->sidx = self->free_slots = self->s_slot = self->s_free = NULL;
     self->s_group = NULL;
-    self->nc = 0;
+    self->nc = self->ns = self->na = 0;
     self->nslots = self->slot_cap = self->nfree = self->free_cap = 0;
     self->s_top = self->s_cap = self->s_nfree = self->nsampled = 0;
 }
 
 PyDoc_STRVAR(configure_doc,
-"_configure(inverses, active)\n--\n\n"
-"Start empty with one candidate per 1 / half-life of ``inverses``, ``active`` the one whose keys are _keys.");
+"_configure(inverses, active, admissions=1)\n--\n\n"
+"Start empty with one candidate per 1 / half-life of ``inverses``, ``active`` the one whose keys are _keys;\n"
+"``admissions`` 2: a second shadow per candidate, asking the admission question.");
 
 static PyObject *
 Kernel_configure(Kernel *self, PyObject *args)
 {
     PyObject *inverses;
-    int active;
-    if (!PyArg_ParseTuple(args, "Oi:_configure", &inverses, &active))
+    int active, admissions = 1;
+    if (!PyArg_ParseTuple(args, "Oi|i:_configure", &inverses, &active, &admissions))
         return NULL;
+    if (admissions != 1 && admissions != 2) {
+        PyErr_SetString(PyExc_ValueError, "admissions must be 1 or 2");
+        return NULL;
+    }
     PyObject *seq = PySequence_Fast(inverses, "inverses must be a sequence");
     if (seq == NULL)
         return NULL;
@@ -683,7 +733,7 @@ Kernel_configure(Kernel *self, PyObject *args)
     Py_CLEAR(self->index);
     self->index = PyDict_New();
     self->inverse = PyMem_Calloc((size_t)nc, sizeof(double));
-    self->shadows = PyMem_Calloc((size_t)nc, sizeof(Shadow));
+    self->shadows = PyMem_Calloc((size_t)nc * (size_t)admissions, sizeof(Shadow));
     if (self->index == NULL || self->inverse == NULL || self->shadows == NULL) {
         Py_DECREF(seq);
         if (!PyErr_Occurred())
@@ -699,6 +749,8 @@ Kernel_configure(Kernel *self, PyObject *args)
     }
     Py_DECREF(seq);
     self->nc = (int)nc;
+    self->na = admissions;
+    self->ns = (int)nc * admissions;
     self->active = active;
     Py_RETURN_NONE;
 }
@@ -793,7 +845,7 @@ PyDoc_STRVAR(activate_doc,
 static PyObject *
 Kernel_activate(Kernel *self, PyObject *arg)
 {
-    int to = candidate(self, arg);
+    int to = candidate(self, arg, 0);
     if (to < 0)
         return NULL;
     self->active = to;
@@ -823,7 +875,7 @@ Kernel_evict(Kernel *self, PyObject *arg)
         return NULL;
     int failed = 0;
     self->busy = 1;
-    for (int c = 0; c < self->nc && !failed; c++)
+    for (int c = 0; c < self->ns && !failed; c++)
         failed = evict(self, c, capacity);
     self->busy = self->failed = 0;
     if (failed)
@@ -836,7 +888,7 @@ PyDoc_STRVAR(table_doc, "table(candidate)\n--\n\nA new dict of every group's key
 static PyObject *
 Kernel_table(Kernel *self, PyObject *arg)
 {
-    int c = candidate(self, arg);
+    int c = candidate(self, arg, 0);
     if (c < 0)
         return NULL;
     PyObject *table = PyDict_New();
@@ -858,13 +910,14 @@ Kernel_table(Kernel *self, PyObject *arg)
 }
 
 PyDoc_STRVAR(shadow_doc,
-"shadow(candidate)\n--\n\n(held, used, hits) of ``candidate``'s shadow: a new dict of the groups it holds -> their size,\n"
-"in the order they came in, the size it holds and the bytes it hit in the current round.");
+"shadow(index)\n--\n\n(held, used, hits) of shadow ``index`` (candidate index % candidates; the second half asks\n"
+"the admission question): a new dict of the groups it holds -> their size, in the order they came in, the\n"
+"size it holds and the bytes it hit in the current round.");
 
 static PyObject *
 Kernel_shadow(Kernel *self, PyObject *arg)
 {
-    int c = candidate(self, arg);
+    int c = candidate(self, arg, 1);
     if (c < 0)
         return NULL;
     Py_ssize_t n;
@@ -882,6 +935,25 @@ Kernel_shadow(Kernel *self, PyObject *arg)
     if (held == NULL)
         return NULL;
     return Py_BuildValue("(Ndd)", held, self->shadows[c].used, self->shadows[c].hits);
+}
+
+PyDoc_STRVAR(before_doc,
+"before(group)\n--\n\nThe key ``group`` had at the active candidate before its latest access (-inf if it was accessed\n"
+"once, or is unknown); ValueError without admission shadows.");
+
+static PyObject *
+Kernel_before(Kernel *self, PyObject *group)
+{
+    if (!ready(self))
+        return NULL;
+    if (self->na != 2) {
+        PyErr_SetString(PyExc_ValueError, "keys before the latest access are kept with admission shadows only");
+        return NULL;
+    }
+    Py_ssize_t slot = slot_of(self, group);
+    if (slot == -2)
+        return NULL;
+    return PyFloat_FromDouble(slot < 0 ? -INFINITY : self->P[slot * self->nc + self->active]);
 }
 
 PyDoc_STRVAR(sample_doc, "sampled()\n--\n\nThe groups whose accesses the shadow caches replay (a new set).");
@@ -906,6 +978,7 @@ static PyMethodDef Kernel_methods[] = {
     {"table", (PyCFunction)Kernel_table, METH_O, table_doc},
     {"shadow", (PyCFunction)Kernel_shadow, METH_O, shadow_doc},
     {"sampled", (PyCFunction)Kernel_sample, METH_NOARGS, sample_doc},
+    {"before", (PyCFunction)Kernel_before, METH_O, before_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -915,6 +988,7 @@ static PyMemberDef Kernel_members[] = {
     {"epoch", T_DOUBLE, offsetof(Kernel, epoch), 0, "the time keys are relative to"},
     {"_now", T_DOUBLE, offsetof(Kernel, now), 0, "the latest access time seen"},
     {"active", T_INT, offsetof(Kernel, active), READONLY, "the index of the active candidate"},
+    {"admissions", T_INT, offsetof(Kernel, na), READONLY, "shadows per candidate: 2 with admission shadows"},
     {"sample_rate", T_DOUBLE, offsetof(Kernel, sample_rate), 0, "the share of the hash space sampled"},
     {"max_sampled", T_PYSSIZET, offsetof(Kernel, max_sampled), 0, "the most groups sampled"},
     {"capacity", T_DOUBLE, offsetof(Kernel, capacity), 0, "the real cache's size"},

@@ -21,6 +21,17 @@ and ranks with the one that is currently best:
   sampled (SHARDS' fixed-size variant, by halving): a workload of few large
   groups is replayed whole, one of millions of small ones by a sample of
   bounded cost;
+- **admission shadows** (``choose_admission``, on by default): a second shadow
+  per candidate asks, before a missed group displaces anything, TinyLFU's
+  question (:mod:`.admission`) of the LRFU keys themselves: is the group's key
+  *before this access* above the key of each victim it would displace (a group
+  read once has none, so it never displaces one read before)?  The keys before
+  the latest access are kept beside the keys (:meth:`before`).  When such a
+  shadow wins, :attr:`admitting` is true and the cache around the rating asks
+  the question too (the simulator's cache, the coordinator's placement): on
+  traces full of blocks read once (CloudPhysics) that keeps the cache for the
+  blocks read again, where on others (OLTP) it only delays them, and the
+  shadows tell which;
 - **decisions** (:class:`DampedChoice`): every ``decision_every`` sampled
   accesses the hit counts of the round are added to exponentially decayed
   totals (``decay``); a candidate replaces the active one only if its total
@@ -118,7 +129,9 @@ class Candidate:
     """One candidate half-life as :meth:`AdaptiveLRFUPolicy.candidates` shows it: copies, for reading."""
 
     half_life: float
-    #: whether the policy ranks with it now
+    #: whether this shadow asks the admission question (:attr:`AdaptiveLRFUPolicy.admitting`)
+    admits: bool
+    #: whether the policy ranks (and admits) as it now
     active: bool
     #: every group's key at this half-life
     keys: dict[Any, float]
@@ -142,7 +155,7 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
     def __init__(self, half_life: float = 86400.0, epoch: float = 0.0,
                  half_lives: Sequence[float] = DEFAULT_HALF_LIVES, sample_rate: float = 1.0,
                  max_sampled: int = 16384, capacity: float = 0.0, decision_every: int = 1000,
-                 hysteresis: float = 0.05, patience: int = 2, decay: float = 0.5):
+                 hysteresis: float = 0.05, patience: int = 2, decay: float = 0.5, choose_admission: bool = True):
         super().__init__(half_life, epoch)
         candidates = sorted({float(h) for h in half_lives} | {self.half_life})
         for wrong, message in (
@@ -156,14 +169,18 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         self.half_lives = candidates
         # one key per group and candidate; the active one's are also self._keys (the same dict object for ever:
         # a reader may hold it, as the simulator does)
-        self._configure([1.0 / h for h in candidates], candidates.index(self.half_life))
+        self._configure([1.0 / h for h in candidates], candidates.index(self.half_life), 2 if choose_admission else 1)
+        #: whether the cache should ask the admission question now (an admission shadow wins); see before()
+        self.admitting = False
         self.sample_rate = sample_rate
         self._threshold = int(sample_rate * (1 << 64))  # sampled: the group's mixed hash is below this
         self.max_sampled = max_sampled
         self.decision_every = decision_every
-        self.choice = DampedChoice(len(candidates), hysteresis, patience, decay)  # the decisions; its totals: scores()
+        # the decisions, one candidate a shadow; its totals: scores()
+        self.choice = DampedChoice(len(candidates) * self.admissions, hysteresis, patience, decay)
         self.switches = 0
-        self.history: deque[tuple[float, float]] = deque(maxlen=100)  # the latest (time of a switch, new half-life)
+        # the latest switches: (time, new half-life, admitting)
+        self.history: deque[tuple[float, float, bool]] = deque(maxlen=100)
         self.on_switch: Callable[[], None] | None = None
         self.set_capacity(capacity)
 
@@ -200,25 +217,31 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
 
     # -- choosing -------------------------------------------------------------
     def scores(self) -> list[float]:
-        """Each candidate's decayed shadow hits (the last decision's totals)."""
+        """Each shadow's decayed hits (the last decision's totals): the candidates in order, then (with admission
+        shadows) the same candidates asking the admission question."""
         return list(self.choice.totals)
 
     def _decide(self, hits: Sequence[float]) -> None:
-        """The end of a round (the kernel calls it): ``hits`` are the bytes each candidate's shadow hit in it."""
+        """The end of a round (the kernel calls it): ``hits`` are the bytes each shadow hit in it."""
         self._sampled = 0
         requested, self._round_bytes = self._round_bytes, 0.0
-        to = self.choice.round(hits, requested, self.active)
+        nc = len(self.half_lives)
+        to = self.choice.round(hits, requested, self.active + (nc if self.admitting else 0))
         if to is not None:
-            self._switch(to)
+            self._switch(to % nc, to >= nc)
 
-    def _switch(self, to: int) -> None:
-        """Rank with candidate ``to`` from now on: its keys move into the active table (the same dict object)."""
-        self._activate(to)
-        self.half_life = self.half_lives[to]
+    def _switch(self, to: int, admitting: bool) -> None:
+        """Rank with candidate ``to`` and admit as said from now on: a new half-life's keys move into the active
+        table (the same dict object) and every group is touched; a change of admission alone re-keys nothing."""
         self.switches += 1
-        self.history.append((self._now, self.half_life))
-        self._touched.update(self._keys)
-        if self.on_switch is not None:
+        self.admitting = admitting
+        rekeyed = to != self.active
+        if rekeyed:
+            self._activate(to)
+            self.half_life = self.half_lives[to]
+            self._touched.update(self._keys)
+        self.history.append((self._now, self.half_life, admitting))
+        if rekeyed and self.on_switch is not None:
             self.on_switch()
 
     # -- reading --------------------------------------------------------------
@@ -226,8 +249,11 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         """Each candidate half-life, shortest first: its keys, its shadow cache and its hits, copied (every key
         of every group: for tests and investigations, not for a hot path)."""
         shown = []
-        for i, (h, total) in enumerate(zip(self.half_lives, self.choice.totals)):
+        nc = len(self.half_lives)
+        for i, total in enumerate(self.choice.totals):
+            c, admits = i % nc, i >= nc
             residents, used, hits = self.shadow(i)
-            shown.append(Candidate(half_life=h, active=i == self.active, keys=self.table(i), residents=residents,
-                                   used=used, hits=hits, total=total))
+            shown.append(Candidate(half_life=self.half_lives[c], admits=admits,
+                                   active=c == self.active and admits == self.admitting, keys=self.table(c),
+                                   residents=residents, used=used, hits=hits, total=total))
         return shown

@@ -71,6 +71,10 @@ class CoordinatorComponent(Component):
                                      check=_half_lives),
         "adaptive_max_sampled": Field(int, 16384, "policy lrfu-adaptive: most groups its shadow caches sample",
                                       check=positive),
+        "adaptive_admission": Field(bool, True, "policy lrfu-adaptive: also choose online, by a second shadow per "
+                                                "half-life, whether a group must have been read before, more than "
+                                                "the placed groups it displaces (used while 'admission' is none; "
+                                                "docs/coordinator.rst)"),
         "admission": Field(str, "none", "admission filter before a group displaces placed ones: 'tinylfu' "
                                            "(only if a frequency sketch of recent accesses finds it more frequent "
                                            "than their groups; docs/coordinator.rst) or 'none' (the rating alone)",
@@ -124,7 +128,8 @@ class CoordinatorComponent(Component):
         if policy_cls is LRFUPolicy and config["adaptive"]:
             policy_cls = AdaptiveLRFUPolicy
         if policy_cls is AdaptiveLRFUPolicy:
-            options = {"half_lives": config["adaptive_half_lives"], "max_sampled": config["adaptive_max_sampled"]}
+            options = {"half_lives": config["adaptive_half_lives"], "max_sampled": config["adaptive_max_sampled"],
+                       "choose_admission": config["adaptive_admission"]}
         self.core = Coordinator(store, policy_cls(half_life=config["half_life"], epoch=config["epoch"], **options),
                                 per_size=config["per_size"], hysteresis=config["hysteresis"], fill=config["fill"],
                                 candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],

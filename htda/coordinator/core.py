@@ -275,10 +275,23 @@ class Coordinator:
                          headroom=self.replica_headroom, current=self.replicas, excluded=excluded,
                          room=self._placer.free())
 
+    def _admit_by_rating(self, group: Hashable, victims: list[int]) -> bool:
+        """The adaptive rating's admission question, asked while its admission shadows win: ``group`` displaces
+        ``victims`` (placed files: their best groups are asked, ``group`` itself not) only if its key before its
+        latest access beats each of theirs; pins are always admitted."""
+        if not isinstance(group, int):
+            return True
+        policy, best = self.state.policy, self.state.best_group
+        before = policy.before(group)  # type: ignore[attr-defined]
+        return all(before > policy.key(g) for g in map(best.get, victims) if g is not None and g != group)
+
     def _admission_options(self) -> dict[str, Any]:
         """``place``'s admission arguments; the sketch is first sized to the placed files (at least as many as their
-        groups; growing it starts its counts afresh, so it is sized at start-up too)."""
+        groups; growing it starts its counts afresh, so it is sized at start-up too).  Without a filter an adaptive
+        rating may ask its own question (:attr:`~.adaptive.AdaptiveLRFUPolicy.admitting`), of every group."""
         if self.admission is None:
+            if getattr(self.state.policy, "admitting", False):
+                return {"admit": self._admit_by_rating, "window": 0.0}
             return {}
         self.admission.ensure_width(len(self.placement))
         return {"admit": self._admit, "window": self.admission.window}

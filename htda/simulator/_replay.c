@@ -16,6 +16,11 @@
  * own dicts find it by identity.  The steps and their order are those of the Python loop the tests keep as a
  * reference (tests/simulator/test_compiled.py), so hits, bytes, staging and eviction are the same.
  *
+ * An adaptive rating may also say that the cache should ask the admission question (its attribute
+ * `admitting`, htda.coordinator.adaptive): a missed file then displaces the lowest-keyed files only while its
+ * group's key before this access (rating.before(group)) is above theirs; at the first victim it does not beat it
+ * stays out, and the victims that went before it stay gone (as in TinyLFU); files of its own group go unasked.
+ *
  * When an adaptive rating switches half-life it calls the policy back from inside access(); the policy then
  * calls rekey() here, which is safe at that point: no table is being changed across an access. */
 
@@ -33,6 +38,8 @@
 static PyObject *unit_weight; /* 1.0: the weight of an access */
 static PyObject *zero_bytes; /* 0: the size of a group no file was first requested in */
 static PyObject *str_key; /* "key" */
+static PyObject *str_admitting; /* "admitting" */
+static PyObject *str_before; /* "before" */
 
 /* -- open-addressing tables by 64-bit id ----------------------------------------------------------------------- */
 
@@ -388,8 +395,73 @@ make_room(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
     return 0;
 }
 
+/* 1 if the rating says the cache should ask the admission question now, 0 if not (or it has no say), -1 */
+static int
+admitting(Loop *self)
+{
+    PyObject *value = PyObject_GetAttr(self->rating, str_admitting);
+    if (value == NULL) { /* a rating without the attribute has no say */
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return truth;
+}
+
+/* The admission question for a file of group, whose key before this access was `before` (per byte of size if
+ * per_size, as the heap's keys are): the lowest keys go while `before` is above them (files of its own group
+ * unasked) until size fits; 1 when it does, 0 when a victim's key is at least `before`, -1 on error. */
+static int
+admit(Loop *self, Totals *totals, const Group *group, double before, long long size)
+{
+    while (totals->used + size > self->capacity) {
+        if (self->heap.n == 0) {
+            PyErr_SetString(PyExc_RuntimeError, "HTDAPolicy's cache holds bytes but no file");
+            return -1;
+        }
+        Entry top = self->heap.entries[0];
+        File *victim = (File *)find(&self->files, top.id);
+        double current;
+        if (current_key(self, victim, &current) < 0)
+            return -1;
+        if (current != top.key) { /* its group was accessed since this entry was pushed */
+            heap_pop(&self->heap);
+            victim->key = current;
+            if (heap_push(&self->heap, current, top.id) < 0)
+                return -1;
+            continue;
+        }
+        if (victim->group != group->group && before <= current)
+            return 0;
+        heap_pop(&self->heap);
+        CACHED(victim) = 0;
+        totals->used -= victim->size;
+        if (add_checked(&totals->evicted, victim->size) < 0)
+            return -1;
+    }
+    return 1;
+}
+
+/* The key group had before this access (rating.before), per byte of size if per_size */
+static int
+key_before(Loop *self, const Group *group, long long size, double *out)
+{
+    PyObject *key = PyObject_CallMethodOneArg(self->rating, str_before, group->group);
+    if (key == NULL)
+        return -1;
+    int failed = as_double(key, out);
+    Py_DECREF(key);
+    if (!failed && self->per_size && *out != -INFINITY && size)
+        *out = *out - log2((double)size / GIB);
+    return failed;
+}
+
 /* A miss of a file that fits: it is staged with its current key, then the lowest keys go until the cache fits
- * (it may be one of them); a file that would be the lowest entry, when something must go, is not admitted. */
+ * (it may be one of them); a file that would be the lowest entry, when something must go, is not admitted, nor
+ * one that does not pass the admission question when the rating says to ask it. */
 static int
 stage(Loop *self, Totals *totals, File *file, const Group *group, long long size)
 {
@@ -398,8 +470,17 @@ stage(Loop *self, Totals *totals, File *file, const Group *group, long long size
     if ((own_key ? group_key(self, file->group, &key) : file_key(self, file, &key)) < 0)
         return -1;
     Entry entry = {key, file->head.id};
-    if (totals->used + size > self->capacity && self->heap.n && entry_lt(&entry, &self->heap.entries[0]))
-        return 0; /* the loop below would evict it first and nothing else (used <= capacity here) */
+    if (totals->used + size > self->capacity) {
+        if (self->heap.n && entry_lt(&entry, &self->heap.entries[0]))
+            return 0; /* the loop below would evict it first and nothing else (used <= capacity here) */
+        int asking = admitting(self);
+        double before;
+        if (asking < 0 || (asking && key_before(self, group, size, &before) < 0))
+            return -1;
+        int room = asking ? admit(self, totals, group, before, size) : 1;
+        if (room <= 0)
+            return room;
+    }
     CACHED(file) = 1;
     file->size = size;
     file->key = key;
@@ -684,10 +765,12 @@ module_constants(void)
 {
     if ((unit_weight == NULL && (unit_weight = PyFloat_FromDouble(1.0)) == NULL)
         || (zero_bytes == NULL && (zero_bytes = PyLong_FromLong(0)) == NULL)
-        || (str_key == NULL && (str_key = PyUnicode_InternFromString("key")) == NULL))
+        || (str_key == NULL && (str_key = PyUnicode_InternFromString("key")) == NULL)
+        || (str_admitting == NULL && (str_admitting = PyUnicode_InternFromString("admitting")) == NULL)
+        || (str_before == NULL && (str_before = PyUnicode_InternFromString("before")) == NULL))
         return -1;
     return 0;
 }
 
-HTDA_MODULE(_replay, "htda.simulator._replay", "The cache of HTDAPolicy without admission (htda.simulator.htda_policy) in C.",
+HTDA_MODULE(_replay, "htda.simulator._replay", "The cache of HTDAPolicy without a TinyLFU filter (htda.simulator.htda_policy) in C.",
             Loop_spec, "Loop", module_constants)

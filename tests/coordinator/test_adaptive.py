@@ -248,6 +248,23 @@ class ShadowCache:
             heapq.heappop(heap)
             self.used -= resident.pop(victim)
 
+    def admit(self, before: float, size: float, capacity: float) -> bool:
+        """The admission question for a group whose key before this access was ``before``: the lowest keys go
+        while they are below it and ``size`` does not fit; False (the group stays out, the victims that went
+        stay gone) at the first that is not."""
+        heap, keys, resident = self.heap, self.keys, self.resident
+        while self.used + size > capacity and heap:
+            key, victim = heap[0]
+            current = keys[victim]
+            if current != key:
+                heapq.heapreplace(heap, (current, victim))
+                continue
+            if before <= current:
+                return False
+            heapq.heappop(heap)
+            self.used -= resident.pop(victim)
+        return True
+
     def discard(self, groups: Collection[Any]) -> None:
         """Drop ``groups`` (those resident) without counting anything: they left the sample, or were forgotten."""
         self.resident = {g: size for g, size in self.resident.items() if g not in groups}
@@ -260,19 +277,24 @@ class _Straightforward(RatingPolicy):
     """The reference for the C kernel, from the module docstring and nothing of the fast policy but its decision
     rule (DampedChoice): every access log-adds at each candidate with :func:`log_add`, samples the group by its
     hash (sample_hash), plays every shadow cache plainly (ShadowCache: push, then evict the lowest keys while
-    over); a switch copies the winner's keys into the ranked table (the same dict object)."""
+    over; an admission shadow asks ShadowCache.admit first); a switch copies the winner's keys into the ranked
+    table (the same dict object)."""
 
     def __init__(self, half_life, half_lives, capacity=0.0, sample_rate=1.0, max_sampled=16384, decision_every=1000,
-                 hysteresis=0.05, patience=2, decay=0.5):
+                 hysteresis=0.05, patience=2, decay=0.5, choose_admission=True):
         super().__init__(half_life)
         self.half_lives = sorted({float(h) for h in half_lives} | {self.half_life})
         self.active = self.half_lives.index(self.half_life)
         self.tables = [{} for _ in self.half_lives]
+        self.befores = [{} for _ in self.half_lives]  # each group's key before its latest access
         self.sample_rate, self.threshold = sample_rate, int(sample_rate * (1 << 64))
         self.max_sampled, self.decision_every = max_sampled, decision_every
         self.sampled = set()
-        self.shadows = [ShadowCache(table) for table in self.tables]
-        self.choice = DampedChoice(len(self.half_lives), hysteresis, patience, decay)
+        admissions = (False, True) if choose_admission else (False,)
+        self.shadows = [ShadowCache(table) for _ in admissions for table in self.tables]
+        self.asks = [admits for admits in admissions for _ in self.tables]
+        self.admitting = False
+        self.choice = DampedChoice(len(self.shadows), hysteresis, patience, decay)
         self.round, self.round_bytes = 0, 0.0
         self.history, self.switches, self.on_switch = [], 0, None
         self.set_capacity(capacity)
@@ -290,7 +312,8 @@ class _Straightforward(RatingPolicy):
 
     def access(self, group, t, weight=1.0, size=1.0):
         self._now = t
-        for table, h in zip(self.tables, self.half_lives):
+        for table, before, h in zip(self.tables, self.befores, self.half_lives):
+            before[group] = table.get(group, NEVER)
             table[group] = log_add(table.get(group, NEVER), math.log2(weight) + (t - self.epoch) * (1.0 / h))
         self._keys[group] = self.tables[self.active][group]
         self._touched.add(group)
@@ -303,12 +326,15 @@ class _Straightforward(RatingPolicy):
                 if sample_hash(group) >= self.threshold:
                     return
         capacity = self.sample_rate * self.capacity
-        for shadow in self.shadows:
+        nc = len(self.tables)
+        for k, (shadow, asks) in enumerate(zip(self.shadows, self.asks)):
             if group in shadow.resident:
                 shadow.hits += size
                 shadow.used += size - shadow.resident[group]
                 shadow.resident[group] = size
             elif size <= capacity:
+                if asks and not shadow.admit(self.befores[k % nc][group], size, capacity):
+                    continue
                 shadow.resident[group] = size
                 heapq.heappush(shadow.heap, (shadow.keys[group], group))
                 shadow.used += size
@@ -319,10 +345,10 @@ class _Straightforward(RatingPolicy):
             hits = [shadow.hits for shadow in self.shadows]
             for shadow in self.shadows:
                 shadow.hits = 0.0
-            to = self.choice.round(hits, self.round_bytes, self.active)
+            to = self.choice.round(hits, self.round_bytes, self.active + (nc if self.admitting else 0))
             self.round, self.round_bytes = 0, 0.0
             if to is not None:
-                self.switch(to, t)
+                self.switch(to % nc, to >= nc, t)
 
     def halve(self):
         self.sample_rate /= 2
@@ -339,23 +365,29 @@ class _Straightforward(RatingPolicy):
         for i, (table, h) in enumerate(zip(self.tables, self.half_lives)):
             table[group] = key if i == self.active else key - ref / self.half_life + ref / h
 
+    def before(self, group):
+        return self.befores[self.active].get(group, NEVER)
+
     def forget(self, group):
         super().forget(group)
-        for table in self.tables:
+        for table in self.tables + self.befores:
             table.pop(group, None)
         self.sampled.discard(group)
         for shadow in self.shadows:
             if group in shadow.resident:
                 shadow.discard((group,))
 
-    def switch(self, to, t):
-        self.active, self.half_life = to, self.half_lives[to]
-        self._keys.clear()
-        self._keys.update(self.tables[to])
-        self._touched.update(self._keys)
+    def switch(self, to, admitting, t):
         self.switches += 1
-        self.history.append((t, self.half_life))
-        if self.on_switch is not None:
+        self.admitting = admitting
+        rekeyed = to != self.active
+        if rekeyed:
+            self.active, self.half_life = to, self.half_lives[to]
+            self._keys.clear()
+            self._keys.update(self.tables[to])
+            self._touched.update(self._keys)
+        self.history.append((t, self.half_life, admitting))
+        if rekeyed and self.on_switch is not None:
             self.on_switch()
 
 
@@ -382,11 +414,12 @@ def _options() -> dict:
             "patience": 1, "hysteresis": 0.02}
 
 
-def test_the_fast_path_decides_as_the_straightforward_reference():
-    """Keys, sample, shadows and decisions of the C kernel are the reference's, bit for bit, through switches,
-    halvings of the sample, restored keys and forgotten groups."""
-    fast, reference = AdaptiveLRFUPolicy(half_life=MIDDLE, **_options()), _Straightforward(half_life=MIDDLE,
-                                                                                           **_options())
+@pytest.mark.parametrize("choose_admission", [True, False])
+def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission):
+    """Keys, sample, shadows and decisions of the C kernel are the reference's, bit for bit, through switches
+    (of half-life and of admission), halvings of the sample, restored keys and forgotten groups."""
+    options = {**_options(), "choose_admission": choose_admission}
+    fast, reference = AdaptiveLRFUPolicy(half_life=MIDDLE, **options), _Straightforward(half_life=MIDDLE, **options)
     rng = random.Random(5)
     for i, (group, t, size) in enumerate(_random_trace()):
         restored = t / MIDDLE - rng.random()
@@ -397,11 +430,16 @@ def test_the_fast_path_decides_as_the_straightforward_reference():
                 policy.set_key(-1 - i, restored)
         if i % 2999 == 0:
             assert fast.take_touched() == reference.take_touched()
+        if choose_admission and i % 1009 == 0:
+            assert fast.before(group) == reference.before(group) and fast.before(-1 - i) == reference.before(-1 - i)
     assert fast.switches >= 5 and fast.sample_rate < 0.5  # the trace exercises switches and halvings
+    # ... and, with admission shadows, both ways of admitting
+    assert {admitting for _, _, admitting in fast.history} == ({True, False} if choose_admission else {False})
     assert list(fast.history) == reference.history
     assert list(fast.keys().items()) == list(reference.keys().items())  # the same keys in the same order
     candidates = fast.candidates()
-    assert [c.keys for c in candidates] == reference.tables  # every key at every candidate, exactly
+    assert len(candidates) == len(reference.shadows) == len(reference.tables) * (2 if choose_admission else 1)
+    assert [c.keys for c in candidates[:len(reference.tables)]] == reference.tables  # every key, exactly
     assert fast.sampled() == reference.sampled and fast.sampled_groups == len(reference.sampled)
     assert fast.sample_rate == reference.sample_rate and fast.scores() == reference.choice.totals
     for mine, theirs in zip(candidates, reference.shadows):

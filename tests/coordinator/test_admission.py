@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from htda.coordinator.adaptive import AdaptiveLRFUPolicy
 from htda.coordinator.admission import FrequencySketch, TinyLFUAdmission, WindowClimber, make_admission
 from htda.coordinator.core import CacheNode, Coordinator
 from htda.coordinator.placement import GroupCandidate, place
@@ -144,3 +145,14 @@ def test_coordinator_climbs_the_window_on_the_hits_of_its_accesses(database):
     core.submit_jobs([JobRecord("last", "alice", ["/store/f0"], submit_time=float(sample), sizes={"/store/f0": 10})])
     assert core.admission.window != 0.5  # a sample was taken (nothing was placed: hit ratio 0) and the window moved
     assert core.admission.climber.previous == 0.0
+
+
+@pytest.mark.parametrize("admitting, kept", [(False, "/store/once"), (True, "/store/hot")])
+def test_an_adaptive_rating_that_admits_keeps_the_frequent_group_against_a_one_off(database, admitting, kept):
+    """While its admission shadows win, the adaptive rating's own question (the group's key before its latest
+    access against the placed groups' keys) keeps a group read once from displacing one read six times."""
+    rating = AdaptiveLRFUPolicy(half_life=100.0, half_lives=(100.0,))
+    core = Coordinator(Store(*database, access_on="submit"), rating, hysteresis=1.0, admission="none")
+    core.load()
+    rating.admitting = admitting  # as when an admission shadow has won
+    assert _hot_then_once(core) == {kept}

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from htda.coordinator.adaptive import AdaptiveLRFUPolicy
-from htda.coordinator.rating import LRFUPolicy, RatingPolicy, best_key, normalised_key
+from htda.coordinator.rating import NEVER, LRFUPolicy, RatingPolicy, best_key, normalised_key
 from htda.simulator.htda_policy import HTDAPolicy
 from htda.simulator.trace import NO_GROUP
 
@@ -27,7 +27,8 @@ Trace = tuple[list[float], list[int], list[int], list[int]]
 
 
 class ReferenceHTDA:
-    """HTDAPolicy without admission as plain Python: the loop the C one must match, step for step."""
+    """HTDAPolicy without a TinyLFU filter as plain Python: the loop the C one must match, step for step (the
+    admission question included, when an adaptive rating says to ask it)."""
 
     def __init__(self, capacity: int, rating: Any, per_size: bool = False, accesses: str = "job"):
         self.capacity, self.rating, self.per_size, self.per_job = capacity, rating, per_size, accesses == "job"
@@ -88,6 +89,28 @@ class ReferenceHTDA:
             entry = (keys[group] if fast and known == group and oid not in more_groups else file_key(oid), oid)
             if used + size > cap and heap and entry < heap[0]:
                 continue
+            if used + size > cap and getattr(rating, "admitting", False):  # the admission question
+                before = rating.before(group)
+                before = normalised_key(before, size) if self.per_size else before
+                admitted = True
+                while used + size > cap:
+                    key, victim = heap[0]
+                    current = keys[group_of[victim]] if fast and victim not in more_groups else file_key(victim)
+                    if current != key:
+                        pop(heap)
+                        entry_key[victim] = current
+                        push(heap, (current, victim))
+                        continue
+                    if group_of[victim] != group and before <= current:
+                        admitted = False
+                        break
+                    pop(heap)
+                    del entry_key[victim]
+                    victim_size = cached_sizes.pop(victim)
+                    used -= victim_size
+                    evicted += victim_size
+                if not admitted:
+                    continue
             cached_sizes[oid] = size
             entry_key[oid] = entry[0]
             push(heap, entry)
@@ -171,6 +194,38 @@ def test_the_compiled_loop_matches_the_reference_with_the_adaptive_rating(seed, 
     assert policy.evicted > 0
     if capacity == 6_000:
         assert policy.rating.switches >= 2  # the cache was re-keyed mid-replay
+
+
+class AlwaysAsking(LRFUPolicy):
+    """LRFU whose cache always asks the admission question (as an adaptive rating does when an admission shadow
+    wins), with the keys before the latest access that the question needs."""
+
+    admitting = True
+
+    def __init__(self, half_life: float):
+        super().__init__(half_life=half_life)
+        self.befores: dict[Any, float] = {}
+
+    def access(self, group: Any, t: float, weight: float = 1.0, size: float = 1.0) -> None:
+        self.befores[group] = self.keys().get(group, NEVER)
+        super().access(group, t, weight, size)
+
+    def before(self, group: Any) -> float:
+        return self.befores.get(group, NEVER)
+
+
+@pytest.mark.parametrize("options", [{}, {"per_size": True}, {"accesses": "request"}])
+def test_asking_the_admission_question_keeps_out_what_was_read_once_as_the_reference_does(options):
+    trace = random_trace(10)
+    asking = replay_both(trace, 5_000, lambda: AlwaysAsking(half_life=30.0), **options)
+    plain = replay_both(trace, 5_000, lambda: LRFUPolicy(half_life=30.0), **options)
+    # files whose group was never read before do not displace anything: fewer bytes staged and evicted
+    assert asking.evicted > 0 and asking.staged < plain.staged and asking.evicted < plain.evicted
+
+
+def test_an_adaptive_rating_switches_the_question_on_and_off_in_the_compiled_loop_as_in_the_reference():
+    policy = replay_both(random_trace(11, n=12_000), 6_000, adaptive)
+    assert {admitting for _, _, admitting in policy.rating.history} == {True, False}
 
 
 @pytest.mark.parametrize("options", [{}, {"per_size": True}, {"accesses": "request"}])
