@@ -164,6 +164,16 @@ class CoordinatorComponent(Component):
                 callback=lambda: self.core.sizes()["placed"])
         m.gauge("htda_coordinator_replica_files", "replicas assigned to cache nodes (copies beyond a file's first)",
                 callback=lambda: self.core.sizes()["replicas"])
+        policy = self.core.state.policy
+        m.gauge("htda_coordinator_rating_half_life_seconds", "the half-life the rating ranks with now",
+                callback=lambda: policy.half_life)
+        if isinstance(policy, AdaptiveLRFUPolicy):
+            m.gauge("htda_coordinator_rating_admitting", "1 while the adaptive rating's admission shadows win (a "
+                    "group must have been read before, more than the placed groups it displaces)",
+                    callback=lambda: float(policy.admitting))
+            m.gauge("htda_coordinator_rating_switches", "switches of the adaptive rating (half-life or admission) "
+                    "since start", callback=lambda: policy.switches)
+        self._switches_logged = 0  # the adaptive rating's switches already logged (the cycle thread's)
 
     # -- life cycle --------------------------------------------------------------------
     def loops(self) -> list[Periodic]:
@@ -263,11 +273,22 @@ class CoordinatorComponent(Component):
             self._cycles.inc(outcome="error")
             raise
         self._cycles.inc(outcome="ok")
+        self._log_switches()
         self._size_shadows()
         self._cycle_seconds.inc(report.seconds)
         self._moved.inc(report.moved)
         self.reports.append(report)
         return report
+
+    def _log_switches(self) -> None:
+        """One line when the adaptive rating changed its half-life or its admission since the last cycle."""
+        policy = self.core.state.policy
+        if not isinstance(policy, AdaptiveLRFUPolicy) or policy.switches == self._switches_logged:
+            return
+        self._switches_logged = policy.switches
+        self.log.info("rating: ranking with a half-life of %g s, %s (switch %d since start, by its shadow caches)",
+                      policy.half_life, "asking new groups to beat what they displace" if policy.admitting
+                      else "admitting every group", policy.switches)
 
     def _size_shadows(self) -> None:
         """lrfu-adaptive's shadow caches model a cache of as many groups as the placement holds (the coordinator

@@ -81,6 +81,36 @@ def test_the_active_keys_are_lrfu_keys_at_the_active_half_life():
     assert policy.take_touched() >= set(plain.keys())  # a switch touches every group: they are all re-rated
 
 
+def test_groups_read_once_among_hot_ones_make_it_ask_the_admission_question():
+    policy = adaptive(start=SHORT, capacity=25, half_lives=(SHORT,))  # one half-life: only admission to choose
+    for t, g in hot_among_scans():
+        policy.access(g, t)
+    assert policy.admitting and policy.switches == 1
+    alone, asking = policy.scores()
+    assert asking > 1.5 * alone
+    assert [(c.half_life, c.admits, c.active) for c in policy.candidates()] == [(SHORT, False, False),
+                                                                                (SHORT, True, True)]
+
+
+def test_a_working_set_that_moves_on_admits_every_group():
+    policy = adaptive(start=SHORT, half_lives=(SHORT,))
+    for t, g in drifting():  # new groups are read again and again at once: asking only delays them
+        policy.access(g, t)
+    assert not policy.admitting and policy.switches == 0
+
+
+def test_the_key_before_the_latest_access_is_kept_for_the_question():
+    policy = adaptive(start=SHORT)
+    assert policy.before("new") == float("-inf")
+    policy.access("g", 10.0)
+    assert policy.before("g") == float("-inf")  # read once: nothing before
+    key = policy.key("g")
+    policy.access("g", 20.0)
+    assert policy.before("g") == key < policy.key("g")
+    with pytest.raises(ValueError, match="admission shadows"):
+        adaptive(start=SHORT, choose_admission=False).before("g")
+
+
 def test_a_switch_needs_a_clear_margin_in_several_decisions_in_a_row():
     choice = DampedChoice(3, hysteresis=0.1, patience=2, decay=0.0)  # candidates SHORT, MIDDLE, LONG
     short, long = 0, 2
@@ -162,6 +192,26 @@ def test_the_coordinator_rates_with_the_adaptive_half_life_by_default(inprocess_
     assert isinstance(policy, AdaptiveLRFUPolicy)
     assert policy.half_lives == [600.0, 3600.0, 7200.0] and policy.half_life == 3600.0
     assert policy.max_sampled == 100
+
+
+def test_the_coordinator_shows_and_logs_what_its_rating_chose(inprocess_node, caplog):
+    node = inprocess_node("coord", ["coordinator"], sections={"coordinator": {
+        "half_life": 5.0, "adaptive_half_lives": [5.0], "adaptive_max_sampled": 100000}})  # only admission to choose
+    coordinator = node.components["coordinator"]
+    policy = coordinator.core.state.policy
+    text = node.metrics.render()
+    assert "htda_coordinator_rating_half_life_seconds 5" in text
+    assert "htda_coordinator_rating_admitting 0" in text and "htda_coordinator_rating_switches 0" in text
+    policy.set_capacity(25)
+    for t, g in hot_among_scans():  # hot groups among groups read once: asking wins
+        policy.access(g, t)
+    assert policy.admitting and "htda_coordinator_rating_admitting 1" in node.metrics.render()
+    with caplog.at_level("INFO"):
+        coordinator._log_switches()
+        coordinator._log_switches()  # once per switch
+    said = [r.getMessage() for r in caplog.records if "rating:" in r.getMessage()]
+    assert said == ["rating: ranking with a half-life of 5 s, asking new groups to beat what they displace "
+                    "(switch 1 since start, by its shadow caches)"]
 
 
 def test_adaptive_false_keeps_the_fixed_half_life(inprocess_node):
