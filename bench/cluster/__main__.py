@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="tc tbf rate of every other host's link: the service host (where XCache runs) and each "
                           "worker, one NIC each ('': unshaped)")
     run.add_argument("--cache-mb", type=int, default=1024, help="HTDA cache device capacity per worker")
+    run.add_argument("--readthrough-mb", type=int,
+                     help="HTDA run: what each worker's read-through proxy may keep of its own files (default: "
+                          "cache-mb / 8, a small share beside the device as docs/cache.rst says; 0: uncapped)")
     run.add_argument("--xcache-disk-mb", type=int,
                      help="XCache's own disk, a filesystem of this size (default: the total of HTDA's devices, "
                           "workers x cache-mb; 0, or a cap the whole dataset fits in: the host's disk, uncapped)")
@@ -138,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                            dataset_dir=args.dataset_dir, prefix=args.prefix,
                            workers=args.workers, slots=args.slots, storage_rate=args.storage_rate,
                            host_rate=args.host_rate, cache_mb=args.cache_mb, xcache_disk_mb=args.xcache_disk_mb,
+                           readthrough_mb=args.readthrough_mb,
                            think=args.think,
                            steer_requirements=not args.rank_only, read_through=not args.no_read_through,
                            native_hooks=not args.python_hooks, view=args.view,

@@ -81,6 +81,9 @@ class RunConfig:
     cache_mb: int = 1024
     # XCache's own disk (MB); None: the same total as HTDA's cache devices (workers x cache_mb); 0: uncapped
     xcache_disk_mb: int | None = None
+    # HTDA run: each worker's read-through proxy may keep this many MB of its own files (pfc's files limits, as
+    # docs/cache.rst configures it: a small share beside the device); None: cache_mb / 8; 0: uncapped
+    readthrough_mb: int | None = None
     xcache_ram: str = "1g"
     think: float = 10.0
     steer_requirements: bool = True  # HTDA's submit.steer_requirements: jobs wait for a node holding inputs
@@ -106,6 +109,10 @@ class RunConfig:
             self.xcache_disk_mb = self.workers * self.cache_mb
         if self.xcache_disk_mb < 0:
             raise ValueError("xcache_disk_mb must be >= 0 (0: uncapped)")
+        if self.readthrough_mb is None:
+            self.readthrough_mb = max(1, self.cache_mb // 8)
+        if self.readthrough_mb < 0:
+            raise ValueError("readthrough_mb must be >= 0 (0: uncapped)")
         self.dataset_dir = Path(self.dataset_dir or self.workdir / "dataset")
         if self.negotiator not in ("condor", "standin"):
             raise ValueError(f"negotiator must be condor or standin, not {self.negotiator!r}")
@@ -185,7 +192,8 @@ class Cluster:
             if mode == "htda" and self.config.read_through:
                 for w in self.topo.worker_hosts:
                     daemons.append(xcache(w, self.topo.storage, moddir / w.name / "readthrough-data", moddir / w.name,
-                                          ram=self.config.xcache_ram, name=f"readthrough-{w.name}"))
+                                          ram=self.config.xcache_ram, name=f"readthrough-{w.name}",
+                                          files=(self.config.readthrough_mb or 0) << 20))
                     servers[w.name] = (w, XCACHE_PORT)
             for w in self.topo.worker_hosts:
                 server, port = servers[w.name]

@@ -116,7 +116,7 @@ def xrootd_origin(host: Host, root: Path, workdir: Path, port: int = XROOTD_PORT
 
 def xcache(host: Host, origin: Host, cache_dir: Path, workdir: Path, ram: str = "1g",
            port: int = XCACHE_PORT, origin_port: int = XROOTD_PORT, name: str = "xcache",
-           disk: int = 0, headroom: int = 0) -> Daemon:
+           disk: int = 0, headroom: int = 0, files: int = 0) -> Daemon:
     """An XRootD proxy file cache (pfc plugin) in front of the origin; config as in the reference notes.
     ``name`` tells several apart (the daemon's name, its directory under ``workdir``).
 
@@ -124,13 +124,20 @@ def xcache(host: Host, origin: Host, cache_dir: Path, workdir: Path, ram: str = 
     XCache its own disk, of ``disk + headroom`` bytes, with the high watermark at ``disk``: pfc purges at most
     once a minute (its least ``purgeinterval``), and on a disk that fills between two purges it cannot write
     blocks and its clients stall; ``headroom`` (what can come in within a minute) keeps that from happening, so
-    XCache may hold up to ``headroom`` more for a while.  0: the host's filesystem, in practice uncapped."""
+    XCache may hold up to ``headroom`` more for a while.  0: the host's filesystem, in practice uncapped.
+
+    ``files``: a cap on its own files on a disk it shares (a worker's read-through proxy beside the cache
+    device, as ``docs/cache.rst`` configures it): pfc's ``files`` limits (purged down to 3/4 of it, to half when
+    the disk is short), checked every minute."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     usage = "0.90 0.95"
     if disk:
         size = disk + headroom
         dedicated_filesystem(cache_dir, size)
         usage = f"{0.9 * disk / size:.4f} {disk / size:.4f} purgeinterval {PURGE_INTERVAL}"
+    elif files:
+        mb = max(4, files >> 20)  # pfc reads a plain number as a share of the disk: sizes need a unit
+        usage += f" files {mb // 2}m {3 * mb // 4}m {mb}m purgeinterval {PURGE_INTERVAL}"
     shutil.chown(cache_dir, "xrootd", "xrootd")
     config = (f"all.export /\nxrd.port {port}\nofs.osslib libXrdPss.so\npss.cachelib libXrdPfc.so\n"
               f"pss.origin {origin.address}:{origin_port}\noss.localroot {cache_dir}\n"

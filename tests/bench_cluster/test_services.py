@@ -48,3 +48,10 @@ def test_xcache_gets_as_much_disk_as_htdas_devices_unless_told():
     assert RunConfig(workers=4, cache_mb=300, xcache_disk_mb=0).xcache_disk_mb == 0
     with pytest.raises(ValueError, match="xcache_disk_mb"):
         RunConfig(xcache_disk_mb=-1)
+
+
+def test_the_read_through_proxies_keep_a_small_share_beside_the_device_unless_told():
+    assert RunConfig(cache_mb=1024).readthrough_mb == 128
+    assert RunConfig(cache_mb=300, readthrough_mb=0).readthrough_mb == 0
+    with pytest.raises(ValueError, match="readthrough_mb"):
+        RunConfig(readthrough_mb=-5)
