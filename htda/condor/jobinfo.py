@@ -8,14 +8,14 @@ from typing import Any
 
 from ..lfn import normalize_lfn
 from . import classads
+from .machine_ad import NODE_ATTR
 
 __all__ = ["InputMapping", "JobInfo", "job_info", "job_owner", "job_state"]
 
 _URL_MARK = "://"
 
-#: the machine attribute (published by the startd cron script) naming the HTDA node
-NODE_ATTR = "HTDA_NodeName"
-#: where the schedd copies it in the job ad when JobMachineAttrs lists it
+#: where the schedd copies the machine's HTDA node name (machine_ad.NODE_ATTR) in the job ad when
+#: JobMachineAttrs lists it
 NODE_MACHINE_ATTR = "MachineAttr" + NODE_ATTR
 
 

@@ -41,15 +41,12 @@ from collections.abc import Callable
 
 from ..protocol import paths
 from .hooks import Setting, node_request, read_settings
+from .machine_ad import CACHE_ATTRIBUTES, GROUPS_ATTRIBUTE, NODE_ATTR, UP_ATTR
 
-__all__ = ["CACHE_ATTRIBUTES", "GROUPS_ATTRIBUTE", "MAX_GROUPS", "main", "machine_attributes", "watch"]
+__all__ = ["MAX_GROUPS", "main", "machine_attributes", "watch"]
 
 #: machine-ad attribute of each cache fact (:class:`htda.protocol.cache.CacheFacts`, whose fields a test checks
 #: these against: this script imports only :mod:`htda.protocol.paths`, to start fast)
-CACHE_ATTRIBUTES = {"files": "HTDA_CacheFiles", "free_bytes": "HTDA_CacheFreeBytes",
-                    "capacity_bytes": "HTDA_CacheCapacityBytes"}
-#: machine-ad attribute listing the input keys of the groups the cache node holds whole (a ClassAd string list)
-GROUPS_ATTRIBUTE = "HTDA_CacheGroups"
 #: at most this many keys are published (the coordinator names at most 64 per node)
 MAX_GROUPS = 256
 _KEY_CHARS = frozenset("0123456789abcdef")
@@ -77,7 +74,7 @@ def _attributes(settings: dict[str, Setting], timeout: float) -> tuple[dict[str,
     """(the machine-ad attributes, whether the ad should reach the collector at once)."""
     deadline = time.monotonic() + timeout
     node = str(settings["node"])
-    attrs: dict[str, object] = {"HTDA_NodeName": socket.gethostname().split(".", 1)[0], "HTDA_Up": False,
+    attrs: dict[str, object] = {NODE_ATTR: socket.gethostname().split(".", 1)[0], UP_ATTR: False,
                                 GROUPS_ATTRIBUTE: ""}
     urgent = False
     try:
@@ -85,7 +82,7 @@ def _attributes(settings: dict[str, Setting], timeout: float) -> tuple[dict[str,
         if status != 200:
             return attrs, urgent
         me = json.loads(body)
-        attrs.update(HTDA_NodeName=str(me["name"]), HTDA_Up=True)
+        attrs.update({NODE_ATTR: str(me["name"]), UP_ATTR: True})
         status, body = node_request(node, paths.POOL, deadline)
         members = json.loads(body).get("members", []) if status == 200 else []
         cache = next((m.get("info", {}).get("cache") for m in members if m.get("name") == me["name"]), None)
@@ -150,7 +147,7 @@ def watch(write: Callable[[bytes], object], refresh: float = 300.0, rounds: int 
         current = settings()
         interval = max(0.1, float(current["watch_interval"]))
         attrs = _attributes(current, min(2.0, interval))[0]
-        key = (attrs["HTDA_NodeName"], attrs["HTDA_Up"], attrs[GROUPS_ATTRIBUTE])
+        key = (attrs[NODE_ATTR], attrs[UP_ATTR], attrs[GROUPS_ATTRIBUTE])
         now = clock()
         if key != last or now - printed >= refresh:
             write(_ad(attrs, urgent=key != last))

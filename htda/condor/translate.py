@@ -17,8 +17,8 @@ from typing import Any
 from ..protocol.coordinator import input_key
 from . import classads
 from .hooks import split
-from .jobinfo import NODE_ATTR, InputMapping, JobInfo, job_info
-from .startd_cron import GROUPS_ATTRIBUTE
+from .jobinfo import InputMapping, JobInfo, job_info
+from .machine_ad import GROUPS_ATTRIBUTE, NODE_ATTR
 
 __all__ = ["Steering", "Outcome", "translate", "parse_input", "ATTRS"]
 

@@ -7,7 +7,8 @@ import subprocess
 import classad2
 
 from htda.condor.hooks import DEFAULTS
-from htda.condor.startd_cron import CACHE_ATTRIBUTES, GROUPS_ATTRIBUTE, watch
+from htda.condor.machine_ad import CACHE_ATTRIBUTES, GROUPS_ATTRIBUTE
+from htda.condor.startd_cron import watch
 from htda.protocol.cache import CacheFacts
 from htda.protocol.coordinator import input_key
 from testkit.nodes import free_port, wait_until
