@@ -260,31 +260,44 @@ heapify(Kernel *self, Shadow *shadow)
         shadow_sift_down(self, shadow->heap, shadow->n, pos);
 }
 
-/* evict the lowest keys of candidate c's shadow until it fits in capacity */
+/* Evict the lowest keys of shadow k until `size` more fits in capacity.  `asking` (an admission shadow, for a
+ * group whose key before this access was `before`): stop at the first victim whose key is at least `before`
+ * (the victims that went before it stay gone).  1 when it fits (or the shadow is empty), 0 when stopped, -1 on
+ * error. */
 static int
-evict(Kernel *self, int c, double capacity)
+make_room(Kernel *self, int k, double size, double capacity, int asking, double before)
 {
-    Shadow *shadow = &self->shadows[c];
-    while (shadow->used > capacity && shadow->n) {
+    Shadow *shadow = &self->shadows[k];
+    while (shadow->used + size > capacity && shadow->n) {
         Entry *top = &shadow->heap[0];
-        double current = CELL(self, top->s, c)->key;
+        double current = CELL(self, top->s, k)->key;
         if (current != top->key) { /* accessed since it was pushed: re-push it with its key now */
             top->key = current;
             shadow_sift_down(self, shadow->heap, shadow->n, 0);
+        }
+        else if (asking && before <= current) {
+            return 0;
         }
         else {
             Py_ssize_t victim = top->s;
             shadow->heap[0] = shadow->heap[--shadow->n];
             if (shadow->n)
                 shadow_sift_down(self, shadow->heap, shadow->n, 0);
-            Cell *gone = CELL(self, victim, c);
+            Cell *gone = CELL(self, victim, k);
             shadow->used -= gone->size;
             gone->size = OUT;
         }
         if (self->failed)
             return -1;
     }
-    return 0;
+    return 1;
+}
+
+/* evict the lowest keys of shadow k until it fits in capacity */
+static int
+evict(Kernel *self, int k, double capacity)
+{
+    return make_room(self, k, 0.0, capacity, 0, 0.0) < 0 ? -1 : 0;
 }
 
 typedef struct {
@@ -428,34 +441,6 @@ halve(Kernel *self)
 
 /* -- an access --------------------------------------------------------------------------------------------- */
 
-/* Admission shadow k's question before the sampled group s (its key before this access: before) comes in:
- * the lowest keys go while they are below `before` and the shadow has no room for size; 1 when there is room,
- * 0 when a victim's key is at least `before` (the group stays out; the victims that went before stay gone). */
-static int
-admit(Kernel *self, int k, double before, double size, double capacity)
-{
-    Shadow *shadow = &self->shadows[k];
-    while (shadow->used + size > capacity && shadow->n) {
-        Entry *top = &shadow->heap[0];
-        double current = CELL(self, top->s, k)->key;
-        if (current != top->key) { /* accessed since it was pushed: re-push it with its key now */
-            top->key = current;
-            shadow_sift_down(self, shadow->heap, shadow->n, 0);
-            continue;
-        }
-        if (before <= current)
-            return 0;
-        Py_ssize_t victim = top->s;
-        shadow->heap[0] = shadow->heap[--shadow->n];
-        if (shadow->n)
-            shadow_sift_down(self, shadow->heap, shadow->n, 0);
-        Cell *gone = CELL(self, victim, k);
-        shadow->used -= gone->size;
-        gone->size = OUT;
-    }
-    return 1;
-}
-
 /* one access of the sampled group of index s through every shadow */
 static int
 replay_sampled(Kernel *self, Py_ssize_t s, double size)
@@ -479,8 +464,13 @@ replay_sampled(Kernel *self, Py_ssize_t s, double size)
             if (shadow->used <= capacity && capacity < shadow->used + size && shadow->n
                 && entry_lt(self, &entry, &shadow->heap[0]))
                 continue; /* the lowest entry: evicting would drop it first and nothing else: it never enters */
-            if (c >= self->nc && !admit(self, c, before[c - self->nc], size, capacity))
-                continue;
+            if (c >= self->nc) { /* an admission shadow asks its question before anything goes */
+                int room = make_room(self, c, size, capacity, 1, before[c - self->nc]);
+                if (room < 0)
+                    return -1;
+                if (!room)
+                    continue;
+            }
             if (self->failed || push(self, shadow, entry.key, s) < 0)
                 return -1;
             cell->size = size;
