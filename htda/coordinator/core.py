@@ -380,11 +380,12 @@ class Coordinator:
 
     def _group_positions(self, node: str, listed: Sequence[int]) -> list[list[int]]:
         """The hot input groups ``node`` is given whole, as the positions of their files in its list."""
-        if not self.node_groups.get(node):
+        groups = self.node_groups.get(node)
+        if not groups:
             return []  # most pulls: no positions to map
         position = {fid: i for i, fid in enumerate(listed)}
         out = []
-        for files in self.node_groups.get(node, ()):
+        for files in groups:
             where = [position.get(fid) for fid in files]
             if None not in where:
                 out.append(cast(list[int], where))

@@ -210,6 +210,7 @@ typedef struct {
     int per_size; /* keys per byte (normalised_key); else a file of one group has its group's key */
     int sized; /* the rating gets each group's bytes (an adaptive rating sizes its shadow caches by them) */
     int busy; /* in replay(): another replay would change the tables under it */
+    int may_ask; /* the rating has an `admitting` attribute (an adaptive one): read it on a miss that needs room */
     PyObject *keys; /* during replay() and rekey(): rating.keys(), the group -> key dict, updated in place */
 } Loop;
 
@@ -364,61 +365,17 @@ record_access(Loop *self, PyObject *access, Group *group, PyObject *t_object, do
     return done == NULL ? -1 : 0;
 }
 
-/* Evict lowest keys first until the cache fits; a stale entry is pushed again with its current key.  If the
- * victim is the file just staged (id staged_id), it was not admitted: *staged becomes 0. */
+/* Evict lowest keys first until `extra` more bytes fit; a stale entry is pushed again with its current key.  If
+ * the victim is the file just staged (id staged_id), it was not admitted: *staged becomes 0.  `asking` (the
+ * group of a missed file whose key before this access was `before`): the admission question, which stops at the
+ * first victim of another group whose key is at least `before` (the victims that went before it stay gone, as
+ * in TinyLFU).  1 when it fits, 0 when stopped, -1 on error. */
 static int
-make_room(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
+make_room(Loop *self, Totals *totals, long long extra, int64_t staged_id, long long *staged, const Group *asking,
+          double before)
 {
-    while (totals->used > self->capacity) {
+    while (totals->used + extra > self->capacity) {
         if (self->heap.n == 0) { /* every cached file has an entry: bytes held, so some entry */
-            PyErr_SetString(PyExc_RuntimeError, "HTDAPolicy's cache holds bytes but no file");
-            return -1;
-        }
-        Entry top = heap_pop(&self->heap);
-        File *victim = (File *)find(&self->files, top.id);
-        double current;
-        if (current_key(self, victim, &current) < 0)
-            return -1;
-        if (current != top.key) { /* its group was accessed since this entry was pushed */
-            victim->key = current;
-            if (heap_push(&self->heap, current, top.id) < 0)
-                return -1;
-            continue;
-        }
-        CACHED(victim) = 0;
-        totals->used -= victim->size;
-        if (top.id == staged_id)
-            *staged = 0; /* not admitted: nothing staged, nothing evicted */
-        else if (add_checked(&totals->evicted, victim->size) < 0)
-            return -1;
-    }
-    return 0;
-}
-
-/* 1 if the rating says the cache should ask the admission question now, 0 if not (or it has no say), -1 */
-static int
-admitting(Loop *self)
-{
-    PyObject *value = PyObject_GetAttr(self->rating, str_admitting);
-    if (value == NULL) { /* a rating without the attribute has no say */
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return -1;
-        PyErr_Clear();
-        return 0;
-    }
-    int truth = PyObject_IsTrue(value);
-    Py_DECREF(value);
-    return truth;
-}
-
-/* The admission question for a file of group, whose key before this access was `before` (per byte of size if
- * per_size, as the heap's keys are): the lowest keys go while `before` is above them (files of its own group
- * unasked) until size fits; 1 when it does, 0 when a victim's key is at least `before`, -1 on error. */
-static int
-admit(Loop *self, Totals *totals, const Group *group, double before, long long size)
-{
-    while (totals->used + size > self->capacity) {
-        if (self->heap.n == 0) {
             PyErr_SetString(PyExc_RuntimeError, "HTDAPolicy's cache holds bytes but no file");
             return -1;
         }
@@ -434,15 +391,31 @@ admit(Loop *self, Totals *totals, const Group *group, double before, long long s
                 return -1;
             continue;
         }
-        if (victim->group != group->group && before <= current)
+        if (asking != NULL && victim->group != asking->group && before <= current)
             return 0;
         heap_pop(&self->heap);
         CACHED(victim) = 0;
         totals->used -= victim->size;
-        if (add_checked(&totals->evicted, victim->size) < 0)
+        if (top.id == staged_id)
+            *staged = 0; /* not admitted: nothing staged, nothing evicted */
+        else if (add_checked(&totals->evicted, victim->size) < 0)
             return -1;
     }
     return 1;
+}
+
+/* 1 if the rating says the cache should ask the admission question now, 0 if not (or it has no say), -1 */
+static int
+admitting(Loop *self)
+{
+    if (!self->may_ask)
+        return 0;
+    PyObject *value = PyObject_GetAttr(self->rating, str_admitting);
+    if (value == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return truth;
 }
 
 /* The key group had before this access (rating.before), per byte of size if per_size */
@@ -477,7 +450,8 @@ stage(Loop *self, Totals *totals, File *file, const Group *group, long long size
         double before;
         if (asking < 0 || (asking && key_before(self, group, size, &before) < 0))
             return -1;
-        int room = asking ? admit(self, totals, group, before, size) : 1;
+        long long none = 0; /* (the file is not in the heap yet: never a victim) */
+        int room = asking ? make_room(self, totals, size, file->head.id, &none, group, before) : 1;
         if (room <= 0)
             return room;
     }
@@ -488,7 +462,7 @@ stage(Loop *self, Totals *totals, File *file, const Group *group, long long size
         return -1;
     totals->used += size;
     long long staged = size;
-    if (make_room(self, totals, entry.id, &staged) < 0)
+    if (make_room(self, totals, 0, entry.id, &staged, NULL, 0.0) < 0)
         return -1;
     return add_checked(&totals->staged, staged);
 }
@@ -679,6 +653,7 @@ Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->per_job = per_job;
     self->per_size = per_size;
     self->sized = sized;
+    self->may_ask = PyObject_HasAttr(rating, str_admitting);
     if (table_init(&self->files, sizeof(File)) < 0 || table_init(&self->groups, sizeof(Group)) < 0) {
         Py_DECREF(self);
         return NULL;
