@@ -127,8 +127,8 @@ def xcache(host: Host, origin: Host, cache_dir: Path, workdir: Path, ram: str = 
     XCache may hold up to ``headroom`` more for a while.  0: the host's filesystem, in practice uncapped.
 
     ``files``: a cap on its own files on a disk it shares (a worker's read-through proxy beside the cache
-    device, as ``docs/cache.rst`` configures it): pfc's ``files`` limits (purged down to 3/4 of it, to half when
-    the disk is short), checked every minute."""
+    device, as ``docs/cache.rst`` configures it): pfc's ``files`` limits (baseline, nominal, max: a half, three
+    quarters and all of it; a purge brings its files down to the nominal), checked every minute."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     usage = "0.90 0.95"
     if disk:
