@@ -154,6 +154,7 @@ class WTinyLFUPolicy(CachePolicy):
             self.samples += 1
             if self.samples >= self.sample_factor * max(64, len(window) + len(probation) + len(protected)):
                 self._age()
+                counts = self.counts  # the aged counts are a new dict: count into it from now on
             if oid in window:
                 window.move_to_end(oid)
             elif oid in protected:
