@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from htda.coordinator.adaptive import AdaptiveLRFUPolicy
 from htda.coordinator.rating import LRFUPolicy
 from htda.simulator.htda_policy import HTDAPolicy
 from htda.simulator.modern import S3FIFOPolicy, WTinyLFUPolicy
@@ -89,7 +90,12 @@ def test_capacity_respected_and_churn_balanced(policy):
     assert results[p.label].hits > 0
 
 
-@pytest.mark.parametrize("policy", [LRUPolicy, LFUPolicy, ARCPolicy, S3FIFOPolicy, WTinyLFUPolicy])
+def _htda_adaptive(capacity: int) -> HTDAPolicy:
+    # short half-lives and small rounds, so that the rating switches within the trace (and across the cuts)
+    return HTDAPolicy(capacity, AdaptiveLRFUPolicy(half_life=100.0, half_lives=(1.0, 100.0), decision_every=50))
+
+
+@pytest.mark.parametrize("policy", [LRUPolicy, LFUPolicy, ARCPolicy, S3FIFOPolicy, WTinyLFUPolicy, _htda_adaptive])
 def test_hits_do_not_depend_on_how_the_trace_is_cut(policy):
     # The simulator hands a policy the trace in chunks whose length depends on the command (the suite's and
     # simulate's differ); a policy's state must carry over whole.  3000 requests age W-TinyLFU's counts
@@ -107,6 +113,8 @@ def test_hits_do_not_depend_on_how_the_trace_is_cut(policy):
         got = [got[0] + hits, got[1] + hit_bytes]
     assert tuple(got) == tuple(expected)
     assert expected[0] > 0
+    if isinstance(whole, HTDAPolicy):
+        assert whole.rating.switches > 0 and cut.rating.switches == whole.rating.switches
 
 
 def test_a_scan_does_not_flush_what_was_requested_twice():
