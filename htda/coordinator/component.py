@@ -20,7 +20,7 @@ from ..node.rest import HTTPError, Request
 from ..protocol.cache import CacheFacts
 from ..protocol.node import facts_in
 from . import api
-from .adaptive import AdaptiveLRFUPolicy
+from .adaptive import DEFAULT_HALF_LIVES, AdaptiveLRFUPolicy
 from .admission import ADMISSIONS
 from .core import CacheNode, Coordinator, CycleReport
 from .leader import leadership_for
@@ -65,7 +65,7 @@ class CoordinatorComponent(Component):
         "adaptive": Field(bool, True, "with policy lrfu: choose the half-life online among adaptive_half_lives by "
                                       "shadow caches, starting at half_life (the lrfu-adaptive policy; "
                                       "docs/coordinator.rst); false: always half_life"),
-        "adaptive_half_lives": Field(list, [300.0, 3600.0, 86400.0, 604800.0],
+        "adaptive_half_lives": Field(list, list(DEFAULT_HALF_LIVES),
                                      "policy lrfu-adaptive: the candidate half-lives (seconds) it chooses among "
                                      "online by shadow caches (docs/coordinator.rst)", item=float,
                                      check=_half_lives),
