@@ -415,7 +415,9 @@ def _fill(planner: _Planner[F], files: Iterable[F], scores: Mapping[F, float]) -
     """Pass 3: files still without a node take the space left, best first, without evicting."""
     by_free = sorted(planner.nodes.values(), key=lambda n: -n.free)
     most_free = max((n.free for n in by_free), default=-1)
-    for lfn in sorted((f for f in files if f not in planner.where), key=lambda f: -scores[f]):
+    # ties broken by name: the files come as a set, and two sets of the same files built in different orders
+    # may iterate differently, so the full placement and a kept one's update would fill differently
+    for lfn in sorted((f for f in files if f not in planner.where), key=lambda f: (-scores[f], str(f))):
         if planner.size_of[lfn] <= most_free and planner.place_file(lfn, by_free, None):
             most_free = max(n.free for n in by_free)
 
