@@ -318,7 +318,7 @@ def _plan(groups: Iterable[GroupCandidate[F]], sizes: Mapping[F, int | None], ca
     if current_scores is None:
         _fill(planner, scores, scores)
     else:
-        _fill(planner, {lfn for group in ordered for lfn in group.files}.union(planner.evicted), scores)
+        _fill(planner, _fill_order(ordered, planner.evicted), scores)
     return planner
 
 
@@ -394,7 +394,7 @@ class Placer(Generic[F]):
                 if lfn not in planner.size_of:
                     planner.size_of[lfn] = _bytes(sizes.get(lfn), planner.unknown_size)
         _place_groups(planner, ordered, window * planner.capacity)
-        _fill(planner, set(new_scores).union(planner.evicted), planner.scores)
+        _fill(planner, _fill_order(ordered, planner.evicted), planner.scores)
         return planner.moved()
 
 
@@ -411,13 +411,19 @@ def _place_groups(planner: _Planner[F], ordered: list[GroupCandidate[F]], window
             planner.place_group(group, list(dict.fromkeys(pending)))
 
 
+def _fill_order(ordered: list[GroupCandidate[F]], evicted: list[F]) -> list[F]:
+    """The files pass 3 considers after placing ``ordered``, once each, in an order fixed by the groups' order
+    and the evictions': the fill sorts them by score only (a tie keeps this order), so a set here (whose order
+    depends on how it was built and on the hash seed) let a kept placer's update and the full placement fill
+    ties differently."""
+    return list(dict.fromkeys([lfn for group in ordered for lfn in group.files] + evicted))
+
+
 def _fill(planner: _Planner[F], files: Iterable[F], scores: Mapping[F, float]) -> None:
     """Pass 3: files still without a node take the space left, best first, without evicting."""
     by_free = sorted(planner.nodes.values(), key=lambda n: -n.free)
     most_free = max((n.free for n in by_free), default=-1)
-    # ties broken by name: the files come as a set, and two sets of the same files built in different orders
-    # may iterate differently, so the full placement and a kept one's update would fill differently
-    for lfn in sorted((f for f in files if f not in planner.where), key=lambda f: (-scores[f], str(f))):
+    for lfn in sorted((f for f in files if f not in planner.where), key=lambda f: -scores[f]):
         if planner.size_of[lfn] <= most_free and planner.place_file(lfn, by_free, None):
             most_free = max(n.free for n in by_free)
 
