@@ -45,8 +45,6 @@ from .machine_ad import CACHE_ATTRIBUTES, GROUPS_ATTRIBUTE, NODE_ATTR, UP_ATTR
 
 __all__ = ["MAX_GROUPS", "main", "machine_attributes", "watch"]
 
-#: machine-ad attribute of each cache fact (:class:`htda.protocol.cache.CacheFacts`, whose fields a test checks
-#: these against: this script imports only :mod:`htda.protocol.paths`, to start fast)
 #: at most this many keys are published (the coordinator names at most 64 per node)
 MAX_GROUPS = 256
 _KEY_CHARS = frozenset("0123456789abcdef")
