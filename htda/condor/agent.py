@@ -148,6 +148,8 @@ class SubmitAgent(Component):
         self._homed = m.counter("htda_submit_first_read_homes_total", "jobs whose inputs no node held, steered "
                                 "to their first-read home, by node", ("node",))
         m.gauge("htda_submit_first_read_inputs", "inputs with a first-read home", callback=lambda: len(self.homes))
+        m.gauge("htda_submit_routed_jobs", "jobs steered to a node and not yet finished (the load first-read "
+                "homes are spread by)", callback=self.homes.jobs)
         m.gauge("htda_submit_queued", "jobs and events waiting for a coordinator", ("kind",),
                 callback=lambda: {"jobs": len(self.jobs.items), "events": len(self.events.items)})
         m.gauge("htda_submit_dropped", "jobs and events dropped because the queue was full", ("kind",),
@@ -196,6 +198,8 @@ class SubmitAgent(Component):
             raise
         home = self.first_read_home if self.config["first_read_home"] else None
         outcome = translate(ad, self.mapping, self.steering, self._queue_job, self.lookup, home)
+        if home is not None and outcome.job is not None and outcome.preferred:
+            self.homes.routed(outcome.job.job_id, outcome.preferred)  # it waits for those nodes' slots
         self._translated.inc(outcome="steered" if outcome.changed else "unchanged")
         job = outcome.job.job_id if outcome.job else "?"
         (self.log.warning if outcome.failed else self.log.debug)("translate %s: %s", job, outcome.reason)
@@ -216,6 +220,8 @@ class SubmitAgent(Component):
             self.log.warning("%s hook refused: %s", hook, exc)
             raise
         state, node = job_state(ad)
+        if self.config["first_read_home"]:
+            self.homes.job_event(job_ids(ad)[0], state, node)
         if state is not None:
             event = {"job_id": job_ids(ad)[0], "state": state, "time": self.node.clock.time(),
                      "owner": job_owner(ad)}  # the coordinator counts it only for a job of this owner
@@ -276,11 +282,11 @@ class SubmitAgent(Component):
                 error = exc
         raise error
 
-    def first_read_home(self, lfns: list[str]) -> str | None:
-        """The node to read ``lfns`` first (no node holds any of them): see :mod:`htda.condor.homes`."""
+    def first_read_home(self, job: JobInfo) -> str | None:
+        """The node to read ``job``'s inputs first (no node holds any of them): see :mod:`htda.condor.homes`."""
         nodes = [m.name for m in self.node.members("cache")
                  if (facts := facts_in(m.info, "cache", CacheFacts)) is not None and facts.capacity_bytes]
-        home = self.homes.choose(lfns, nodes)
+        home = self.homes.choose(job.inputs, nodes, job.job_id)
         if home is not None:
             self._homed.inc(node=home)
         return home

@@ -73,13 +73,14 @@ class Outcome:
     reason: str
     job: JobInfo | None = None
     failed: bool = False  # unchanged because something went wrong (not by design)
+    preferred: tuple[str, ...] = ()  # the holders the job was steered to (none: not steered to holders)
 
 
 #: publish(job) queues the job for the coordinator; lookup(lfns) answers like POST /locator/lookup
 Publish = Callable[[JobInfo], None]
 Lookup = Callable[[list[str]], Any]
-#: home(lfns) names the node that reads inputs no node holds yet (:mod:`htda.condor.homes`), or None
-Home = Callable[[list[str]], "str | None"]
+#: home(job) names the node that reads the job's inputs, which no node holds yet (:mod:`htda.condor.homes`), or None
+Home = Callable[[JobInfo], "str | None"]
 
 #: the affinity of a first-read home: above 0 (preferred and, with steer_requirements, required), below any
 #: share a holder of real bytes gets
@@ -111,7 +112,7 @@ def translate(ad: classads.ClassAd, mapping: InputMapping, steering: Steering, p
     publish(job)
     try:
         fractions = _preferred(lookup(job.inputs), steering)
-        first_read = None if fractions or home is None else home(job.inputs)
+        first_read = None if fractions or home is None else home(job)
     except Exception as exc:  # noqa: BLE001 - any failure of the pool or its answer: fail open
         return Outcome(b"", False, f"locator lookup failed: {exc}", job, failed=True)
     if fractions:
@@ -132,7 +133,7 @@ def translate(ad: classads.ClassAd, mapping: InputMapping, steering: Steering, p
         text = classads.print_attributes(ad, written)
     except classads.AdError as exc:
         return Outcome(b"", False, f"not printable: {exc}", job, failed=True)
-    return Outcome(text.encode(), True, reason, job)
+    return Outcome(text.encode(), True, reason, job, preferred=tuple(node for node, _ in fractions))
 
 
 def _preferred(answer: Any, steering: Steering) -> list[tuple[str, float]]:

@@ -60,14 +60,66 @@ def test_memory_is_bounded():
     assert len(h) == 10
 
 
-def test_a_new_dataset_goes_where_fewer_new_inputs_were_sent_not_fewer_jobs():
-    """Cold jobs are bound by the storage link: four jobs of one 3-file dataset read less than one of six."""
+def test_a_new_dataset_goes_where_fewer_jobs_wait_then_where_fewer_new_inputs_were_sent():
+    """Slots before reads: the storage link is shared, but a node's jobs queue for its own slots."""
     h, _ = homes()
     nodes = ["w1", "w2"]
     small = [f"/small/{i}" for i in range(3)]
-    first = h.choose(small, nodes)
-    for _ in range(3):
-        assert h.choose(small, nodes) == first  # the same dataset: no new reads
-    second = h.choose([f"/large/{i}" for i in range(6)], nodes)
-    assert second != first  # 3 inputs homed at the first node, none at the other
-    assert h.choose(["/next/0"], nodes) == first  # 4 jobs but 3 reads there, 1 job but 6 reads at the other
+    first = h.choose(small, nodes, "j0")
+    for j in range(1, 4):
+        assert h.choose(small, nodes, f"j{j}") == first  # the same dataset: no new reads, but four jobs
+    second = h.choose([f"/large/{i}" for i in range(6)], nodes, "j4")
+    assert second != first
+    assert h.choose(["/next/0"], nodes, "j5") == second  # 1 job (6 reads) there, 4 jobs (3 reads) here
+    assert h.choose(["/next/1"], nodes) == second  # 2 jobs against 4; a job without an id is not counted
+    h.choose(["/next/2"], nodes, "j6")
+    h.choose(["/next/3"], nodes, "j7")  # 4 jobs each: the node with fewer first reads
+    assert h.choose(["/next/4"], nodes) == first
+
+
+def test_jobs_steered_to_copies_count_and_finished_jobs_do_not():
+    """The case measured at skew 0.6: a node whose copies draw three jobs gets no new dataset."""
+    h, _ = homes()
+    nodes = ["w1", "w2", "w3"]
+    for j in range(3):
+        h.routed(f"warm{j}", ["w1"])
+    h.routed("replicated", ["w2", "w3"])  # half a job each
+    picks = [h.choose([f"/new{i}/a", f"/new{i}/b"], nodes, f"cold{i}") for i in range(3)]
+    assert "w1" not in picks[:2] and set(picks[:2]) == {"w2", "w3"}
+    assert picks[2] in {"w2", "w3"}  # 1.5 jobs each against 3
+    assert h.jobs() == 7
+    for j in range(3):
+        h.job_event(f"warm{j}", "finished", "w1")
+    h.job_event("replicated", "removed", None)
+    assert h.jobs() == 3
+    assert h.choose(["/later"], nodes, "cold9") == "w1"  # no jobs left there
+
+
+def test_a_started_job_counts_where_it_runs_and_lapses_without_news():
+    h, clock = homes(window=100.0)
+    nodes = ["w1", "w2"]
+    home = h.choose(["/a"], nodes, "j1")
+    other = ({"w1", "w2"} - {home}).pop()
+    h.job_event("j1", "started", other)  # the home's wait ran out: it runs elsewhere
+    assert h.choose(["/b"], nodes, "j2") == home
+    clock.advance(60)
+    h.job_event("j1", None, None)  # still running (an update hook's report): still counted
+    h.job_event("unknown", None, None)  # a job never routed is not made up
+    assert h.jobs() == 2
+    clock.advance(50)  # j2 has had no news for 110 s: it lapses; j1 had news 50 s ago
+    assert h.jobs() == 1
+    assert h.choose(["/c"], nodes, "j3") == home
+    h.job_event("j1", "finished", other)
+    h.job_event("j3", "finished", home)
+    assert h.jobs() == 0
+
+
+def test_jobs_remembered_are_bounded():
+    h, _ = homes(limit=10)
+    for i in range(100):
+        h.routed(f"j{i}", ["w1", "w2", "w3"])
+    assert h.jobs() == 10
+    for i in range(90, 100):
+        h.job_event(f"j{i}", "finished", None)
+    assert h.jobs() == 0
+    assert h.choose(["/x"], ["w1"], "last") == "w1"

@@ -186,9 +186,11 @@ def test_jobs_whose_inputs_no_node_holds_share_a_first_read_home(run, inprocess_
     assert b"htda_submit_first_read_inputs 3" in metrics
     assert route("/storage/store/new/a.root", JobPrio="5")["JobPrio"] == 5  # a user's own priority stays
     holdings({"c-two": {"/store/new/a.root": 100}})  # once a node holds an input, holders steer, not homes
-    held = route("/storage/store/new/a.root, /storage/store/new/b.root")
+    held = route("/storage/store/new/a.root, /storage/store/new/b.root", ProcId="1")
     assert held["HTDA_PreferredNodes"] == "c-two" and "HTDA_HomeNode" not in held
     assert held.get("JobPrio", 0) == 0
+    _, metrics = raw_request("GET", f"{agent.url}/metrics")
+    assert b"htda_submit_routed_jobs 2" in metrics  # job .0 (homed, routed again) and .1 (steered to c-two)
 
 
 def test_the_executable_runs_through_its_own_shebang(agent, hook_config, holdings):
