@@ -36,9 +36,11 @@ from .progress import EVERY, PassProgress
 from .topology import Host, Topology, TopologyError
 from .workload import Job, job_ad
 
-__all__ = ["CondorDispatch", "StandinDispatch", "SlotRunner", "REPO"]
+__all__ = ["CondorDispatch", "StandinDispatch", "SlotRunner", "REPO", "CONDOR_DIR"]
 
 REPO = Path(__file__).resolve().parents[2]
+#: a mode's HTCondor pool lives under this folder of the mode's run directory
+CONDOR_DIR = "condor"
 
 
 def _record(mode: str, job: Job, result: dict, worker: str, slot: int, cached: int, preferred: list[str]) -> dict:
@@ -60,7 +62,7 @@ class CondorDispatch:
         setup = CondorSetup(roots={w: Path(str(r)) for w, r in roots.items()}, wait_routed=wait_routed)
         if pool is not None:
             setup = _htda_setup(setup, pool, topo, moddir)
-        self.condor = CondorPool(home, topo, moddir / "condor", slots, ensure_user(BENCH_USER), setup)
+        self.condor = CondorPool(home, topo, moddir / CONDOR_DIR, slots, ensure_user(BENCH_USER), setup)
         try:
             took = self.condor.start()
         except BaseException:

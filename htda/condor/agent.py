@@ -35,12 +35,15 @@ from .channel import Answer, Call, HookServer, Refused
 from .homes import Homes
 from .hooks import EVENTS_PATH, SUBMIT_SOCKET, TRANSLATE_PATH, split
 from .jobinfo import InputMapping, JobInfo, job_ids, job_owner, job_state
+from .reschedule import Rescheduler
 from .sizes import SizeProbe
 from .translate import Steering, parse_input, translate
 
 __all__ = ["SubmitAgent"]
 
 HOOKS = ("update", "finalize", "cleanup")
+#: seconds between checks whether a reschedule after routing is due (htda.condor.reschedule)
+RESCHEDULE_TICK = 0.2
 #: seconds an input keeps its first-read home after the last job that named it
 HOME_TTL = 3600.0
 
@@ -108,6 +111,10 @@ class SubmitAgent(Component):
         "cold_first": Field(bool, True, "a job whose inputs no node holds (steered to its first-read home: it "
                                         "reads them all from storage and runs longest) starts before its owner's "
                                         "other jobs of default priority: JobPrio 1 where it is 0 or unset"),
+        "reschedule_command": Field(list, lambda: ["condor_reschedule"], "run about a second after the first "
+                                    "job of a burst is steered, so steered jobs are matched in a negotiation "
+                                    "cycle asked for then, not the next periodic one (empty: never)"),
+        "condor_config": Field(str, "", "CONDOR_CONFIG for reschedule_command (empty: the agent's environment)"),
         "storage_root": Field(str, "", "a local view of storage (NFS or xrootdfs mount) where the agent reads "
                                        "input sizes for the coordinator; empty: no sizes are sent"),
         "max_ad_bytes": Field(int, 1024 * 1024, "largest ad accepted from a hook", check=positive),
@@ -137,6 +144,10 @@ class SubmitAgent(Component):
                        else None)
         self._sender = Periodic("htda-submit-send", config["send_interval"], self.flush, self.log,
                                 first_delay=config["send_interval"], clock=node.clock)
+        self.rescheduler = Rescheduler(config["reschedule_command"], config["condor_config"], log=self.log,
+                                       clock=node.clock)
+        self._rescheduling = Periodic("htda-submit-reschedule", RESCHEDULE_TICK, self._reschedule, self.log,
+                                      clock=node.clock)
         self._turn = itertools.count()
         m = node.metrics
         self._translated = m.counter("htda_submit_translate_total", "translate requests, by outcome", ("outcome",))
@@ -147,6 +158,8 @@ class SubmitAgent(Component):
         self._sent = m.counter("htda_submit_sent_total", "jobs and events delivered to a coordinator", ("kind",))
         self._homed = m.counter("htda_submit_first_read_homes_total", "jobs whose inputs no node held, steered "
                                 "to their first-read home, by node", ("node",))
+        self._reschedules = m.counter("htda_submit_reschedules_total", "reschedule_command runs after steering "
+                                      "jobs, by outcome", ("outcome",))
         m.gauge("htda_submit_first_read_inputs", "inputs with a first-read home", callback=lambda: len(self.homes))
         m.gauge("htda_submit_routed_jobs", "jobs steered to a node and not yet finished (the load first-read "
                 "homes are spread by)", callback=self.homes.jobs)
@@ -157,15 +170,17 @@ class SubmitAgent(Component):
 
     # -- life cycle --------------------------------------------------------------
     def loops(self) -> list[Periodic]:
-        return [self._sender]
+        return [self._sender, self._rescheduling]
 
     def start(self) -> None:
         self.channel.start()
         self._sender.start()
+        self._rescheduling.start()
 
     def stop(self) -> None:
         self.channel.stop()
         self._sender.stop(timeout=5)
+        self._rescheduling.stop(timeout=5)
         self.flush()  # one last try, so jobs routed just before shutdown are not lost
 
     # -- the hooks' channel -------------------------------------------------------------
@@ -200,6 +215,8 @@ class SubmitAgent(Component):
         outcome = translate(ad, self.mapping, self.steering, self._queue_job, self.lookup, home)
         if home is not None and outcome.job is not None and outcome.preferred:
             self.homes.routed(outcome.job.job_id, outcome.preferred)  # it waits for those nodes' slots
+        if outcome.changed:
+            self.rescheduler.routed()
         self._translated.inc(outcome="steered" if outcome.changed else "unchanged")
         job = outcome.job.job_id if outcome.job else "?"
         (self.log.warning if outcome.failed else self.log.debug)("translate %s: %s", job, outcome.reason)
@@ -290,6 +307,11 @@ class SubmitAgent(Component):
         if home is not None:
             self._homed.inc(node=home)
         return home
+
+    def _reschedule(self) -> None:
+        failures = self.rescheduler.failures
+        if self.rescheduler.tick():
+            self._reschedules.inc(outcome="failed" if self.rescheduler.failures > failures else "ok")
 
     def flush(self) -> None:
         """Send what is queued, in batches, to the first coordinator that takes it."""
