@@ -22,6 +22,9 @@ workers idled for 18 s.  A job counts from routing until its finished (or
 removed) event, or until ``window`` (the agent's ``home_timeout``, after
 which a waiting job is no longer held to its node) has passed without any
 word of it; the lifecycle hooks' reports of a running job keep it counted.
+With the shipped route, which edits jobs in place, no lifecycle hook reports
+a start or an end (``docs/htcondor.rst``): a job then counts for ``window``
+after its routing, so the load is the jobs routed to each node lately.
 
 This is a preference for the first reads only: as soon as a node holds an
 input, the locator's answer steers the job instead.

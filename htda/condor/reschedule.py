@@ -2,14 +2,13 @@
 
 The job router edits a job in place after HTDA's translate hook answers; by
 then the schedd's reschedule of the submission has come and gone, and the
-job (which, with the shipped submit transform, may match only once routed)
-waits for a negotiation cycle the schedd asks for on its own: measured in the
-cluster benchmark (NEGOTIATOR_INTERVAL 2 s, router poll 2 s, 2026-11-27), a
-pass's jobs were matched 6 s after submission, 4-5 s after routing; with a
-reschedule after routing, 3-5 s after submission.  ``condor_reschedule`` asks
-the schedd to send its submitter ads and request a cycle from the negotiator
-(who still keeps ``NEGOTIATOR_MIN_INTERVAL``); it is what ``condor_submit``
-does after every submission.
+job (which may match only once routed where the site has jobs wait for
+``HTDA_Routed``, as ``docs/htcondor.rst`` suggests) waits for the next cycle: up to ``NEGOTIATOR_INTERVAL`` (60 s by
+default).  ``condor_reschedule`` asks the schedd to send its submitter ads
+and request a cycle from the negotiator (who still keeps
+``NEGOTIATOR_MIN_INTERVAL``); it is what ``condor_submit`` does after every
+submission.  Where cycles come every few seconds it changes little
+(``docs/htcondor.rst``, caveats, has the cluster benchmark's figures).
 
 One reschedule per burst of routings: the first routing arms it, ``delay``
 later (the router applies its edits after the hooks of a poll have answered)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 
 import classad2
 import pytest
 
-from testkit.nodes import wait_until
+from htda.node.client import Client
+from testkit.nodes import SECRET, wait_until
 
 from .pool import changes, job_description
 
@@ -90,3 +92,31 @@ def assert_affinity_term(htda_pool, job: dict[str, str], expected: dict[str, flo
     ranks = {name: pre_job_rank.eval(scope=slot, target=ad) for name, slot in slots.items()}
     assert max(ranks, key=ranks.get) == max(expected, key=expected.get), ranks
     assert slots["w1"]["Memory"] > slots["w2"]["Memory"]
+
+
+def reschedules(url: str) -> dict[str, int]:
+    """The agent's ``htda_submit_reschedules_total`` samples: ``{outcome: count}``."""
+    text = Client(SECRET.encode(), retries=0).text(f"{url}/metrics")
+    return {outcome: int(float(value)) for outcome, value in
+            re.findall(r'^htda_submit_reschedules_total\{outcome="(\w+)"\} (\S+)$', text, re.MULTILINE)}
+
+
+def test_after_steering_the_agent_asks_the_real_schedd_to_reschedule(htda_pool, tmp_path):
+    """condor_reschedule as the agent runs it (root, the pool's CONDOR_CONFIG) is taken by the schedd; with a
+    CONDOR_CONFIG that leads nowhere it fails, is counted, and the job is steered all the same."""
+    pool, owner = htda_pool.pool, htda_pool.owners[0]
+    tool = tmp_path / "condor_reschedule"  # the tool acts on its argv[0]: a link of that name, as installed
+    tool.symlink_to(pool.program("condor_reschedule"))
+    htda_pool.report_holdings({"w1": INPUTS, "w2": {}})
+    nowhere = tmp_path / "no_pool_config"
+    nowhere.write_text("COLLECTOR_HOST = 127.0.0.1:9\nSCHEDD_HOST = nowhere\n")
+    for config, outcome in ((pool.config, "ok"), (nowhere, "failed")):
+        with htda_pool.agent_configured(reschedule_command=[str(tool)], condor_config=str(config)) as agent:
+            routed = route(htda_pool, owner, list(INPUTS))
+            try:
+                assert routed.after["HTDA_PreferredNodes"] == '"w1"'
+                counted = wait_until(lambda: reschedules(agent.url) or None, timeout=30, interval=0.5,
+                                     what="the agent's reschedule after steering")
+            finally:
+                pool.remove(routed.job, owner)
+        assert counted == {outcome: 1}
