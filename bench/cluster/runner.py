@@ -211,7 +211,7 @@ class Cluster:
                                 first_read_home=self.config.read_through, view=self.config.view,
                                 read_through=self.config.read_through,
                                 coordinator_options=self.config.coordinator_options,
-                                submit_options={**self._reschedule_options(moddir), **self.config.submit_options})
+                                submit_options={**self._schedd_tool_options(moddir), **self.config.submit_options})
                 pool.start()
                 pool.wait_members()
                 roots = {w.name: moddir / w.name / "view" for w in self.topo.worker_hosts}
@@ -226,17 +226,20 @@ class Cluster:
                 daemon.stop()
             unmount_all(moddir)
 
-    def _reschedule_options(self, moddir: Path) -> dict[str, Any]:
-        """The submit agent's reschedule after routing (htda.condor.reschedule), aimed at this run's schedd; none
-        without real HTCondor.  The tool is a link to a program that acts on its argv[0], so it gets its own."""
+    def _schedd_tool_options(self, moddir: Path) -> dict[str, Any]:
+        """The submit agent's HTCondor tools (the reschedule after routing, the queue read for homes), aimed at this
+        run's schedd; none without real HTCondor.  Some tools are links to a program that acts on its argv[0], so
+        each gets a link of its own name."""
         if self.config.negotiator != "condor":
-            return {"reschedule_command": []}
-        tool = moddir / "condor-tools" / "condor_reschedule"
-        tool.parent.mkdir(parents=True, exist_ok=True)
-        tool.unlink(missing_ok=True)
-        tool.symlink_to(program(self.config.condor_home, "condor_reschedule"))
-        return {"reschedule_command": [str(tool)],
-                "condor_config": str(moddir / CONDOR_DIR / self.topo.service.name / "condor_config")}
+            return {"reschedule_command": [], "queue_command": []}
+        options: dict[str, Any] = {"condor_config": str(moddir / CONDOR_DIR / self.topo.service.name / "condor_config")}
+        for key, name in (("reschedule_command", "condor_reschedule"), ("queue_command", "condor_q")):
+            tool = moddir / "condor-tools" / name
+            tool.parent.mkdir(parents=True, exist_ok=True)
+            tool.unlink(missing_ok=True)
+            tool.symlink_to(program(self.config.condor_home, name))
+            options[key] = [str(tool)]
+        return options
 
     def _xcache_disk(self) -> int:
         """XCache's cap in bytes; 0 (its data on the host's disk, as before caps) where the cap could never bind:

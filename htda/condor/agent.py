@@ -35,15 +35,17 @@ from .channel import Answer, Call, HookServer, Refused
 from .homes import Homes
 from .hooks import EVENTS_PATH, SUBMIT_SOCKET, TRANSLATE_PATH, split
 from .jobinfo import InputMapping, JobInfo, job_ids, job_owner, job_state
+from .queue import ScheddQueue
 from .reschedule import Rescheduler
 from .sizes import SizeProbe
+from .tool import CondorTool
 from .translate import Steering, parse_input, translate
 
 __all__ = ["SubmitAgent"]
 
 HOOKS = ("update", "finalize", "cleanup")
-#: seconds between checks whether a reschedule after routing is due (htda.condor.reschedule)
-RESCHEDULE_TICK = 0.2
+#: seconds between two turns of the loop that talks to the schedd (is a reschedule or a queue read due?)
+SCHEDD_TICK = 0.2
 #: seconds an input keeps its first-read home after the last job that named it
 HOME_TTL = 3600.0
 
@@ -114,7 +116,13 @@ class SubmitAgent(Component):
         "reschedule_command": Field(list, lambda: ["condor_reschedule"], "run about a second after the first "
                                     "job of a burst is steered, so steered jobs are matched in a negotiation "
                                     "cycle asked for then, not the next periodic one (empty: never)"),
-        "condor_config": Field(str, "", "CONDOR_CONFIG for reschedule_command (empty: the agent's environment)"),
+        "queue_command": Field(list, lambda: ["condor_q"], "with first_read_home: reads the schedd's idle and "
+                               "running steered jobs every queue_interval while jobs are counted, so homes weigh "
+                               "the jobs each node has now (the shipped in-place route reports no job's end; "
+                               "empty: never, jobs count for home_timeout after routing)"),
+        "queue_interval": Field(float, 10.0, "seconds between two reads of the schedd's queue", check=positive),
+        "condor_config": Field(str, "", "CONDOR_CONFIG for reschedule_command and queue_command (empty: the "
+                                        "agent's environment)"),
         "storage_root": Field(str, "", "a local view of storage (NFS or xrootdfs mount) where the agent reads "
                                        "input sizes for the coordinator; empty: no sizes are sent"),
         "max_ad_bytes": Field(int, 1024 * 1024, "largest ad accepted from a hook", check=positive),
@@ -144,10 +152,14 @@ class SubmitAgent(Component):
                        else None)
         self._sender = Periodic("htda-submit-send", config["send_interval"], self.flush, self.log,
                                 first_delay=config["send_interval"], clock=node.clock)
-        self.rescheduler = Rescheduler(config["reschedule_command"], config["condor_config"], log=self.log,
-                                       clock=node.clock)
-        self._rescheduling = Periodic("htda-submit-reschedule", RESCHEDULE_TICK, self._reschedule, self.log,
-                                      clock=node.clock)
+        self.rescheduler = Rescheduler(CondorTool(
+            config["reschedule_command"], config["condor_config"], what="reschedule after routing",
+            fallback="jobs wait for the negotiator's own cycle", log=self.log), clock=node.clock)
+        self.queue = ScheddQueue(CondorTool(
+            config["queue_command"] if config["first_read_home"] else [], config["condor_config"],
+            what="reading the schedd's queue", fallback="homes count jobs until home_timeout instead", log=self.log))
+        self._next_queue_read = 0.0  # monotonic; only the htda-submit-schedd thread reads and writes it
+        self._schedd = Periodic("htda-submit-schedd", SCHEDD_TICK, self._talk_to_schedd, self.log, clock=node.clock)
         self._turn = itertools.count()
         m = node.metrics
         self._translated = m.counter("htda_submit_translate_total", "translate requests, by outcome", ("outcome",))
@@ -160,6 +172,8 @@ class SubmitAgent(Component):
                                 "to their first-read home, by node", ("node",))
         self._reschedules = m.counter("htda_submit_reschedules_total", "reschedule_command runs after steering "
                                       "jobs, by outcome", ("outcome",))
+        self._queue_reads = m.counter("htda_submit_queue_reads_total", "queue_command runs, by outcome",
+                                      ("outcome",))
         m.gauge("htda_submit_first_read_inputs", "inputs with a first-read home", callback=lambda: len(self.homes))
         m.gauge("htda_submit_routed_jobs", "jobs steered to a node and not yet finished (the load first-read "
                 "homes are spread by)", callback=self.homes.jobs)
@@ -170,17 +184,17 @@ class SubmitAgent(Component):
 
     # -- life cycle --------------------------------------------------------------
     def loops(self) -> list[Periodic]:
-        return [self._sender, self._rescheduling]
+        return [self._sender, self._schedd]
 
     def start(self) -> None:
         self.channel.start()
         self._sender.start()
-        self._rescheduling.start()
+        self._schedd.start()
 
     def stop(self) -> None:
         self.channel.stop()
         self._sender.stop(timeout=5)
-        self._rescheduling.stop(timeout=5)
+        self._schedd.stop(timeout=5)
         self.flush()  # one last try, so jobs routed just before shutdown are not lost
 
     # -- the hooks' channel -------------------------------------------------------------
@@ -308,10 +322,20 @@ class SubmitAgent(Component):
             self._homed.inc(node=home)
         return home
 
-    def _reschedule(self) -> None:
-        failures = self.rescheduler.failures
-        if self.rescheduler.tick():
-            self._reschedules.inc(outcome="failed" if self.rescheduler.failures > failures else "ok")
+    def _talk_to_schedd(self) -> None:
+        """A reschedule when one is due; the queue of steered jobs for the homes every queue_interval, while
+        jobs are counted (htda.condor.reschedule, htda.condor.queue)."""
+        done = self.rescheduler.tick()
+        if done is not None:
+            self._reschedules.inc(outcome="ok" if done else "failed")
+        now = self.node.clock.monotonic()
+        if not self.queue.tool or now < self._next_queue_read or not self.homes.jobs():
+            return
+        self._next_queue_read = now + self.config["queue_interval"]
+        queue = self.queue.read()
+        self._queue_reads.inc(outcome="failed" if queue is None else "ok")
+        if queue is not None:
+            self.homes.reconcile(queue, asked_at=now)
 
     def flush(self) -> None:
         """Send what is queued, in batches, to the first coordinator that takes it."""

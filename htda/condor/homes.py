@@ -23,8 +23,10 @@ removed) event, or until ``window`` (the agent's ``home_timeout``, after
 which a waiting job is no longer held to its node) has passed without any
 word of it; the lifecycle hooks' reports of a running job keep it counted.
 With the shipped route, which edits jobs in place, no lifecycle hook reports
-a start or an end (``docs/htcondor.rst``): a job then counts for ``window``
-after its routing, so the load is the jobs routed to each node lately.
+a start or an end (``docs/htcondor.rst``); the agent then reads the schedd's
+queue of steered jobs every few seconds (:mod:`htda.condor.queue`,
+:meth:`Homes.reconcile`), and without it a job counts for ``window`` after
+its routing, so the load is the jobs routed to each node lately.
 
 This is a preference for the first reads only: as soon as a node holds an
 input, the locator's answer steers the job instead.
@@ -123,6 +125,19 @@ class Homes:
                 self._count(job_id, {node: 1.0}, now)
             elif job_id in self._jobs:
                 self._count(job_id, self._jobs[job_id][0], now)
+
+    def reconcile(self, queue: dict[str, dict[str, float]], asked_at: float) -> None:
+        """The schedd's queue of steered jobs, read from ``asked_at`` (monotonic) on (:mod:`htda.condor.queue`):
+        its jobs count as it says, a counted job it does not hold has ended, unless the agent heard of it after
+        ``asked_at`` (routed while the queue was read)."""
+        now = self.clock.monotonic()
+        with self._lock:
+            for job_id, (_, lapse) in list(self._jobs.items()):
+                if job_id not in queue and lapse - self.window < asked_at:
+                    self._forget(job_id)
+            for job_id, shares in queue.items():
+                if job_id in self._jobs or len(self._jobs) < self.limit:
+                    self._count(job_id, shares, now)
 
     def _count(self, job_id: str, shares: dict[str, float], now: float) -> None:
         self._forget(job_id)

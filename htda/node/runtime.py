@@ -402,7 +402,7 @@ NODE_EXAMPLE = {"name": "all-in-one", "url": "http://127.0.0.1:8740",
 HEALTH_EXAMPLE = {"status": "ok", "name": "all-in-one", "problems": [], "loops": {
     loop: {"state": "ok", "detail": "", "last_ok_ago": 0.1}
     for loop in ("htda-coordinator-cycle", "htda-coordinator-leader", "htda-locator-sweep", "htda-cache-cycle",
-                 "htda-cache-holdings", "htda-submit-send", "htda-submit-reschedule")}}
+                 "htda-cache-holdings", "htda-submit-send", "htda-submit-schedd")}}
 POOL_EXAMPLE = {"self": "all-in-one", "members": [{
     **{k: NODE_EXAMPLE[k] for k in ("name", "url", "roles", "version", "started")}, "age": 0.4,
     "info": {"coordinator": {"cycle": 4, "placed_files": 2},

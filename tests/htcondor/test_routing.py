@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 import classad2
 import pytest
 
+from htda.condor.queue import ScheddQueue
+from htda.condor.tool import CondorTool
 from htda.node.client import Client
 from testkit.nodes import SECRET, wait_until
 
@@ -24,6 +27,7 @@ HTCONDOR_CHANGES = {"ServerTime", "LastRejMatchReason", "LastRejMatchTime", "Las
                     "AutoClusterId", "AutoClusterAttrs"}
 # What the hook may change besides HTDA_* (docs/htcondor.rst, "What the translate hook writes").
 HOOK_MAY_CHANGE = {"Rank", "JobMachineAttrs"}
+LOG = logging.getLogger("test-routing")
 
 
 def classad(ad: dict[str, str]) -> classad2.ClassAd:
@@ -120,3 +124,28 @@ def test_after_steering_the_agent_asks_the_real_schedd_to_reschedule(htda_pool, 
             finally:
                 pool.remove(routed.job, owner)
         assert counted == {outcome: 1}
+
+
+def test_the_schedds_queue_names_the_nodes_each_steered_job_waits_for(htda_pool, tmp_path):
+    """``condor_q`` as the agent reads it for first-read homes (htda.condor.queue): a routed idle job is shared
+    among its preferred nodes; once removed it is gone."""
+    pool, owner = htda_pool.pool, htda_pool.owners[0]
+    tool = tmp_path / "condor_q"
+    tool.symlink_to(pool.program("condor_q"))
+    queue = ScheddQueue(CondorTool([str(tool)], str(pool.config), what="queue", fallback="-", log=LOG))
+    htda_pool.report_holdings({"w1": INPUTS, "w2": INPUTS})
+    routed = route(htda_pool, owner, list(INPUTS))  # NEVER_RUNS: it stays idle
+    try:
+        assert routed.after["HTDA_PreferredNodes"] == '"w1,w2"'
+        seen = queue.read()
+        assert seen is not None
+        ours = {job: shares for job, shares in seen.items() if job.endswith(f"#{routed.job}")}
+        assert list(ours.values()) == [{"w1": 0.5, "w2": 0.5}], seen
+    finally:
+        pool.remove(routed.job, owner)
+
+    def gone() -> bool:
+        now = queue.read()
+        return now is not None and not any(job.endswith(f"#{routed.job}") for job in now)
+
+    wait_until(gone, timeout=30, interval=0.5, what="the removed job to leave the queue")
