@@ -251,10 +251,11 @@ class SubmitAgent(Component):
             self.log.warning("%s hook refused: %s", hook, exc)
             raise
         state, node = job_state(ad)
+        job_id = job_ids(ad)[0]
         if self.config["first_read_home"]:
-            self.homes.job_event(job_ids(ad)[0], state, node)
+            self.homes.job_event(job_id, state, node)
         if state is not None:
-            event = {"job_id": job_ids(ad)[0], "state": state, "time": self.node.clock.time(),
+            event = {"job_id": job_id, "state": state, "time": self.node.clock.time(),
                      "owner": job_owner(ad)}  # the coordinator counts it only for a job of this owner
             if node:
                 event["node"] = node

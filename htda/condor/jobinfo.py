@@ -10,7 +10,7 @@ from ..lfn import normalize_lfn
 from . import classads
 from .machine_ad import NODE_ATTR
 
-__all__ = ["InputMapping", "JobInfo", "job_info", "job_owner", "job_state"]
+__all__ = ["InputMapping", "JobInfo", "job_info", "job_owner", "job_state", "node_of_host"]
 
 _URL_MARK = "://"
 
@@ -143,5 +143,10 @@ def job_state(ad: classads.ClassAd) -> tuple[str | None, str | None]:
         return state, node
     host = classads.evaluate(ad, "RemoteHost") or classads.evaluate(ad, "LastRemoteHost")
     if isinstance(host, str) and host:
-        return state, host.rsplit("@", 1)[-1].split(".", 1)[0]  # slot1_2@node.example.org -> node
+        return state, node_of_host(host)
     return state, None
+
+
+def node_of_host(remote_host: str) -> str:
+    """The node a job runs on, from its ``RemoteHost``: ``slot1_2@node.example.org`` -> ``node``."""
+    return remote_host.rsplit("@", 1)[-1].split(".", 1)[0]

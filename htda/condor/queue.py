@@ -13,6 +13,7 @@ exactly those (and the ones routed since the read began).
 
 from __future__ import annotations
 
+from .jobinfo import node_of_host
 from .tool import CondorTool
 
 __all__ = ["ScheddQueue", "parse_queue", "CONSTRAINT", "ATTRIBUTES"]
@@ -39,7 +40,7 @@ def parse_queue(text: str) -> dict[str, dict[str, float]]:
             continue
         job_id = f"{parts[0]}#{parts[1]}"
         if status == "2":
-            where = node if _defined(node) else host.rsplit("@", 1)[-1].split(".", 1)[0] if _defined(host) else ""
+            where = node if _defined(node) else node_of_host(host) if _defined(host) else ""
             if where:
                 queue[job_id] = {where: 1.0}
         elif status == "1" and _defined(preferred):

@@ -3,8 +3,8 @@
 The job router edits a job in place after HTDA's translate hook answers; by
 then the schedd's reschedule of the submission has come and gone, and the
 job (which may match only once routed where the site has jobs wait for
-``HTDA_Routed``, as ``docs/htcondor.rst`` suggests) waits for the next cycle: up to ``NEGOTIATOR_INTERVAL`` (60 s by
-default).  ``condor_reschedule`` asks the schedd to send its submitter ads
+``HTDA_Routed``, as ``docs/htcondor.rst`` suggests) waits for the next
+cycle: up to ``NEGOTIATOR_INTERVAL`` (60 s by default).  ``condor_reschedule`` asks the schedd to send its submitter ads
 and request a cycle from the negotiator (who still keeps
 ``NEGOTIATOR_MIN_INTERVAL``); it is what ``condor_submit`` does after every
 submission.  Where cycles come every few seconds it changes little
