@@ -52,15 +52,22 @@ class Steering:
     relative_fraction: float = 0.5  # nodes holding less than this part of the best node's share are not preferred
 
     def rank(self) -> str:
-        """The job's new ``Rank``: the affinity term, on unclaimed slots only, plus the user's own Rank.
+        """The job's new ``Rank``: the affinity term, on slots that are unclaimed or claimed by the job's own
+        user, plus the user's own Rank.
 
         The negotiator sorts a job's candidate slots by ``NEGOTIATOR_PRE_JOB_RANK``, then by the
         job's ``Rank``, and only after both by whether taking the slot preempts (matchmaker.cpp).
         Where the pre-job rank ties or a pool ranks only by the job's ``Rank``, an affinity term on
-        claimed slots would pick preemption on a cache node over an idle slot elsewhere; on a claimed
-        slot (``RemoteOwner`` defined, as in HTCondor's default pre-job rank) it is therefore 0.
+        another user's claimed slots would pick preemption on a cache node over an idle slot elsewhere;
+        there (``RemoteOwner`` defined, as in HTCondor's default pre-job rank) it is therefore 0.
+        On the user's own claims it stays: the negotiator never preempts a submitter for itself, and the
+        schedd reuses a claim for the user's next job only if the job's ``Rank`` of the claimed slot (its
+        ``RemoteOwner`` now the user) is at least that of the job that claimed it (``CurrentRank``,
+        qmgmt.cpp ``FindRunnableJob``).  A term that fell to 0 there made every steered job wait for a
+        negotiation cycle (``tests/htcondor/test_claim_reuse.py``).
         """
-        return (f"{float(self.rank_scale)!r} * ifThenElse(TARGET.RemoteOwner =?= undefined, {ATTRS.AFFINITY}, 0.0)"
+        mine = "TARGET.RemoteOwner =?= undefined || TARGET.RemoteOwner =?= MY.User"
+        return (f"{float(self.rank_scale)!r} * ifThenElse({mine}, {ATTRS.AFFINITY}, 0.0)"
                 f" + {classads.numeric_rank(ATTRS.USER_RANK)}")
 
 

@@ -46,11 +46,12 @@ def f32(value: float) -> float:
     return struct.unpack("f", struct.pack("f", value))[0]
 
 
-def slot(node: str, cpus: int = 1, memory: int = 2000, claimed: bool = False) -> classad2.ClassAd:
+def slot(node: str, cpus: int = 1, memory: int = 2000, claimed: bool = False,
+         owner: str = "bob@example.org") -> classad2.ClassAd:
     ad = classad2.ClassAd({"Machine": f"{node}.example.org", "Name": f"slot1@{node}", "HTDA_NodeName": node,
                            "Cpus": cpus, "Memory": memory, "Rank": 0.0, "CurrentRank": 0.0, "SlotID": 1})
-    if claimed:  # what a startd publishes while a job of another user runs
-        ad["RemoteOwner"] = ad["RemoteUser"] = "bob@example.org"
+    if claimed:  # what a startd publishes while a job of ``owner`` (by default another user) runs
+        ad["RemoteOwner"] = ad["RemoteUser"] = owner
     return ad
 
 
@@ -200,6 +201,19 @@ def test_job_rank_keeps_the_users_rank():
     # on claimed slots: the user's Rank alone, as without HTDA
     assert job_rank(job, slot("c-all", memory=2000, claimed=True)) == 2000.0
     assert job_rank(job, slot("c-all")) == 1e9 + 2000.0
+
+
+def test_on_the_users_own_claim_the_affinity_stays():
+    """The schedd reuses a claim for the same user's next job only if that job ranks the claimed slot (now
+    with ``RemoteOwner`` the user) at least as high as the job that claimed it ranked it idle; the affinity
+    must therefore count there as on the idle slot, and on another user's claim still not at all."""
+    job = steered_job()
+    alice = job.eval("User")
+    for node in SHARES:
+        idle, own = slot(node), slot(node, claimed=True, owner=alice)
+        assert job_rank(job, own) == job_rank(job, idle) == 1e9 * SHARES[node]
+        assert job_rank(job, slot(node, claimed=True)) == 0.0
+    assert job_rank(job, slot("c-none", claimed=True, owner=alice)) == 0.0
 
 
 # -- end to end: the real hook through the submit agent ----------------------------------------------------
