@@ -102,6 +102,8 @@ class HTDAPool:
             # through a read-through proxy a file's mtime is when that worker's proxy cached it (docs/cache.rst)
             "peer_mtime_check": not self.read_through,
             "storage_mtime_check": not self.read_through,
+            # read the inputs of jobs homed here ahead of them, into the read-through proxy (docs/cache.rst)
+            "read_ahead": self.read_through,
         }})
 
     # -- life cycle --------------------------------------------------------------

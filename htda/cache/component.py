@@ -29,6 +29,7 @@ from .checksum import KINDS
 from .groups import HeldGroups
 from .ownership import RemoteRule, account_id, parse_mode
 from .peers import MAX_RANGE, PEER_CHUNK, PeerSource, serve_range
+from .readahead import ReadAhead
 from .reporting import HoldingsReporter
 from .service import Assignment, CacheService, Marks
 from .staging import Stager
@@ -98,6 +99,11 @@ SCHEMA = Section({
                                              "the time it cached it as mtime: sizes and checksums still count "
                                              "(docs/cache.rst, Read-through workers)"),
     "storage_ca_file": Field(str, "", "CA bundle for https:// storage"),
+    "read_ahead": Field(bool, False, "read the files the submit agent names (the inputs of jobs it sends here "
+                                     "to read first) through the default storage as soon as it routes them, "
+                                     "so that they are on this worker when the jobs start; only where that "
+                                     "storage is a read-through cache on the worker (docs/cache.rst, "
+                                     "Read-through workers): elsewhere it would read storage twice"),
     "devices": Field(ListOf(DEVICE), list, "cache devices, e.g. [{path = \"../var/cache0\"}]"),
     "union": Field(str, "mergerfs", "union-view driver (htda.union): mergerfs, overlayfs, symlink",
                    check=plugin_of(UNION_GROUP)),
@@ -144,6 +150,17 @@ def _host_addresses() -> list[str]:
         return sorted({str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None)})
     except OSError:
         return []
+
+
+def _normalized(values: Sequence[str]) -> list[str]:
+    """The LFNs of a request body's ``lfns``; :class:`HTTPError` 400 naming the first bad one."""
+    lfns = []
+    for value in values:
+        try:
+            lfns.append(normalize_lfn(value))
+        except ValueError as exc:
+            raise HTTPError(400, f"body.lfns: {value[:200]!r}: {exc}") from None
+    return lfns
 
 
 def _within(addr: str, net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
@@ -207,6 +224,8 @@ class CacheComponent(Component):
                                          config["holdings_interval"], clock=node.clock)
         self.service = CacheService(self.device, marks, self.storage_for, stager, self.reporter, self._make_view(),
                                     config, node.metrics, self.peer_sources, clock=node.clock)
+        self.read_ahead = ReadAhead(lambda: self.default_storage, self._busy, self.log, node.metrics,
+                                    clock=node.clock)
         self.m_peer_served = node.metrics.counter("htda_cache_peer_served_bytes_total", "bytes of this node's "
                                                   "copies served to other cache nodes copying them")
         self.cycles = 0
@@ -273,17 +292,21 @@ class CacheComponent(Component):
 
     # -- life cycle ------------------------------------------------------------------
     def loops(self) -> list[Periodic]:
-        return [self._loop, self.reporter.loop, *([self._reads_loop] if self._reads_started else [])]
+        return [self._loop, self.reporter.loop, *([self._reads_loop] if self._reads_started else []),
+                *(self.read_ahead.loops() if self.config["read_ahead"] else [])]
 
     def start(self) -> None:
         self.recovered = self.service.recover()
         self.reporter.start()
         self._loop.start()
+        if self.config["read_ahead"]:
+            self.read_ahead.start()
         self._reads_started = bool(self.config["report_reads"] and self.service.view is not None)
         if self._reads_started:
             self._reads_loop.start()
 
     def stop(self) -> None:
+        self.read_ahead.stop()
         self._reads_loop.stop()
         self._loop.stop()
         self.service.shutdown()
@@ -396,6 +419,9 @@ class CacheComponent(Component):
             Route.of(proto.CYCLE, self._cycle_now, "run an assignment cycle now", tag="cache"),
             Route.of(proto.EVICT, self._evict, "drop copies now and give the files back to the coordinator",
                      tag="cache"),
+            Route.of(proto.READ_AHEAD, self._read_ahead, "read files through storage before the jobs that will "
+                     "read them here start (the submit agent asks; only with read_ahead on)", tag="cache",
+                     statuses={409: "read_ahead is off on this node"}),
         ]
 
     def _files(self, request: Request) -> proto.CacheFiles:
@@ -446,12 +472,7 @@ class CacheComponent(Component):
         return answer
 
     def _evict(self, request: Request) -> proto.EvictAnswer:
-        lfns = []
-        for value in request.data.lfns:
-            try:
-                lfns.append(normalize_lfn(value))
-            except ValueError as exc:
-                raise HTTPError(400, f"body.lfns: {value[:200]!r}: {exc}") from None
+        lfns = _normalized(request.data.lfns)
         coordinators = [m.url for m in self.node.members("coordinator")] + list(self.config["coordinators"])
         # Under the cycle's lock: a cycle running meanwhile could stage a file again just after it was evicted
         # (its assignment read before the file was held back), plan with a copy being removed, or evict the
@@ -459,6 +480,17 @@ class CacheComponent(Component):
         with self._cycle_lock:
             evicted = self.service.evict_on_request(lfns, coordinators[0] if coordinators else None)
         return proto.EvictAnswer(evicted=evicted, not_held=[lfn for lfn in lfns if lfn not in evicted])
+
+    def _busy(self, lfn: str) -> bool:
+        """Held here or being copied: a copy reads the file through the same read-through cache anyway."""
+        return lfn in self.service.index or lfn in self.service.jobs
+
+    def _read_ahead(self, request: Request) -> proto.ReadAheadAnswer:
+        if not self.config["read_ahead"]:
+            raise HTTPError(409, "read_ahead is off on this node: its storage is not a read-through cache "
+                                 "of its own (docs/cache.rst)")
+        lfns = _normalized(request.data.lfns)
+        return proto.ReadAheadAnswer(queued=self.read_ahead.ask(lfns))
 
     def _cycle_now(self, request: Request) -> proto.CacheCycle:
         request.data  # noqa: B018 - validates the (empty) body

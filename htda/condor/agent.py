@@ -36,6 +36,7 @@ from .homes import Homes
 from .hooks import EVENTS_PATH, SUBMIT_SOCKET, TRANSLATE_PATH, split
 from .jobinfo import InputMapping, JobInfo, job_ids, job_owner, job_state
 from .queue import ScheddQueue
+from .readahead import ReadAheadAsker
 from .reschedule import Rescheduler
 from .sizes import SizeProbe
 from .tool import CondorTool
@@ -108,6 +109,9 @@ class SubmitAgent(Component):
                                               "(the same for every job sharing one), so that new data is read "
                                               "once where workers read storage through a read-through cache "
                                               "(docs/cache.rst)"),
+        "read_ahead": Field(bool, True, "with first_read_home: ask a job's home to read its inputs through "
+                                        "storage as soon as the job is routed, before it starts (the cache "
+                                        "node's read_ahead must be on; docs/cache.rst)"),
         "home_timeout": Field(float, 300.0, "with steer_requirements: seconds after submission a job waits "
                                             "for its first-read home (0: for ever)"),
         "cold_first": Field(bool, True, "a job whose inputs no node holds (steered to its first-read home: it "
@@ -144,6 +148,7 @@ class SubmitAgent(Component):
                                  config["steer_requirements"], config["steer_timeout"], config["home_timeout"],
                                  config["cold_first"], config["relative_fraction"])
         self.homes = Homes(ttl=HOME_TTL, window=config["home_timeout"] or HOME_TTL, clock=node.clock)
+        self.read_ahead = ReadAheadAsker(node.client, self._cache_url, self.log, node.metrics, clock=node.clock)
         self.jobs = _Outbox(coordinator.JOBS, "jobs", config["queue_limit"])
         self.events = _Outbox(coordinator.EVENTS, "events", config["queue_limit"])
         # guards the outboxes (jobs, events): hook workers put, the htda-submit-send thread takes and gives back
@@ -321,7 +326,12 @@ class SubmitAgent(Component):
         home = self.homes.choose(job.inputs, nodes, job.job_id)
         if home is not None:
             self._homed.inc(node=home)
+            if self.config["read_ahead"] and self.read_ahead.want(home, job.inputs):
+                self._sender.wake()
         return home
+
+    def _cache_url(self, name: str) -> str | None:
+        return next((m.url for m in self.node.members("cache") if m.name == name and m.url), None)
 
     def _talk_to_schedd(self) -> None:
         """A reschedule when one is due; the queue of steered jobs for the homes every queue_interval, while
@@ -339,7 +349,9 @@ class SubmitAgent(Component):
             self.homes.reconcile(queue, asked_at=now)
 
     def flush(self) -> None:
-        """Send what is queued, in batches, to the first coordinator that takes it."""
+        """Ask first-read homes to read ahead; send what is queued, in batches, to the first coordinator that
+        takes it."""
+        self.read_ahead.send()
         for outbox in (self.jobs, self.events):
             while outbox.items:
                 with self._lock:

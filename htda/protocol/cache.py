@@ -11,7 +11,8 @@ from .base import Answer, Body, Bytes, Endpoint
 
 __all__ = ["BASE", "COPIES", "CYCLE", "CacheCycle", "CacheCycleRequest", "CacheFacts", "CacheHeartbeat", "CacheFiles",
            "Copy", "DEVICES", "Device", "Devices", "EVICT", "EVICTIONS", "EvictAnswer", "EvictRequest", "Eviction",
-           "Evictions", "FILES", "Retry", "STAGING", "Staging", "StagingCopy", "StagingFailure", "VIEW", "ViewInfo"]
+           "Evictions", "FILES", "READ_AHEAD", "ReadAheadAnswer", "ReadAheadRequest", "Retry", "STAGING", "Staging",
+           "StagingCopy", "StagingFailure", "VIEW", "ViewInfo"]
 
 BASE = paths.CACHE
 
@@ -185,6 +186,18 @@ class EvictAnswer(Answer):
                "not_held": ["/store/demo/dataset9/events_001.root"]}
 
 
+class ReadAheadRequest(Body):
+    lfns: Annotated[list[Annotated[str, Meta(max_length=4096)]], Meta(min_length=1, max_length=10_000)]
+
+    example = {"lfns": ["/store/demo/dataset1/events_001.root", "/store/demo/dataset1/events_002.root"]}
+
+
+class ReadAheadAnswer(Answer):
+    queued: int  # the rest are held or copied here, read ahead lately, or over the queue's limit
+
+    example = {"queued": 2}
+
+
 FILES = Endpoint("GET", paths.CACHE_FILES, None, CacheFiles)
 DEVICES = Endpoint("GET", paths.CACHE_DEVICES, None, Devices)
 STAGING = Endpoint("GET", paths.CACHE_STAGING, None, Staging)
@@ -194,3 +207,4 @@ VIEW = Endpoint("GET", paths.CACHE_VIEW, None, ViewInfo)
 COPIES: Endpoint[bytes] = Endpoint("GET", paths.CACHE_COPIES, None, None)
 CYCLE = Endpoint("POST", paths.CACHE_CYCLE, CacheCycleRequest, CacheCycle)
 EVICT = Endpoint("POST", paths.CACHE_EVICT, EvictRequest, EvictAnswer)
+READ_AHEAD = Endpoint("POST", paths.CACHE_READ_AHEAD, ReadAheadRequest, ReadAheadAnswer)

@@ -49,6 +49,7 @@ CACHE_VIEW = f"{CACHE}/view"
 CACHE_COPIES = f"{CACHE}/copies/{{lfn:path}}"
 CACHE_CYCLE = f"{CACHE}/cycle"
 CACHE_EVICT = f"{CACHE}/evict"
+CACHE_READ_AHEAD = f"{CACHE}/read-ahead"
 
 # dashboard
 DASHBOARD_PAGE = "/dashboard"
