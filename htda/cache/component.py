@@ -224,7 +224,8 @@ class CacheComponent(Component):
                                          config["holdings_interval"], clock=node.clock)
         self.service = CacheService(self.device, marks, self.storage_for, stager, self.reporter, self._make_view(),
                                     config, node.metrics, self.peer_sources, clock=node.clock)
-        self.read_ahead = ReadAhead(lambda: self.default_storage, self._busy, self.log, node.metrics,
+        self.read_ahead = ReadAhead(lambda: self.default_storage, self._busy,
+                                    lambda: self.service.reading, self.log, node.metrics,
                                     clock=node.clock)
         self.m_peer_served = node.metrics.counter("htda_cache_peer_served_bytes_total", "bytes of this node's "
                                                   "copies served to other cache nodes copying them")
@@ -489,8 +490,7 @@ class CacheComponent(Component):
         if not self.config["read_ahead"]:
             raise HTTPError(409, "read_ahead is off on this node: its storage is not a read-through cache "
                                  "of its own (docs/cache.rst)")
-        lfns = _normalized(request.data.lfns)
-        return proto.ReadAheadAnswer(queued=self.read_ahead.ask(lfns))
+        return proto.ReadAheadAnswer(queued=self.read_ahead.ask([_normalized(job) for job in request.data.jobs]))
 
     def _cycle_now(self, request: Request) -> proto.CacheCycle:
         request.data  # noqa: B018 - validates the (empty) body

@@ -107,6 +107,8 @@ class CacheService:
         self.evictions: deque[dict[str, Any]] = deque(maxlen=200)
         self._sizes: dict[str, int] = {}
         self.open_files = {"cache": 0, "storage": 0}
+        #: the files jobs on this worker had open from storage at the last scan (storage_reads; replaced whole)
+        self.reading: list[str] = []
         # a copy starts once two assignments in a row name its file (the second without 'defer'): reports of
         # jobs reading it from storage elsewhere get a cycle to arrive before the link is spent on it
         self._last_assigned: set[str] = set()
@@ -253,6 +255,7 @@ class CacheService:
         reading = open_lfns(self.view.lfn_of, skip_pids=frozenset({os.getpid()}))
         from_storage = sorted(lfn for lfn in reading if lfn not in self.index)
         self.open_files = {"cache": len(reading) - len(from_storage), "storage": len(from_storage)}
+        self.reading = from_storage
         return from_storage[:MAX_REPORTED_READS]
 
     def _wanted(self, files: list[AssignedFile]) -> list[Wanted]:

@@ -187,9 +187,11 @@ class EvictAnswer(Answer):
 
 
 class ReadAheadRequest(Body):
-    lfns: Annotated[list[Annotated[str, Meta(max_length=4096)]], Meta(min_length=1, max_length=10_000)]
+    #: each job's inputs, in the order it reads them
+    jobs: Annotated[list[Annotated[list[Annotated[str, Meta(max_length=4096)]], Meta(min_length=1, max_length=1000)]],
+                    Meta(min_length=1, max_length=1000)]
 
-    example = {"lfns": ["/store/demo/dataset1/events_001.root", "/store/demo/dataset1/events_002.root"]}
+    example = {"jobs": [["/store/demo/dataset1/events_001.root", "/store/demo/dataset1/events_002.root"]]}
 
 
 class ReadAheadAnswer(Answer):
