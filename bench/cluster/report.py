@@ -299,11 +299,13 @@ def new_input_bytes(results: dict) -> dict[int, int]:
 
 
 def cold_floor(results: dict) -> str:
-    """Each pass against what no cache can beat: a pass cannot end before its new files crossed the storage
-    link (at the link's rate) after HTCondor started its first job.  The *ideal* mode holds every file before
-    the run, so it does not pay this; ``floor`` is the larger of the ideal pass and that bound.  Summed over
-    the later passes, and over the whole run with the think time between passes: the least makespan any
-    cache can reach on this workload and these links."""
+    """Each pass against what no cache that waits for jobs can beat: a pass cannot end before its new files
+    crossed the storage link (at the link's rate) after HTCondor started its first job.  The *ideal* mode holds
+    every file before the run, so it does not pay this; ``floor`` is the larger of the ideal pass and that
+    bound.  Summed over the later passes, and over the whole run with the think time between passes: the
+    least makespan a cache that starts reading with the jobs can reach on this workload and these links.  A
+    cache that reads inputs ahead from submission (HTDA's read-ahead) starts the link earlier and can end
+    a pass below it."""
     passes = int(results["config"]["workload"]["passes"])
     modes = results["modes"]
     ideal = modes.get("ideal")
@@ -333,10 +335,11 @@ def cold_floor(results: dict) -> str:
     later_line = ", ".join(f"{m} {late['floor'] / late[m]:.2f}x the floor's rate" for m in others)
     run_line = ", ".join(f"{m} {run[m] / run['floor']:.2f}x" for m in others)
     text = (_rst([head, *lines]) + f"\n\nlater passes: the floor reaches {late['ideal'] / late['floor']:.2f}x the "
-            f"ideal mode's rate; {later_line}\nwhole run: no cache finishes before {run['floor']:.1f} s here; "
-            f"against that floor {run_line}")
+            f"ideal mode's rate; {later_line}\nwhole run: no cache that starts reading with the jobs finishes "
+            f"before {run['floor']:.1f} s here (one reading ahead from submission may); against that floor "
+            f"{run_line}")
     if "xcache" in run:
-        text += f"; {run['floor'] / run['xcache']:.2f}x XCache's run is the least any cache could reach"
+        text += f"; {run['floor'] / run['xcache']:.2f}x XCache's run is the least such a cache could reach"
     return text
 
 
