@@ -487,10 +487,11 @@ class CacheComponent(Component):
         return lfn in self.service.index or lfn in self.service.jobs
 
     def _read_ahead(self, request: Request) -> proto.ReadAheadAnswer:
+        jobs = [_normalized(job) for job in request.data.jobs]  # a malformed body is a 400 either way
         if not self.config["read_ahead"]:
             raise HTTPError(409, "read_ahead is off on this node: its storage is not a read-through cache "
                                  "of its own (docs/cache.rst)")
-        return proto.ReadAheadAnswer(queued=self.read_ahead.ask([_normalized(job) for job in request.data.jobs]))
+        return proto.ReadAheadAnswer(queued=self.read_ahead.ask(jobs))
 
     def _cycle_now(self, request: Request) -> proto.CacheCycle:
         request.data  # noqa: B018 - validates the (empty) body
