@@ -22,7 +22,7 @@ import numpy as np
 from testkit.nodes import free_port, wait_until
 from testkit.processes import ProcessExited, stop_process
 
-__all__ = ["XRootDServer", "RangeHTTPServer", "after_each_chunk", "copy_tree", "make_tree", "write_root_file"]
+__all__ = ["XRootDServer", "XCacheProxy", "RangeHTTPServer", "after_each_chunk", "copy_tree", "make_tree", "write_root_file"]
 
 
 class XRootDServer:
@@ -53,14 +53,17 @@ class XRootDServer:
     def _start_on(self, port: int) -> "XRootDServer":
         self.port, self.url = port, f"root://127.0.0.1:{port}/"
         conf = self.workdir / "xrootd.cfg"
-        conf.write_text(f"all.export /\nxrd.port {port}\noss.localroot {self.root}\nxrootd.chksum adler32\n"
-                        f"all.adminpath {self.workdir}\nall.pidpath {self.workdir}\n")
+        conf.write_text(self.config(port))
         log = self.workdir / "xrootd.log"
         with open(self.workdir / "xrootd.out", "ab") as out:  # what it prints before its log is open
             self.proc = subprocess.Popen(["xrootd", "-R", "xrootd", "-c", str(conf), "-l", str(log), "-n",
                                           "htdatest"], stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir)
         wait_until(self._listening, timeout=15, what=f"xrootd on port {port} (log in {self.workdir})")
         return self
+
+    def config(self, port: int) -> str:
+        return (f"all.export /\nxrd.port {port}\noss.localroot {self.root}\nxrootd.chksum adler32\n"
+                f"all.adminpath {self.workdir}\nall.pidpath {self.workdir}\n")
 
     def _listening(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
@@ -70,6 +73,25 @@ class XRootDServer:
 
     def stop(self) -> None:
         stop_process(self.proc, timeout=5)
+
+
+class XCacheProxy(XRootDServer):
+    """A read-through XRootD proxy file cache (pfc) in front of ``origin``, its blocks under ``root``: the
+    worker-side cache of docs/cache.rst, *Read-through storage on each worker*."""
+
+    def __init__(self, root: Path, workdir: Path, origin: XRootDServer):
+        super().__init__(root, workdir)
+        self.origin = origin
+
+    def config(self, port: int) -> str:
+        return (f"all.export /\nxrd.port {port}\nofs.osslib libXrdPss.so\npss.cachelib libXrdPfc.so\n"
+                f"pss.origin 127.0.0.1:{self.origin.port}\noss.localroot {self.root}\npfc.blocksize 1M\n"
+                f"pfc.ram 1g\nall.adminpath {self.workdir}\nall.pidpath {self.workdir}\n")
+
+    def cached_bytes(self, lfn: str) -> int:
+        """Bytes of ``lfn`` the proxy holds on its disk (its data file is sparse until every block came)."""
+        path = self.root / lfn.lstrip("/")
+        return path.stat().st_blocks * 512 if path.exists() else 0
 
 
 def _tail(workdir: Path) -> str:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import logging
 
 from htda.cache.backends.posix import PosixStorage
+from htda.cache.backends.xrootd import XRootDStorage
 from htda.cache.readahead import ReadAhead
 from htda.node.metrics import Registry
 from testkit.clock import FakeClock
-from testkit.storage import make_tree
+from testkit.storage import XCacheProxy, make_tree
 
 A, B, C, D = (f"/store/new/{name}.root" for name in "abcd")
 FILES = {A: 300_000, B: 200_000, C: 1_000, D: 5_000}
@@ -109,3 +110,21 @@ def test_the_queue_is_bounded(tmp_path):
     assert ahead.ask([list(FILES)]) == 2
     assert ahead.queued() == 2 and sample(metrics, "htda_cache_read_ahead_queued 2")
     assert sample(metrics, 'htda_cache_read_ahead_files_total{outcome="skipped"} 2')
+
+
+def test_reading_ahead_through_a_real_read_through_proxy_leaves_the_file_on_the_workers_disk(
+        xrootd_server, shared_tmp):
+    """The point of it: after a read ahead, the worker's XRootD proxy file cache holds the whole file, so the
+    job's own reads (and the cache node's copy) come from the worker's disk, not the storage link."""
+    make_tree(xrootd_server.root, FILES)
+    proxy = XCacheProxy(shared_tmp / "proxy-data", shared_tmp / "proxy", xrootd_server).start()
+    try:
+        storage = XRootDStorage(proxy.url + "/", {"timeout": 10})
+        ahead = ReadAhead(lambda: storage, lambda lfn: False, lambda: (), logging.getLogger("test"), Registry())
+        assert proxy.cached_bytes(A) == 0
+        assert ahead.ask([[A]]) == 1
+        ahead.read_next()
+        assert proxy.cached_bytes(A) >= FILES[A]  # whole 1 MB blocks: at least the file
+        assert proxy.cached_bytes(B) == 0  # nothing it was not asked for
+    finally:
+        proxy.stop()
