@@ -22,7 +22,8 @@ import numpy as np
 from testkit.nodes import free_port, wait_until
 from testkit.processes import ProcessExited, stop_process
 
-__all__ = ["XRootDServer", "XCacheProxy", "RangeHTTPServer", "after_each_chunk", "copy_tree", "make_tree", "write_root_file"]
+__all__ = ["XRootDServer", "XCacheProxy", "RangeHTTPServer", "after_each_chunk", "copy_tree", "make_tree",
+           "write_root_file"]
 
 
 class XRootDServer:
