@@ -152,14 +152,15 @@ def _host_addresses() -> list[str]:
         return []
 
 
-def _normalized(values: Sequence[str]) -> list[str]:
-    """The LFNs of a request body's ``lfns``; :class:`HTTPError` 400 naming the first bad one."""
+def _normalized(values: Sequence[str], field: str = "body.lfns") -> list[str]:
+    """The LFNs of a request body's list ``field``; :class:`HTTPError` 400 naming the field and the first bad
+    one."""
     lfns = []
     for value in values:
         try:
             lfns.append(normalize_lfn(value))
         except ValueError as exc:
-            raise HTTPError(400, f"body.lfns: {value[:200]!r}: {exc}") from None
+            raise HTTPError(400, f"{field}: {value[:200]!r}: {exc}") from None
     return lfns
 
 
@@ -487,7 +488,8 @@ class CacheComponent(Component):
         return lfn in self.service.index or lfn in self.service.jobs
 
     def _read_ahead(self, request: Request) -> proto.ReadAheadAnswer:
-        jobs = [_normalized(job) for job in request.data.jobs]  # a malformed body is a 400 either way
+        # a malformed body is a 400 either way
+        jobs = [_normalized(job, f"body.jobs[{i}]") for i, job in enumerate(request.data.jobs)]
         if not self.config["read_ahead"]:
             raise HTTPError(409, "read_ahead is off on this node: its storage is not a read-through cache "
                                  "of its own (docs/cache.rst)")

@@ -58,17 +58,19 @@ class _Item:
 class ReadAhead:
     """A queue of LFNs read through ``storage`` by one thread (``htda-read-ahead``), one file per pass.
 
-    ``_lock`` guards ``_queue``, ``_queued`` and ``_recent`` (REST workers add, the thread takes)."""
+    ``_lock`` guards ``_queue`` and ``_recent`` (REST workers add, the thread takes)."""
 
     def __init__(self, storage: Callable[[], StorageBackend], busy: Callable[[str], bool],
                  reading: Callable[[], Collection[str]], log: logging.Logger, metrics: Any, *, limit: int = 1000,
                  recent: float = 600.0, max_wait: float = 60.0, clock: Clock = SYSTEM_CLOCK):
         self.storage, self.busy, self.reading, self.log, self.clock = storage, busy, reading, log, clock
+        if recent < max_wait:
+            raise ValueError("recent must be at least max_wait: _recent also stands for the files queued")
         self.limit, self.recent, self.max_wait = limit, recent, max_wait
         self._lock = threading.Lock()
         self._queue: list[_Item] = []  # in the order asked
-        self._queued: set[str] = set()
-        self._recent: dict[str, float] = {}  # lfn -> monotonic time it was last read ahead (or queued)
+        # lfn -> monotonic time it was queued: every queued file is here (it leaves the queue within max_wait)
+        self._recent: dict[str, float] = {}
         # every second: a pass that found jobs reading other files comes back soon
         self._loop = Periodic("htda-read-ahead", 1.0, self.read_next, log, clock=clock)
         self.m_files = metrics.counter("htda_cache_read_ahead_files_total", "files read ahead of the jobs that "
@@ -100,12 +102,10 @@ class ReadAhead:
             for inputs in jobs:
                 job = frozenset(inputs)
                 for lfn in inputs:
-                    if lfn in self._queued or lfn in self._recent or len(self._queue) >= self.limit \
-                            or self.busy(lfn):
+                    if lfn in self._recent or len(self._queue) >= self.limit or self.busy(lfn):
                         self.m_files.inc(outcome="skipped")
                         continue
                     self._queue.append(_Item(lfn, now, job))
-                    self._queued.add(lfn)
                     self._recent[lfn] = now
                     queued += 1
         if queued:
@@ -132,17 +132,11 @@ class ReadAhead:
         reading = set(self.reading())
         with self._lock:
             fresh = [item for item in self._queue if now - item.asked <= self.max_wait]
-            for item in self._queue:
-                if now - item.asked > self.max_wait:
-                    self._queued.discard(item.lfn)
-                    self.m_files.inc(outcome="expired")
+            if len(fresh) < len(self._queue):
+                self.m_files.inc(len(self._queue) - len(fresh), outcome="expired")
             self._queue = fresh
             due = next((i for i, item in enumerate(fresh) if not reading or item.job & reading), None)
-            if due is None:
-                return None
-            item = self._queue.pop(due)
-            self._queued.discard(item.lfn)
-            return item
+            return None if due is None else self._queue.pop(due)
 
     def _read(self, lfn: str) -> None:
         read = 0
