@@ -101,13 +101,20 @@ def _plots_available() -> bool:
     return True
 
 
+def _candidates(args: argparse.Namespace) -> list[float] | None:
+    """The half-lives ``auto`` chooses among, from ``--candidates`` (None: the coordinator's default)."""
+    if not args.candidates:
+        return None
+    return [parse_duration(h, "candidate half-life") for h in _split(args.candidates)]
+
+
 def cmd_suite(args: argparse.Namespace) -> Any:
     from .suite import run_suite, suite_traces
 
     traces = suite_traces(args.suite, _workload(args) if args.synthetic else None)
     half_lives = [parse_duration(h) for h in _split(args.half_lives or SUITE_HALF_LIVES)]
     text, verdicts = run_suite(traces, _split(args.policies), half_lives, rating=args.rating,
-                               admissions=_split(args.admission))
+                               admissions=_split(args.admission), candidates=_candidates(args))
     if args.json:
         return [{"trace": v.name, "wins_everywhere": v.wins_everywhere, "gap_closed": v.gap_closed,
                  "sizes": [{"fraction": f, "htda": h, "best_baseline": b, "best_ratio": r, "bound": bound}
@@ -124,6 +131,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from .trace import footprint_bytes
 
     args.half_lives = args.half_lives or SIMULATE_HALF_LIVES
+    candidates = _candidates(args)  # (a bad one is refused before the trace is read)
     source, total, description = _source(args)
     size_texts = _split(args.sizes)
     plots = bool(args.out) and _plots_available()
@@ -142,6 +150,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                    accesses=args.accesses, nodes=args.nodes, belady=not args.no_belady, bound=not args.no_bound,
                    cycle=parse_duration(args.cycle, "cycle") if args.cycle else None, hysteresis=args.hysteresis,
                    admissions=_split(args.admission))
+    spec.candidates = candidates or spec.candidates
     progress = Progress(total or 0, enabled=True if args.progress else None)
     window = args.window or (max(1000, total // 100) if total else args.chunk)
     result = simulate(source.chunks(), spec, progress=progress if total else None, window=window)
@@ -219,6 +228,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--half-lives", help=f"HTDA half-lives to compare, 'auto' for the adaptive one (lrfu-adaptive) "
                                         f"(default {SIMULATE_HALF_LIVES}; with --suite "
                                         f"{SUITE_HALF_LIVES}: the first is the one judged)")
+    p.add_argument("--candidates", help="the half-lives 'auto' chooses among (the coordinator's "
+                                        "adaptive_half_lives; default 5m,1h,1d,7d)")
     p.add_argument("--suite", metavar="DIR", help="replay every *.csv trace of DIR (and --synthetic) at 1-50 %% of "
                                                   "each footprint against every baseline; print reST tables")
     p.add_argument("--policies", default="lru,lfu,arc,s3fifo,wtinylfu", help="baseline policies (default %(default)s)")

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..coordinator.adaptive import AdaptiveLRFUPolicy
+from ..coordinator.adaptive import DEFAULT_HALF_LIVES, AdaptiveLRFUPolicy
 from ..coordinator.admission import ADMISSIONS, make_admission
 from ..node.plugins import PluginError, load
 from .engine import ReplayResult, replay
@@ -57,6 +57,8 @@ class RunSpec:
     hysteresis: float = 2.0
     #: HTDA's admission filters to compare (:data:`~htda.coordinator.admission.ADMISSIONS`), each at every half-life
     admissions: list[str] = field(default_factory=lambda: ["none"])
+    #: the half-lives "auto" chooses among (the coordinator's ``adaptive_half_lives``)
+    candidates: list[float] = field(default_factory=lambda: list(DEFAULT_HALF_LIVES))
 
     def __post_init__(self) -> None:
         if self.cycle is None and self.nodes > 1:
@@ -69,6 +71,8 @@ class RunSpec:
             raise ValueError("half-lives must be > 0 seconds (or auto)")
         if self.nodes < 1:
             raise ValueError("nodes must be >= 1")
+        if not self.candidates or any(not h > 0 for h in self.candidates):
+            raise ValueError("the adaptive rating's candidate half-lives must be > 0 seconds")
         if not self.admissions or any(a not in ADMISSIONS for a in self.admissions):
             raise ValueError(f"admission must be one of {', '.join(ADMISSIONS)}")
 
@@ -127,7 +131,9 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
     rating_cls = _plugin(RATING_POLICIES, spec.rating)
 
     def rating(h: float):
-        return AdaptiveLRFUPolicy(half_life=AUTO_START) if h == AUTO else rating_cls(half_life=h)
+        if h == AUTO:
+            return AdaptiveLRFUPolicy(half_life=AUTO_START, half_lives=spec.candidates)
+        return rating_cls(half_life=h)
 
     def htda(h: float, label: str, admission: str) -> Callable[[int], CachePolicy]:
         return lambda cap: HTDAPolicy(cap, rating(h), label=label, per_size=spec.per_size,

@@ -77,7 +77,8 @@ def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None) 
 
 def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[float], rating: str = "lrfu",
               fractions: tuple[float, ...] = SUITE_SIZES,
-              admissions: list[str] | None = None) -> tuple[str, list[TraceVerdict]]:
+              admissions: list[str] | None = None,
+              candidates: list[float] | None = None) -> tuple[str, list[TraceVerdict]]:
     """Replay every trace; return the report (reStructuredText) and the verdicts."""
     sections, verdicts = [], []
     for trace in traces:
@@ -87,6 +88,8 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
         capacities = [max(1, int(f * footprint)) for f in fractions]
         spec = RunSpec(capacities=capacities, half_lives=half_lives, baselines=baselines, rating=rating, belady=False,
                        admissions=admissions or ["none"])
+        if candidates:
+            spec.candidates = candidates
         started = time.process_time()
         result = simulate(trace.chunks(), spec)
         cpu = time.process_time() - started

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+
+import pytest
+
 from htda.coordinator.adaptive import AdaptiveLRFUPolicy
 from htda.coordinator.admission import TinyLFUAdmission
 from htda.coordinator.rating import LRFUPolicy
@@ -23,6 +27,22 @@ def test_auto_is_a_half_life_of_the_command_line_and_a_label():
     policies = build_policies(RunSpec(capacities=[100], half_lives=[AUTO, 86400.0], baselines=[]))
     assert [type(p.rating).__name__ for p in policies] == ["AdaptiveLRFUPolicy", "LRFUPolicy"]
     assert policies[0].rating.capacity == 100  # its miniature caches are scaled from the cache's size
+    assert policies[0].rating.half_lives == [300.0, 3600.0, 86400.0, 604800.0]  # the coordinator's default
+
+
+def test_the_candidates_of_auto_are_those_given_as_the_coordinator_would_configure_them():
+    """``--candidates`` replays the coordinator's ``adaptive_half_lives``; the starting 1 day is always one."""
+    from htda.simulator.cli import add_parser
+
+    spec = RunSpec(capacities=[100], half_lives=[AUTO], baselines=[], candidates=[60.0, 7200.0])
+    assert build_policies(spec)[0].rating.half_lives == [60.0, 7200.0, 86400.0]
+    with pytest.raises(ValueError, match="candidate half-lives must be > 0"):
+        RunSpec(capacities=[100], half_lives=[AUTO], candidates=[])
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["simulate", "--synthetic", "--candidates", "1h,never"])
+    with pytest.raises(ValueError, match="candidate half-life 'never' is not a duration"):
+        args.func(args)
 
 
 def test_the_adaptive_rating_finds_the_short_half_life_in_a_replay_with_and_without_admission():
