@@ -433,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Components add their own subcommands: each module has ``add_parser(subparsers)``
 # whose parsers set ``func`` to a callable(args) returning a string or JSON-able value.
-_SUBCOMMAND_MODULES: list[str] = ["htda.simulator.cli", "htda.demo"]
+_SUBCOMMAND_MODULES: list[str] = ["htda.simulator.cli", "htda.demo", "htda.cache.readthrough"]
 
 
 class _WithJson:

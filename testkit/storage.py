@@ -19,6 +19,7 @@ from urllib.parse import unquote
 
 import numpy as np
 
+from htda.cache.readthrough import ReadThroughProxy
 from testkit.nodes import free_port, wait_until
 from testkit.processes import ProcessExited, stop_process
 
@@ -85,9 +86,8 @@ class XCacheProxy(XRootDServer):
         self.origin = origin
 
     def config(self, port: int) -> str:
-        return (f"all.export /\nxrd.port {port}\nofs.osslib libXrdPss.so\npss.cachelib libXrdPfc.so\n"
-                f"pss.origin 127.0.0.1:{self.origin.port}\noss.localroot {self.root}\npfc.blocksize 1M\n"
-                f"pfc.ram 1g\nall.adminpath {self.workdir}\nall.pidpath {self.workdir}\n")
+        return ReadThroughProxy(origin=f"127.0.0.1:{self.origin.port}", root=str(self.root), port=port,
+                                adminpath=str(self.workdir)).render()
 
     def cached_bytes(self, lfn: str) -> int:
         """Bytes of ``lfn`` the proxy holds on its disk (its data file is sparse until every block came)."""

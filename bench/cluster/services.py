@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from htda.cache.readthrough import PURGE_INTERVAL, ReadThroughProxy
 from htda.cache.union.base import mount_type
 from testkit.processes import stop_process
 
@@ -25,8 +26,6 @@ __all__ = ["Daemon", "xrootd_origin", "xcache", "xrootdfs_mount", "unmount_all",
 
 XROOTD_PORT = 1094
 XCACHE_PORT = 1095
-#: seconds between two purges of a capped XCache's disk: the least pfc accepts (its default is 300)
-PURGE_INTERVAL = 60
 XRD_ENV = {"XRD_CONNECTIONRETRY": "2", "XRD_REQUESTTIMEOUT": "60", "XRD_STREAMTIMEOUT": "60"}
 
 
@@ -130,18 +129,15 @@ def xcache(host: Host, origin: Host, cache_dir: Path, workdir: Path, ram: str = 
     device, as ``docs/cache.rst`` configures it): pfc's ``files`` limits (baseline, nominal, max: a half, three
     quarters and all of it; a purge brings its files down to the nominal), checked every minute."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    usage = "0.90 0.95"
+    watermarks = ""
     if disk:
         size = disk + headroom
         dedicated_filesystem(cache_dir, size)
-        usage = f"{0.9 * disk / size:.4f} {disk / size:.4f} purgeinterval {PURGE_INTERVAL}"
-    elif files:
-        mb = max(4, files >> 20)  # pfc reads a plain number as a share of the disk: sizes need a unit
-        usage += f" files {mb // 2}m {3 * mb // 4}m {mb}m purgeinterval {PURGE_INTERVAL}"
+        watermarks = f"{0.9 * disk / size:.4f} {disk / size:.4f}"
     shutil.chown(cache_dir, "xrootd", "xrootd")
-    config = (f"all.export /\nxrd.port {port}\nofs.osslib libXrdPss.so\npss.cachelib libXrdPfc.so\n"
-              f"pss.origin {origin.address}:{origin_port}\noss.localroot {cache_dir}\n"
-              f"pfc.blocksize 1M\npfc.ram {ram}\npfc.diskusage {usage}\nall.adminpath {workdir}/{name}/admin\n")
+    config = ReadThroughProxy(origin=f"{origin.address}:{origin_port}", root=str(cache_dir), port=port, ram=ram,
+                              files=0 if disk else files, disk=watermarks,
+                              adminpath=f"{workdir}/{name}/admin").render()
     return _xrootd(name, host, config, workdir / name, port)
 
 
