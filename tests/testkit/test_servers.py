@@ -60,3 +60,28 @@ def test_xrootd_moves_to_another_port_when_its_first_is_taken(monkeypatch):
                 server.stop()
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_client_hanging_up_mid_transfer_prints_no_traceback_but_other_errors_do(tmp_path, capfd):
+    """Storage sees clients hang up every day (a copy cancelled): the test HTTP server stays quiet about it."""
+    from testkit.storage import RangeHTTPServer
+
+    (tmp_path / "big.dat").write_bytes(b"x" * (8 << 20))
+    server = RangeHTTPServer(tmp_path).start()
+    server.delay = 0.01  # slow enough that the hang-up comes mid-transfer
+    try:
+        for reset in (False, True):
+            with socket.create_connection(server.server_address) as client:
+                client.sendall(b"GET /big.dat HTTP/1.1\r\nHost: x\r\n\r\n")
+                client.recv(65536)
+                if reset:  # an abortive close: the server's next write meets a reset
+                    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            time.sleep(0.3)
+        assert "Traceback" not in capfd.readouterr().err
+        try:
+            raise ValueError("a handler bug")
+        except ValueError:
+            server.handle_error(None, ("127.0.0.1", 1))
+        assert "ValueError: a handler bug" in capfd.readouterr().err
+    finally:
+        server.stop()
