@@ -13,6 +13,8 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
+from ..units import parse_bytes
+
 __all__ = ["ReadThroughProxy", "PURGE_INTERVAL", "add_parser"]
 
 #: seconds between two purges of a capped proxy: the least pfc accepts (its default is 300)
@@ -38,6 +40,16 @@ class ReadThroughProxy:
     adminpath: str | None = None
 
     def __post_init__(self) -> None:
+        words = {"origin": self.origin, "root": self.root, "ram": self.ram, "adminpath": self.adminpath or "-"}
+        for name, value in words.items():  # one word each: a space or a newline would start another directive
+            if not value or value.split() != [value]:
+                raise ValueError(f"{name} {value!r} must be one word, without spaces")
+        try:
+            shares = [float(x) for x in self.disk.split()]
+        except ValueError:
+            shares = []
+        if self.disk and not (len(shares) == 2 and 0 < shares[0] <= shares[1] <= 1):
+            raise ValueError(f"disk {self.disk!r} must be two shares of the disk, low and high (e.g. '0.90 0.95')")
         for wrong, message in ((":" not in self.origin, f"origin {self.origin!r} must be host:port"),
                                (not self.root.startswith("/"), f"root {self.root!r} must be an absolute path"),
                                (not 0 < self.port < 65536, f"port {self.port} is not a TCP port"),
@@ -66,15 +78,11 @@ class ReadThroughProxy:
         return "\n".join(lines) + "\n"
 
 
-_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
 def _bytes(text: str) -> int:
-    value = text.strip().lower().removesuffix("ib").removesuffix("b")
     try:
-        return int(float(value[:-1]) * _UNITS[value[-1]]) if value[-1:] in _UNITS else int(value)
-    except (ValueError, IndexError):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 50g, 512m)") from None
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def cmd_readthrough_config(args: argparse.Namespace) -> Any:
@@ -92,5 +100,5 @@ def add_parser(subparsers) -> None:
     p.add_argument("--port", type=int, default=1095, help="its port on loopback (default %(default)s)")
     p.add_argument("--ram", default="1g", help="its memory for blocks in flight (default %(default)s)")
     p.add_argument("--files", type=_bytes, default=0,
-                   help="cap on its own files where it shares the disk with the cache device (e.g. 50g)")
+                   help="cap on its own files where it shares the disk with the cache device (e.g. 50GiB)")
     p.set_defaults(func=cmd_readthrough_config)

@@ -6,28 +6,25 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from ..units import parse_bytes
 from .engine import PolicyResult, ReplayResult
 
 __all__ = ["human_bytes", "parse_size", "summary_table", "sweep_table", "as_dict", "plot_sweep", "plot_over_time",
            "best_half_lives"]
 
-_UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
-          "KI": 2**10, "MI": 2**20, "GI": 2**30, "TI": 2**40, "PI": 2**50}
-
-
 def parse_size(text: str, reference: int | None = None) -> int:
     """``"500G"``, ``"1.5TiB"``, ``"123456"`` bytes, or ``"10%"`` of ``reference`` bytes."""
-    value = text.strip().upper().removesuffix("B")
+    value = text.strip()
+    if not value.endswith("%"):
+        try:
+            return parse_bytes(value, "cache size")
+        except ValueError:
+            raise ValueError(f"cache size {text!r} is not a size (e.g. 500G, 1.5TiB, 10%)") from None
+    if reference is None:
+        raise ValueError(f"cache size {text!r}: a percentage needs a footprint to refer to")
     try:
-        if value.endswith("%"):
-            if reference is None:
-                raise ValueError(f"cache size {text!r}: a percentage needs a footprint to refer to")
-            return int(float(value[:-1]) / 100 * reference)
-        number = value.rstrip("KMGTPI")
-        return int(float(number) * _UNITS[value[len(number):]])
-    except (KeyError, ValueError) as exc:
-        if "percentage" in str(exc):
-            raise
+        return int(float(value[:-1]) / 100 * reference)
+    except ValueError:
         raise ValueError(f"cache size {text!r} is not a size (e.g. 500G, 1.5TiB, 10%)") from None
 
 
