@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ProcSample", "ProcessExited", "proc_sample", "stop_process"]
+__all__ = ["Proc", "ProcSample", "ProcessExited", "kill_where", "proc_sample", "stop_process"]
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -50,3 +52,29 @@ def stop_process(proc: subprocess.Popen | None, timeout: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)
+
+
+@dataclass(frozen=True)
+class Proc:
+    """A running process as /proc shows it: its parent, its command name and its arguments."""
+
+    pid: int
+    ppid: int
+    comm: str
+    argv: list[bytes]
+
+
+def kill_where(match: Callable[[Proc], bool]) -> int:
+    """SIGKILL every process ``match`` picks (processes that end meanwhile are skipped); how many were killed."""
+    killed = 0
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
+            proc = Proc(int(entry), int(fields[1]), Path(f"/proc/{entry}/comm").read_text().strip(),
+                        Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0"))
+            if match(proc):
+                os.kill(proc.pid, signal.SIGKILL)
+                killed += 1
+        except (OSError, ProcessLookupError):
+            continue  # gone meanwhile
+    return killed

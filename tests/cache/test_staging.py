@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import zlib
 
 import pytest
@@ -12,6 +11,7 @@ from htda.cache.backends.http import HTTPStorage
 from htda.cache.backends.posix import PosixDevice, PosixStorage
 from htda.cache.backends.xrootd import XRootDStorage
 from htda.cache.staging import Stager, StagingCancelled, StagingError, StagingJob
+from testkit.processes import kill_where
 from testkit.storage import after_each_chunk, copy_tree, make_tree
 
 
@@ -62,21 +62,7 @@ def test_http_copy_resumes_after_a_cut(http_server, tmp_path):
 
 def kill_children(name: str) -> int:
     """SIGKILL this process's children called ``name`` (a transfer tool); how many were killed."""
-    killed = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/comm") as fh:
-                comm = fh.read().strip()
-        except OSError:
-            continue  # gone meanwhile
-        if int(fields[1]) == os.getpid() and comm == name:
-            os.kill(int(entry), signal.SIGKILL)
-            killed += 1
-    return killed
+    return kill_where(lambda proc: proc.ppid == os.getpid() and proc.comm == name)
 
 
 def test_xrootd_copy_resumes_after_the_transfer_dies(xrootd_server, tmp_path):

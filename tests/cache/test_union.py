@@ -30,6 +30,7 @@ from htda.node.client import Client
 from testkit.clock import FakeClock
 from testkit.fakes import PeerStandIn
 from testkit.nodes import SECRET, wait_until
+from testkit.processes import kill_where
 from testkit.storage import copy_tree, make_tree
 
 IS_ROOT = os.geteuid() == 0
@@ -64,17 +65,7 @@ def release_view(view) -> None:
             unmount(view, lazy=True)
         except Exception:  # noqa: BLE001 - best effort cleanup of mounts
             pass
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                argv = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if argv and os.path.basename(argv[0]) == b"mergerfs" and view.encode() in argv:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    kill_where(lambda proc: proc.comm == "mergerfs" and view.encode() in proc.argv)
 
 
 def read_view(view, lfn: str) -> bytes:
