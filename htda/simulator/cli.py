@@ -149,8 +149,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                    baselines=_split(args.policies), rating=args.rating, per_size=args.per_size,
                    accesses=args.accesses, nodes=args.nodes, belady=not args.no_belady, bound=not args.no_bound,
                    cycle=parse_duration(args.cycle, "cycle") if args.cycle else None, hysteresis=args.hysteresis,
-                   admissions=_split(args.admission))
-    spec.candidates = candidates or spec.candidates
+                   admissions=_split(args.admission), candidates=candidates)
     progress = Progress(total or 0, enabled=True if args.progress else None)
     window = args.window or (max(1000, total // 100) if total else args.chunk)
     result = simulate(source.chunks(), spec, progress=progress if total else None, window=window)

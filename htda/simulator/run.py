@@ -57,8 +57,8 @@ class RunSpec:
     hysteresis: float = 2.0
     #: HTDA's admission filters to compare (:data:`~htda.coordinator.admission.ADMISSIONS`), each at every half-life
     admissions: list[str] = field(default_factory=lambda: ["none"])
-    #: the half-lives "auto" chooses among (the coordinator's ``adaptive_half_lives``)
-    candidates: list[float] = field(default_factory=lambda: list(DEFAULT_HALF_LIVES))
+    #: the half-lives "auto" chooses among (the coordinator's ``adaptive_half_lives``; None: its default)
+    candidates: list[float] | None = None
 
     def __post_init__(self) -> None:
         if self.cycle is None and self.nodes > 1:
@@ -71,7 +71,7 @@ class RunSpec:
             raise ValueError("half-lives must be > 0 seconds (or auto)")
         if self.nodes < 1:
             raise ValueError("nodes must be >= 1")
-        if not self.candidates or any(not h > 0 for h in self.candidates):
+        if self.candidates is not None and (not self.candidates or any(not h > 0 for h in self.candidates)):
             raise ValueError("the adaptive rating's candidate half-lives must be > 0 seconds")
         if not self.admissions or any(a not in ADMISSIONS for a in self.admissions):
             raise ValueError(f"admission must be one of {', '.join(ADMISSIONS)}")
@@ -132,7 +132,7 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
 
     def rating(h: float):
         if h == AUTO:
-            return AdaptiveLRFUPolicy(half_life=AUTO_START, half_lives=spec.candidates)
+            return AdaptiveLRFUPolicy(half_life=AUTO_START, half_lives=spec.candidates or DEFAULT_HALF_LIVES)
         return rating_cls(half_life=h)
 
     def htda(h: float, label: str, admission: str) -> Callable[[int], CachePolicy]:

@@ -87,9 +87,7 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
             raise ValueError(f"{trace.source}: no requests")
         capacities = [max(1, int(f * footprint)) for f in fractions]
         spec = RunSpec(capacities=capacities, half_lives=half_lives, baselines=baselines, rating=rating, belady=False,
-                       admissions=admissions or ["none"])
-        if candidates:
-            spec.candidates = candidates
+                       admissions=admissions or ["none"], candidates=candidates)
         started = time.process_time()
         result = simulate(trace.chunks(), spec)
         cpu = time.process_time() - started
