@@ -3,7 +3,7 @@
 import pytest
 
 from htda.node.auth import CertificatePolicy
-from htda.node.client import Client, ClientError, ConnectError, HTTPStatusError
+from htda.node.client import Client, ConnectError, HTTPStatusError
 from htda.node.config import ConfigError
 from htda.node.runtime import load_config
 from testkit.certs import make_ca, make_cert
@@ -31,9 +31,13 @@ def tls_section(name, verify_clients=False, allowed=None):
 
 
 def cert_client(pki, name):
-    return Client(None, retries=0, ca_file=str(pki / "ca.pem"), client_cert=str(pki / f"{name}.pem"),
-                  client_key=str(pki / f"{name}.key"))
+    return Client(None, retries=0, connect_timeout=PATIENT, timeout=PATIENT, ca_file=str(pki / "ca.pem"),
+                  client_cert=str(pki / f"{name}.pem"), client_key=str(pki / f"{name}.key"))
 
+
+# What these tests check is how a request fails (a plain request dropped, a certificate refused), not how fast:
+# a loaded CI machine may stall a node for seconds, and a timeout must not stand in for (or hide) a refusal.
+PATIENT = 20.0
 
 BEAT = {"name": "cert-only", "url": "https://127.0.0.1:9", "roles": [], "version": "t", "started": 1.0}
 
@@ -43,17 +47,18 @@ def test_https_pool_forms_and_plain_http_is_refused(node_factory, pki):
     worker = node_factory("worker", ["cache"], seeds=[seed.url], sections=tls_section("worker"), scheme="https")
     assert seed.url.startswith("https://") and worker.url.startswith("https://")
     wait_until(lambda: seed.members() == {"seed", "worker"} == worker.members(), timeout=10, what="TLS pool")
-    with pytest.raises(ClientError):
-        Client(retries=0).get(seed.url.replace("https://", "http://") + "/healthz", timeout=2)
+    patient = Client(retries=0, connect_timeout=PATIENT, timeout=PATIENT)
+    with pytest.raises(ConnectError):
+        patient.get(seed.url.replace("https://", "http://") + "/healthz")
     with pytest.raises(ConnectError):  # no CA: the self-made certificate is not trusted
-        Client(retries=0).get(seed.url + "/healthz", timeout=2)
+        patient.get(seed.url + "/healthz")
 
 
 def test_client_certificates_are_required_and_authenticate(node_factory, pki):
     seed = node_factory("seed", ["locator"], sections=tls_section("seed", True, ["cn:seed", "cn:admin"]),
                         scheme="https")
     with pytest.raises(ConnectError):
-        Client(retries=0, ca_file=str(pki / "ca.pem")).get(seed.url + "/healthz", timeout=2)
+        Client(retries=0, connect_timeout=PATIENT, ca_file=str(pki / "ca.pem")).get(seed.url + "/healthz")
     answer = cert_client(pki, "admin").post(seed.url + "/api/v1/pool/heartbeat", BEAT)  # no secret: the certificate
     assert "cert-only" in {m["name"] for m in answer["members"]}  # is the credential
 
