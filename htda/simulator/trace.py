@@ -29,6 +29,7 @@ __all__ = ["Chunk", "CsvTraceReader", "Interner", "TraceError", "footprint_bytes
 
 #: group id of a request without a group (the object is its own group)
 NO_GROUP = -1
+_MAX_SIZE = (1 << 63) - 1  # sizes are int64 in the replay
 
 
 class TraceError(ValueError):
@@ -148,8 +149,8 @@ class CsvTraceReader:
             size = int(row[2])
         except ValueError:
             raise self._error(line_no, f"size_bytes {row[2]!r} is not an integer") from None
-        if size < 0:
-            raise self._error(line_no, f"size_bytes {size} is negative")
+        if not 0 <= size <= _MAX_SIZE:
+            raise self._error(line_no, f"size_bytes {size} is {'negative' if size < 0 else 'too large'}")
         return t, name, size, row[3].strip() if len(row) == 4 else ""
 
     def _error(self, line_no: int, message: str) -> TraceError:

@@ -43,6 +43,7 @@ def test_changed_size_is_a_new_object(tmp_path):
     ("1,,5\n", "line 1: empty object_id"),
     ("5,/a,1\n4,/a,1\n", "line 2: timestamp 4.0 is earlier"),
     ("nan,/a,1\n", "line 1: timestamp 'nan' is not finite"),
+    ("1,/a,99999999999999999999\n", "line 1: size_bytes 99999999999999999999 is too large"),
 ])
 def test_malformed_rows_name_the_line(tmp_path, text, message):
     path = tmp_path / "bad.csv"
