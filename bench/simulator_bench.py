@@ -5,6 +5,13 @@ LRU, LFU, ARC, S3-FIFO, W-TinyLFU and the PFOO-L bound on the synthetic analysis
     python bench/simulator_bench.py --full     # 10 M requests for speed and memory, 1 M for the table,
                                                # 200 k with the coordinator's placement
 
+The synthetic workload reads files in datasets (a rating per dataset, few
+of them); block and object traces have a group per object.  So speed and
+memory are also measured on a generated trace of many objects, each its own
+group (Zipf popularity over a population that changes in phases, a fifth of
+the requests for objects read once): the unfavourable case for HTDA's
+per-group state.
+
 Peak RSS is measured in a child process per run so the runs do not inherit
 each other's memory.
 """
@@ -19,9 +26,12 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 from htda.simulator.generator import AnalysisWorkload
 from htda.simulator.report import best_half_lives, sweep_table
 from htda.simulator.run import AUTO, RunSpec, simulate
+from htda.simulator.trace import NO_GROUP, Chunk
 
 # of the footprint: the synthetic workload supersedes datasets, so over 1M requests its footprint is ~20x the
 # bytes live at one time; these sizes span 5-100 % of that live working set, where the policies differ
@@ -56,9 +66,46 @@ def child(requests: int, bounds: bool, seed: int) -> dict:
     }
 
 
-def run_child(requests: int, bounds: bool, seed: int) -> dict:
+def many_objects_trace(requests: int, seed: int, phases: int = 5, chunk: int = 65536) -> list[Chunk]:
+    """``requests`` over ``requests // 2`` objects in ``phases`` phases, each drawing ids from a Zipf(1.1)
+    popularity over a fresh permutation of the population; a fifth of the requests are for objects read once.
+    Sizes are log-normal (median 22 KB), timestamps the request numbers, no groups."""
+    rng = np.random.default_rng(seed)
+    population = max(requests // 2, 1)
+    ids = np.concatenate([rng.permutation(population)[rng.zipf(1.1, size=part) % population]
+                          for part in np.diff(np.linspace(0, requests, phases + 1).astype(np.int64))])
+    once = rng.random(requests) < 0.2
+    ids[once] = population + np.arange(int(once.sum()))
+    sizes = (rng.lognormal(10.0, 1.5, size=population + int(once.sum())).astype(np.int64) + 1)[ids]
+    times = np.arange(requests, dtype=np.float64)
+    groups = np.full(requests, NO_GROUP, dtype=np.int64)
+    return [Chunk(times[at:at + chunk], ids[at:at + chunk], sizes[at:at + chunk], groups[at:at + chunk])
+            for at in range(0, requests, chunk)]
+
+
+def many_objects_child(requests: int, seed: int) -> dict:
+    """htda(auto) and LRU at 10 % of the footprint of :func:`many_objects_trace`: speeds and peak RSS."""
+    chunks = many_objects_trace(requests, seed)
+    ids = np.concatenate([c.ids for c in chunks])
+    sizes = np.zeros(int(ids.max()) + 1, dtype=np.int64)
+    for c in chunks:
+        sizes[c.ids] = c.sizes
+    spec = RunSpec(capacities=[int(0.1 * sizes.sum())], half_lives=[AUTO], baselines=["lru"], belady=False,
+                   bound=False)
+    result = simulate(iter(chunks), spec)
+    return {
+        "requests": result.requests, "objects": result.objects,
+        "requests_per_cpu_second": {r.label: result.requests / r.cpu_seconds for r in result.results
+                                    if r.cpu_seconds > 0},
+        "byte_hit_ratio": {r.label: result.byte_hit_ratio(r) for r in result.results},
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def run_child(requests: int, bounds: bool, seed: int, many_objects: bool = False) -> dict:
     out = subprocess.run([sys.executable, __file__, "--child", str(requests), "--seed", str(seed)]
-                         + ([] if bounds else ["--online-only"]), check=True, capture_output=True, text=True)
+                         + ([] if bounds else ["--online-only"]) + (["--many-objects"] if many_objects else []),
+                         check=True, capture_output=True, text=True)
     return json.loads(out.stdout)
 
 
@@ -74,6 +121,18 @@ def speed_and_memory(requests: int, seed: int) -> None:
         print(f"  {'policy':10} {'requests/s (cpu time)':>22} {'requests/s (wall)':>18}")
         for label, rate in data["requests_per_cpu_second"].items():
             print(f"  {label:10} {rate:22,.0f} {data['requests_per_second'][label]:18,.0f}")
+
+
+def speed_with_many_objects(requests: int, seed: int) -> None:
+    print("\n== replay speed and memory, many objects (one group each), cache = 10 % of the footprint ==")
+    for n in (requests // 10, requests):
+        data = run_child(n, False, seed, many_objects=True)
+        rates = data["requests_per_cpu_second"]
+        print(f"\n{n:,} requests, {data['objects']:,} objects: peak RSS {data['peak_rss_mb']:.0f} MB "
+              f"(the trace in memory: {n * 32 / 2**20:.0f} MB)")
+        print(f"  {'policy':10} {'requests/s (cpu time)':>22} {'byte hit ratio':>15}")
+        for label, rate in rates.items():
+            print(f"  {label:10} {rate:22,.0f} {data['byte_hit_ratio'][label]:15.4f}")
 
 
 def versus_baselines(requests: int, seed: int) -> None:
@@ -114,11 +173,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--online-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--many-objects", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, not args.online_only, args.seed)))
+        measured = (many_objects_child(args.child, args.seed) if args.many_objects
+                    else child(args.child, not args.online_only, args.seed))
+        print(json.dumps(measured))
         return
     speed_and_memory(10_000_000 if args.full else 1_000_000, args.seed)
+    speed_with_many_objects(5_000_000 if args.full else 1_000_000, args.seed)
     versus_baselines(1_000_000 if args.full else 200_000, args.seed)
     with_placement(200_000 if args.full else 30_000, args.seed)
 

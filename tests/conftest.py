@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,22 @@ def two_users():
     from tests.users import users_or_skip
 
     return users_or_skip()
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """``tmpfs(size_bytes)`` mounts a small tmpfs (a disk that fills up) and returns its path."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mounts = []
+
+    def make(size: int) -> Path:
+        path = tmp_path / f"tmpfs{len(mounts)}"
+        path.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "htda-test", str(path)], check=True)
+        mounts.append(path)
+        return path
+
+    yield make
+    for path in mounts:
+        subprocess.run(["umount", "-l", str(path)], check=False)

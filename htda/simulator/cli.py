@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from .generator import AnalysisWorkload
@@ -126,9 +127,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     if args.suite:
         return cmd_suite(args)
     from .engine import Progress
-    from .report import as_dict, best_half_lives, human_bytes, parse_size, summary_table, sweep_table
-    from .run import RunSpec, simulate
-    from .trace import footprint_bytes
+    from .report import as_dict, best_half_lives, human_bytes, summary_table, sweep_table
+    from .run import simulate
+    from .trace import footprint_and_replay
 
     args.half_lives = args.half_lives or SIMULATE_HALF_LIVES
     candidates = _candidates(args)  # (a bad one is refused before the trace is read)
@@ -138,21 +139,18 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     if args.out and not plots:  # said before the replay, which may take long, not after it
         print("htda simulate: matplotlib is not installed: --out writes table.txt and result.json, no plots "
               "(pip install 'htda[plots]')", file=sys.stderr)
-    footprint = None
-    if any(s.strip().endswith("%") for s in size_texts):
-        footprint = footprint_bytes(source.chunks())
-        if not footprint:
-            raise ValueError(f"{description} has no requests: nothing to simulate")
-        description += f" (percentages of its footprint, {human_bytes(footprint)})"
-    spec = RunSpec(capacities=[parse_size(s, footprint) for s in size_texts],
-                   half_lives=[parse_duration(h) for h in _split(args.half_lives)],
-                   baselines=_split(args.policies), rating=args.rating, per_size=args.per_size,
-                   accesses=args.accesses, nodes=args.nodes, belady=not args.no_belady, bound=not args.no_bound,
-                   cycle=parse_duration(args.cycle, "cycle") if args.cycle else None, hysteresis=args.hysteresis,
-                   admissions=_split(args.admission), candidates=candidates)
     progress = Progress(total or 0, enabled=True if args.progress else None)
-    window = args.window or (max(1000, total // 100) if total else args.chunk)
-    result = simulate(source.chunks(), spec, progress=progress if total else None, window=window)
+    with ExitStack() as stack:
+        footprint, chunks = None, source.chunks()
+        if any(s.strip().endswith("%") for s in size_texts):  # a first pass, for the footprint
+            footprint, chunks = stack.enter_context(footprint_and_replay(
+                source.chunks, lambda done: progress(done, "reading") if total else None))
+            if not footprint:
+                raise ValueError(f"{description} has no requests: nothing to simulate")
+            description += f" (percentages of its footprint, {human_bytes(footprint)})"
+        spec = _spec(args, size_texts, footprint, candidates)
+        window = args.window or (max(1000, total // 100) if total else args.chunk)
+        result = simulate(chunks, spec, progress=progress if total else None, window=window)
     progress.close()
     if not result.requests:
         raise ValueError(f"{description} has no requests: nothing to simulate")
@@ -165,6 +163,19 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         written = _write_outputs(args.out, result, spec, footprint, text, plots)
         text += "\n\nwrote " + ", ".join(written)
     return text
+
+
+def _spec(args: argparse.Namespace, size_texts: list[str], footprint: int | None,
+          candidates: list[float] | None) -> RunSpec:
+    from .report import parse_size
+    from .run import RunSpec
+
+    return RunSpec(capacities=[parse_size(s, footprint) for s in size_texts],
+                   half_lives=[parse_duration(h) for h in _split(args.half_lives)],
+                   baselines=_split(args.policies), rating=args.rating, per_size=args.per_size,
+                   accesses=args.accesses, nodes=args.nodes, belady=not args.no_belady, bound=not args.no_bound,
+                   cycle=parse_duration(args.cycle, "cycle") if args.cycle else None, hysteresis=args.hysteresis,
+                   admissions=_split(args.admission), candidates=candidates)
 
 
 def _write_outputs(out: str, result, spec: RunSpec, footprint: int | None, text: str, plots: bool) -> list[str]:

@@ -24,7 +24,7 @@ from .engine import ReplayResult
 from .generator import AnalysisWorkload
 from .report import human_bytes
 from .run import RunSpec, htda_label, simulate
-from .trace import CsvTraceReader, footprint_bytes
+from .trace import CsvTraceReader, footprint_and_replay
 
 __all__ = ["SuiteTrace", "TraceVerdict", "suite_traces", "run_suite", "verdict_of"]
 
@@ -82,15 +82,15 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
     """Replay every trace; return the report (reStructuredText) and the verdicts."""
     sections, verdicts = [], []
     for trace in traces:
-        footprint = footprint_bytes(trace.chunks())
-        if not footprint:
-            raise ValueError(f"{trace.source}: no requests")
-        capacities = [max(1, int(f * footprint)) for f in fractions]
-        spec = RunSpec(capacities=capacities, half_lives=half_lives, baselines=baselines, rating=rating, belady=False,
-                       admissions=admissions or ["none"], candidates=candidates)
-        started = time.process_time()
-        result = simulate(trace.chunks(), spec)
-        cpu = time.process_time() - started
+        with footprint_and_replay(trace.chunks) as (footprint, chunks):
+            if not footprint:
+                raise ValueError(f"{trace.source}: no requests")
+            capacities = [max(1, int(f * footprint)) for f in fractions]
+            spec = RunSpec(capacities=capacities, half_lives=half_lives, baselines=baselines, rating=rating,
+                           belady=False, admissions=admissions or ["none"], candidates=candidates)
+            started = time.process_time()
+            result = simulate(chunks, spec)
+            cpu = time.process_time() - started
         verdict = verdict_of(trace.name, result, capacities, fractions, baselines, half_lives, spec.admissions[0])
         verdicts.append(verdict)
         sections.append(_section(trace, result, capacities, fractions, verdict, cpu))

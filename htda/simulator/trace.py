@@ -17,7 +17,9 @@ import csv
 import io
 import math
 import os
-from collections.abc import Hashable, Iterable, Iterator
+import tempfile
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -25,7 +27,9 @@ import numpy as np
 
 from . import DEFAULT_CHUNK
 
-__all__ = ["Chunk", "CsvTraceReader", "Interner", "TraceError", "footprint_bytes", "write_csv", "NO_GROUP"]
+__all__ = ["Chunk", "CsvTraceReader", "Interner", "Recording", "TraceError", "footprint_and_replay",
+           "footprint_bytes", "write_csv",
+           "NO_GROUP"]
 
 #: group id of a request without a group (the object is its own group)
 NO_GROUP = -1
@@ -172,6 +176,75 @@ def footprint_bytes(chunks: Iterable[Chunk]) -> int:
             sizes = np.concatenate([sizes, np.full(max(top, 2 * len(sizes)) - len(sizes), -1, dtype=np.int64)])
         sizes[chunk.ids] = chunk.sizes
     return int(sizes[sizes >= 0].sum())
+
+
+class Recording:
+    """Chunks kept in an anonymous temporary file as they pass, so that a second pass over a trace (the replay
+    after the footprint pass) reads numpy arrays back instead of parsing the text again (the parse is most of a
+    one-policy replay's time).  The file takes 32 bytes a request and is gone when the recording is closed (or
+    the process ends).  If it cannot be written (a full disk), recording stops and :attr:`complete` is false:
+    the caller reads the trace again."""
+
+    def __init__(self, directory: str | None = None):
+        # unbuffered: a full disk fails the write that meets it, not a later flush
+        self._file = tempfile.TemporaryFile(prefix="htda-trace-", dir=directory, buffering=0)
+        self.chunks = 0
+        self.complete = False  # every chunk passed and was written
+        self._failed = False
+
+    def record(self, chunks: Iterable[Chunk]) -> Iterator[Chunk]:
+        """``chunks``, unchanged, each also written to the file while that works."""
+        for chunk in chunks:
+            if not self._failed:
+                self._keep(chunk)
+            yield chunk
+        self.complete = not self._failed
+
+    def _keep(self, chunk: Chunk) -> None:
+        try:
+            for column in (chunk.times, chunk.ids, chunk.sizes, chunk.groups):
+                np.save(self._file, column, allow_pickle=False)
+            self.chunks += 1
+        except OSError:
+            self._failed = True
+            self._file.truncate(0)  # give the space back at once
+
+    def replay(self) -> Iterator[Chunk]:
+        """The recorded chunks, in order (only when :attr:`complete`)."""
+        if not self.complete:
+            raise RuntimeError("the recording is incomplete (not read to the end, or the disk was full)")
+        self._file.seek(0)
+        for _ in range(self.chunks):
+            times, ids, sizes, groups = (np.load(self._file, allow_pickle=False) for _ in range(4))
+            yield Chunk(times, ids, sizes, groups)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> Recording:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@contextmanager
+def footprint_and_replay(chunks: Callable[[], Iterable[Chunk]],
+                         reading: Callable[[int], None] | None = None) -> Iterator[tuple[int, Iterable[Chunk]]]:
+    """The footprint of the trace ``chunks()`` gives, from a first pass (``reading(requests so far)`` after each
+    chunk), and its chunks for the replay: as that pass recorded them (:class:`Recording`), or ``chunks()``
+    again if the recording could not be written."""
+    with Recording() as recording:
+        def passing() -> Iterator[Chunk]:
+            requests = 0
+            for chunk in recording.record(chunks()):
+                requests += len(chunk)
+                if reading is not None:
+                    reading(requests)
+                yield chunk
+
+        footprint = footprint_bytes(passing())
+        yield footprint, recording.replay() if recording.complete else chunks()
 
 
 def write_csv(path: str | os.PathLike, rows: Iterable[tuple[float, str, int, str | None]],

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from testkit.storage import RangeHTTPServer, XRootDServer, make_tree, write_root_file
-
-IS_ROOT = os.geteuid() == 0
 
 
 @pytest.fixture
@@ -53,20 +50,3 @@ def http_server(tmp_path):
     server.stop()
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """``tmpfs(size_bytes)`` mounts a small tmpfs (a cache device that fills up) and returns its path."""
-    if not IS_ROOT:
-        pytest.skip("mounting a tmpfs needs root")
-    mounts = []
-
-    def make(size: int) -> Path:
-        path = tmp_path / f"tmpfs{len(mounts)}"
-        path.mkdir()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "htda-test", str(path)], check=True)
-        mounts.append(path)
-        return path
-
-    yield make
-    for path in mounts:
-        subprocess.run(["umount", "-l", str(path)], check=False)

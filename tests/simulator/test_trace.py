@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import numpy as np
 import pytest
 
 from htda.simulator.generator import AnalysisWorkload
-from htda.simulator.trace import NO_GROUP, CsvTraceReader, TraceError, write_csv
+from htda.simulator.trace import NO_GROUP, CsvTraceReader, Recording, TraceError, footprint_and_replay, write_csv
 
 
 def read_all(path, chunk_size=3):
@@ -87,3 +90,50 @@ def test_generator_rows_round_trip_through_csv(tmp_path):
     assert chunks[0].sizes.tolist() == original.sizes.tolist()
     assert np.allclose(chunks[0].times, original.times)
     assert reader.has_groups
+
+
+def columns(chunks):
+    chunks = list(chunks)
+    return [np.concatenate([getattr(c, f) for c in chunks]) for f in ("times", "ids", "sizes", "groups")]
+
+
+def test_a_recording_gives_the_chunks_back_and_leaves_no_file(tmp_path):
+    chunks = list(AnalysisWorkload(requests=20_000, seed=2, chunk_size=3000).chunks())
+    with Recording(str(tmp_path)) as recording:
+        passed = list(recording.record(chunks))
+        assert recording.complete and os.listdir(tmp_path) == []  # an anonymous file: nothing to clean up
+        again = list(recording.replay())
+        assert list(recording.replay())[0].ids.tolist() == chunks[0].ids.tolist()  # it can be replayed again
+    assert [len(c) for c in passed] == [len(c) for c in again] == [len(c) for c in chunks]
+    for recorded, original in zip(columns(again), columns(chunks)):
+        assert recorded.dtype == original.dtype and np.array_equal(recorded, original)
+
+
+def test_a_recording_that_fills_its_disk_stops_and_the_trace_is_read_again(tmpfs, tmp_path):
+    disk = tmpfs(256 << 10)  # the trace takes 32 bytes a request: 20,000 requests do not fit
+    workload = AnalysisWorkload(requests=20_000, seed=2, chunk_size=3000)
+    with Recording(str(disk)) as recording:
+        passed = list(recording.record(workload.chunks()))
+        assert not recording.complete
+        assert os.statvfs(disk).f_bfree == os.statvfs(disk).f_blocks  # the space given back at once
+        with pytest.raises(RuntimeError, match="incomplete"):
+            next(recording.replay())
+    assert all(np.array_equal(a, b) for a, b in zip(columns(passed), columns(workload.chunks())))
+
+
+def test_the_footprint_pass_feeds_the_replay_even_when_it_cannot_record(tmpfs, monkeypatch):
+    workload = AnalysisWorkload(requests=20_000, seed=2, chunk_size=3000)
+    expected = columns(workload.chunks())
+    for directory, reads in ((None, 1), (str(tmpfs(64 << 10)), 2)):  # a full disk: the trace is read twice
+        monkeypatch.setattr(tempfile, "tempdir", directory)  # where Recording's file goes
+        seen, opened = [], []
+
+        def trace(opened=opened):
+            opened.append(1)
+            return workload.chunks()
+
+        with footprint_and_replay(trace, seen.append) as (footprint, chunks):
+            assert footprint == workload.footprint_bytes()
+            assert all(np.array_equal(a, b) for a, b in zip(columns(chunks), expected))
+        assert len(opened) == reads
+        assert seen[-1] == 20_000 and seen == sorted(seen)  # requests read so far, after each chunk
