@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from contextlib import ExitStack
@@ -82,8 +83,35 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
         return h, h.requests(), f"coordinator history {args.history}"
     if not args.trace:
         raise ValueError("give a trace file, --synthetic or --history URL")
-    reader = CsvTraceReader(args.trace, chunk_size=args.chunk)
+    reader = CsvTraceReader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit)
+    _hint_time_unit(args.trace, args.time_unit)
     return reader, _count_lines(args.trace), f"trace {args.trace}"
+
+
+_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+def _time_unit(text: str) -> float:
+    """``--time-unit``: s, ms, us, ns or a number of seconds."""
+    try:
+        unit = _TIME_UNITS[text] if text in _TIME_UNITS else float(text)
+    except ValueError:
+        unit = math.nan
+    if not (math.isfinite(unit) and unit > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: give s, ms, us, ns or a positive number of seconds")
+    return unit
+
+
+def _hint_time_unit(path: str, unit: float) -> None:
+    """Say so when a trace's timestamps look finer than the seconds they are read as: the half-lives (5m, 1d,
+    the adaptive rating's candidates) would then span a moment of the trace."""
+    from .trace import first_timestamp
+
+    first = first_timestamp(path)
+    if unit == 1.0 and first is not None and first > 1e11:  # past the year 5000 in seconds since 1970
+        print(f"htda simulate: {path} starts at timestamp {first:.6g}, which looks like milliseconds or finer "
+              f"since 1970; half-lives are in seconds of the trace's time: give --time-unit ms (or us, ns)",
+              file=sys.stderr)
 
 
 def _count_lines(path: str) -> int:
@@ -112,7 +140,10 @@ def _candidates(args: argparse.Namespace) -> list[float] | None:
 def cmd_suite(args: argparse.Namespace) -> Any:
     from .suite import run_suite, suite_traces
 
-    traces = suite_traces(args.suite, _workload(args) if args.synthetic else None)
+    traces = suite_traces(args.suite, _workload(args) if args.synthetic else None, args.time_unit)
+    for trace in traces:
+        if os.path.isfile(trace.source):
+            _hint_time_unit(trace.source, args.time_unit)
     half_lives = [parse_duration(h) for h in _split(args.half_lives or SUITE_HALF_LIVES)]
     text, verdicts = run_suite(traces, _split(args.policies), half_lives, rating=args.rating,
                                admissions=_split(args.admission), candidates=_candidates(args))
@@ -259,6 +290,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-bound", action="store_true", help="skip the PFOO-L upper bound")
     p.add_argument("--out", help="directory for table.txt, result.json and the PNG plots")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a tty")
+    p.add_argument("--time-unit", type=_time_unit, default=1.0,
+                   help="unit of a CSV trace's timestamps: s (the default), ms, us, ns or seconds (the half-lives "
+                        "are in seconds)")
     p.add_argument("--chunk", type=_count(1, "--chunk"), default=65536, help="requests read per chunk")
     p.add_argument("--window", type=_count(0, "--window"), default=0,
                    help="requests per point of the over-time series (default: 1%% of the trace)")

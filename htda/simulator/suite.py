@@ -59,14 +59,16 @@ class TraceVerdict:
         return sum(shares) / len(shares) if shares else 0.0
 
 
-def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None) -> list[SuiteTrace]:
-    """The CSV traces of ``folder`` (sorted by name), then the synthetic workload if given."""
+def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None,
+                 time_unit: float = 1.0) -> list[SuiteTrace]:
+    """The CSV traces of ``folder`` (sorted by name; timestamps in ``time_unit`` seconds), then the synthetic
+    workload if given."""
     root = Path(folder)
     if not root.is_dir():
         raise ValueError(f"--suite {folder}: not a folder")
     traces = []
     for path in sorted(root.glob("*.csv")):
-        traces.append(SuiteTrace(path.stem, lambda p=path: CsvTraceReader(p).chunks(), str(path)))
+        traces.append(SuiteTrace(path.stem, lambda p=path: CsvTraceReader(p, time_unit=time_unit).chunks(), str(path)))
     if synthetic is not None:
         described = f"synthetic analysis workload ({synthetic.requests:,} requests, seed {synthetic.seed})"
         traces.append(SuiteTrace("synthetic", synthetic.chunks, described))

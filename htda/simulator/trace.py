@@ -27,8 +27,8 @@ import numpy as np
 
 from . import DEFAULT_CHUNK
 
-__all__ = ["Chunk", "CsvTraceReader", "Interner", "Recording", "TraceError", "footprint_and_replay",
-           "footprint_bytes", "write_csv",
+__all__ = ["Chunk", "CsvTraceReader", "Interner", "Recording", "TraceError", "first_timestamp",
+           "footprint_and_replay", "footprint_bytes", "write_csv",
            "NO_GROUP"]
 
 #: group id of a request without a group (the object is its own group)
@@ -80,15 +80,19 @@ class Interner(Generic[Name]):
 
 
 class CsvTraceReader:
-    """Iterate a CSV trace as :class:`Chunk` objects of at most ``chunk_size`` requests.
+    """Iterate a CSV trace as :class:`Chunk` objects of at most ``chunk_size`` requests, timestamps in seconds
+    (``time_unit`` seconds per unit of the file's: 0.001 for milliseconds).
 
     ``objects`` and ``groups`` intern names; ``sizes`` holds the size of
     every object id (the table the offline bounds need).
     """
 
-    def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK):
+    def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0):
+        if not (math.isfinite(time_unit) and time_unit > 0):
+            raise ValueError(f"time unit must be a positive number of seconds, not {time_unit}")
         self.path = os.fspath(path)
         self.chunk_size = chunk_size
+        self.time_unit = time_unit  # seconds per unit of the timestamps (the half-lives are in seconds)
         self.objects: Interner[tuple[str, int]] = Interner()  # (object id, size): a size change is a new object
         self.groups: Interner[str] = Interner()
         self.has_groups = False
@@ -105,7 +109,7 @@ class CsvTraceReader:
             while True:
                 times, ids, sizes, groups = [], [], [], []
                 for t, oid, size, gid in rows:
-                    times.append(t)
+                    times.append(t * self.time_unit)
                     ids.append(oid)
                     sizes.append(size)
                     groups.append(gid)
@@ -163,6 +167,19 @@ class CsvTraceReader:
     def object_sizes(self) -> np.ndarray:
         """Size of every interned object id (valid after the trace was read)."""
         return np.fromiter((size for _, size in self.objects.names), dtype=np.int64, count=len(self.objects))
+
+
+def first_timestamp(path: str | os.PathLike) -> float | None:
+    """The first data row's timestamp (None if there is none or it is not a number): a cheap look at the unit."""
+    with open(path, newline="", encoding="utf-8-sig") as fh:
+        for line_no, row in enumerate(csv.reader(fh), start=1):
+            if not row or (line_no == 1 and row[0].strip().lower() == "timestamp"):
+                continue
+            try:
+                return float(row[0])
+            except ValueError:
+                return None
+    return None
 
 
 def footprint_bytes(chunks: Iterable[Chunk]) -> int:

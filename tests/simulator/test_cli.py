@@ -66,7 +66,8 @@ def test_bad_arguments_are_clear_errors(argv, message):
         run_cli(*argv)
 
 
-@pytest.mark.parametrize("option, value", [("--window", "-1"), ("--chunk", "0"), ("--window", "many")])
+@pytest.mark.parametrize("option, value", [("--window", "-1"), ("--chunk", "0"), ("--window", "many"),
+                                           ("--time-unit", "0"), ("--time-unit", "minutes"), ("--time-unit", "nan")])
 def test_bad_counts_are_refused_before_any_replay(option, value, capsys):
     with pytest.raises(SystemExit) as exc:
         run_cli("simulate", "--synthetic", option, value)
@@ -89,6 +90,30 @@ def test_a_byte_order_mark_is_not_data(tmp_path):
     data = run_cli("--json", "simulate", str(trace), "--sizes", "10", "--policies", "lru", "--half-lives", "1h")
     assert data["requests"] == 2
     assert next(r for r in data["results"] if r["policy"] == "lru")["hits"] == 1
+
+
+def test_timestamps_in_milliseconds_replay_as_the_same_trace_in_seconds(tmp_path, capsys):
+    # the half-lives are in seconds: read as seconds, milliseconds make an hour's half-life a thousand hours long
+    generated, seconds, millis = tmp_path / "g.csv", tmp_path / "s.csv", tmp_path / "ms.csv"
+    assert run_cli("trace", "generate", str(generated), "--requests", "3000", "--seed", "5")
+    rows = [line.split(",", 1) for line in generated.read_text().splitlines()[1:]]
+    stamps = [round((float(t) + 1.7e9) * 1000) for t, _ in rows]  # whole milliseconds since 1970
+    seconds.write_text("".join(f"{ms * 1e-3!r},{rest}\n" for ms, (_, rest) in zip(stamps, rows)))
+    millis.write_text("".join(f"{ms},{rest}\n" for ms, (_, rest) in zip(stamps, rows)))
+
+    def hits(*argv):
+        data = run_cli("--json", "simulate", *argv, "--sizes", "5%", "--policies", "lru", "--half-lives", "1h",
+                       "--admission", "none", "--no-belady", "--no-bound")
+        return {r["policy"]: r["hit_bytes"] for r in data["results"]}
+
+    in_seconds = hits(str(seconds))
+    assert capsys.readouterr().err == ""
+    assert hits(str(millis)) != in_seconds
+    said = capsys.readouterr().err
+    assert "ms.csv starts at timestamp 1.7e+12, which looks like milliseconds" in said and "--time-unit ms" in said
+    assert hits(str(millis), "--time-unit", "ms") == in_seconds
+    assert hits(str(millis), "--time-unit", "0.001") == in_seconds
+    assert capsys.readouterr().err == ""
 
 
 def test_generate_and_simulate_report_one_footprint(tmp_path):
