@@ -174,7 +174,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     with ExitStack() as stack:
         footprint, chunks = None, source.chunks()
         if any(s.strip().endswith("%") for s in size_texts):  # a first pass, for the footprint
-            footprint, chunks = stack.enter_context(footprint_and_replay(
+            footprint, _, chunks = stack.enter_context(footprint_and_replay(
                 source.chunks, lambda done: progress(done, "reading") if total else None))
             if not footprint:
                 raise ValueError(f"{description} has no requests: nothing to simulate")
@@ -206,7 +206,7 @@ def _spec(args: argparse.Namespace, size_texts: list[str], footprint: int | None
                    baselines=_split(args.policies), rating=args.rating, per_size=args.per_size,
                    accesses=args.accesses, nodes=args.nodes, belady=not args.no_belady, bound=not args.no_bound,
                    cycle=parse_duration(args.cycle, "cycle") if args.cycle else None, hysteresis=args.hysteresis,
-                   admissions=_split(args.admission), candidates=candidates)
+                   admissions=_split(args.admission), candidates=candidates, without_groups=args.without_groups)
 
 
 def _write_outputs(out: str, result, spec: RunSpec, footprint: int | None, text: str, plots: bool) -> list[str]:
@@ -280,6 +280,9 @@ def add_parser(subparsers) -> None:
                         "coordinator's admission option; default %(default)s: the first is the one judged)")
     p.add_argument("--accesses", choices=("job", "request"), default="job",
                    help="a group's access: one per job (requests of a group at one timestamp) or per request")
+    p.add_argument("--without-groups", action="store_true",
+                   help="also replay HTDA with the trace's groups removed (every request its own group): the "
+                        "group rule's effect (--suite does it for every trace that has groups)")
     p.add_argument("--per-size", action="store_true", help="rate files per byte (the coordinator's size option)")
     p.add_argument("--nodes", type=int, default=1,
                    help="split each cache over this many nodes; HTDA then runs with the coordinator's placement")

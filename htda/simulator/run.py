@@ -28,7 +28,8 @@ from .placed import PlacedHTDAPolicy
 from .policies import CachePolicy
 from .trace import NO_GROUP, Chunk
 
-__all__ = ["AUTO", "RunSpec", "PartitionedPolicy", "simulate", "htda_label", "SIMULATOR_POLICIES", "RATING_POLICIES"]
+__all__ = ["AUTO", "RunSpec", "PartitionedPolicy", "WithoutGroups", "WITHOUT_GROUPS", "simulate", "htda_label",
+           "SIMULATOR_POLICIES", "RATING_POLICIES"]
 
 SIMULATOR_POLICIES = "htda.simulator.policies"
 RATING_POLICIES = "htda.policies"
@@ -59,6 +60,8 @@ class RunSpec:
     admissions: list[str] = field(default_factory=lambda: ["none"])
     #: the half-lives "auto" chooses among (the coordinator's ``adaptive_half_lives``; None: its default)
     candidates: list[float] | None = None
+    #: also replay each HTDA configuration with the trace's groups removed: the group rule's effect, by difference
+    without_groups: bool = False
 
     def __post_init__(self) -> None:
         if self.cycle is None and self.nodes > 1:
@@ -86,6 +89,28 @@ def htda_label(half_life: float, admission: str = "none") -> str:
         if half_life >= seconds and half_life % seconds == 0:
             return f"htda({int(half_life // seconds)}{unit}){suffix}"
     return f"htda({half_life:g}s){suffix}"
+
+
+#: the label of a policy replayed by :class:`WithoutGroups`: ``htda(auto) no groups``
+WITHOUT_GROUPS = " no groups"
+
+
+class WithoutGroups(CachePolicy):
+    """A policy replayed as if the trace had no groups (every request its own group), labelled ``... no groups``:
+    beside the same policy with them, the effect of the group rule."""
+
+    def __init__(self, inner: CachePolicy):
+        super().__init__(inner.capacity, inner.label + WITHOUT_GROUPS)
+        self.name, self.inner = inner.name, inner
+
+    def replay(self, times, ids, sizes, groups):
+        hits = self.inner.replay(times, ids, sizes, [NO_GROUP] * len(ids))
+        self.staged, self.evicted, self.used = self.inner.staged, self.inner.evicted, self.inner.used
+        return hits
+
+    def finish(self) -> None:
+        self.inner.finish()
+        self.staged, self.evicted, self.used = self.inner.staged, self.inner.evicted, self.inner.used
 
 
 class PartitionedPolicy(CachePolicy):
@@ -139,6 +164,9 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
         return lambda cap: HTDAPolicy(cap, rating(h), label=label, per_size=spec.per_size,
                                       accesses=spec.accesses, admission=make_admission(admission))
 
+    def without_groups(make: Callable[[int], CachePolicy]) -> Callable[[int], CachePolicy]:
+        return lambda cap: WithoutGroups(make(cap))
+
     def placed(h: float, label: str, cycle: float) -> Callable[[int], CachePolicy]:
         return lambda cap: PlacedHTDAPolicy(cap, rating(h), nodes=spec.nodes, cycle=cycle,
                                             hysteresis=spec.hysteresis, label=label, accesses=spec.accesses)
@@ -150,6 +178,8 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
                 label += f"-{spec.rating}"
             if spec.nodes == 1:
                 makers.append(htda(half_life, label, admission))
+                if spec.without_groups:
+                    makers.append(without_groups(makers[-1]))
             if spec.cycle is not None and admission == spec.admissions[0] and half_life != AUTO:
                 # (the cycle-driven replay has no adaptive half-life yet: its rating would never size its shadows)
                 makers.append(placed(half_life, label + " placed", spec.cycle))

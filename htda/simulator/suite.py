@@ -84,14 +84,15 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
     """Replay every trace; return the report (reStructuredText) and the verdicts."""
     sections, verdicts = [], []
     for trace in traces:
-        with footprint_and_replay(trace.chunks) as (footprint, chunks):
-            if not footprint:
+        with footprint_and_replay(trace.chunks) as first:
+            if not first.footprint:
                 raise ValueError(f"{trace.source}: no requests")
-            capacities = [max(1, int(f * footprint)) for f in fractions]
+            capacities = [max(1, int(f * first.footprint)) for f in fractions]
             spec = RunSpec(capacities=capacities, half_lives=half_lives, baselines=baselines, rating=rating,
-                           belady=False, admissions=admissions or ["none"], candidates=candidates)
+                           belady=False, admissions=admissions or ["none"], candidates=candidates,
+                           without_groups=first.grouped)  # the group rule's effect, where it has one
             started = time.process_time()
-            result = simulate(chunks, spec)
+            result = simulate(first.chunks, spec)
             cpu = time.process_time() - started
         verdict = verdict_of(trace.name, result, capacities, fractions, baselines, half_lives, spec.admissions[0])
         verdicts.append(verdict)

@@ -21,13 +21,13 @@ import tempfile
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 
 from . import DEFAULT_CHUNK
 
-__all__ = ["Chunk", "CsvTraceReader", "Interner", "Recording", "TraceError", "first_timestamp",
+__all__ = ["Chunk", "CsvTraceReader", "FirstPass", "Interner", "Recording", "TraceError", "first_timestamp",
            "footprint_and_replay", "footprint_bytes", "write_csv",
            "NO_GROUP"]
 
@@ -245,23 +245,35 @@ class Recording:
         self.close()
 
 
+class FirstPass(NamedTuple):
+    """What :func:`footprint_and_replay` learns from its first pass, and the chunks for the replay."""
+
+    footprint: int  # bytes of the distinct objects
+    grouped: bool  # some request has a group
+    chunks: Iterable[Chunk]
+
+
 @contextmanager
 def footprint_and_replay(chunks: Callable[[], Iterable[Chunk]],
-                         reading: Callable[[int], None] | None = None) -> Iterator[tuple[int, Iterable[Chunk]]]:
-    """The footprint of the trace ``chunks()`` gives, from a first pass (``reading(requests so far)`` after each
-    chunk), and its chunks for the replay: as that pass recorded them (:class:`Recording`), or ``chunks()``
-    again if the recording could not be written."""
+                         reading: Callable[[int], None] | None = None) -> Iterator[FirstPass]:
+    """The footprint of the trace ``chunks()`` gives, and whether it has groups, from a first pass
+    (``reading(requests so far)`` after each chunk), with its chunks for the replay: as that pass recorded them
+    (:class:`Recording`), or ``chunks()`` again if the recording could not be written."""
     with Recording() as recording:
+        grouped = False
+
         def passing() -> Iterator[Chunk]:
+            nonlocal grouped
             requests = 0
             for chunk in recording.record(chunks()):
                 requests += len(chunk)
+                grouped = grouped or bool((chunk.groups != NO_GROUP).any())
                 if reading is not None:
                     reading(requests)
                 yield chunk
 
         footprint = footprint_bytes(passing())
-        yield footprint, recording.replay() if recording.complete else chunks()
+        yield FirstPass(footprint, grouped, recording.replay() if recording.complete else chunks())
 
 
 def write_csv(path: str | os.PathLike, rows: Iterable[tuple[float, str, int, str | None]],

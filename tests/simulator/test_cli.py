@@ -116,6 +116,23 @@ def test_timestamps_in_milliseconds_replay_as_the_same_trace_in_seconds(tmp_path
     assert capsys.readouterr().err == ""
 
 
+def test_without_groups_shows_the_group_rule_by_difference(tmp_path):
+    trace = tmp_path / "trace.csv"
+    run_cli("trace", "generate", str(trace), "--requests", "4000", "--seed", "6")
+    ungrouped = tmp_path / "ungrouped.csv"  # the same requests, no group column
+    ungrouped.write_text("".join(line.rsplit(",", 1)[0] + "\n" for line in trace.read_text().splitlines()))
+
+    def byte_hits(path):
+        data = run_cli("--json", "simulate", str(path), "--sizes", "2%", "--policies", "lru", "--half-lives", "1h",
+                       "--admission", "none", "--no-belady", "--no-bound", "--without-groups")
+        return {r["policy"]: r["hit_bytes"] for r in data["results"]}
+
+    with_groups, without = byte_hits(trace), byte_hits(ungrouped)
+    assert with_groups["htda(1h) no groups"] == without["htda(1h) no groups"] == without["htda(1h)"]
+    assert with_groups["htda(1h)"] != with_groups["htda(1h) no groups"]  # the datasets' group rule at work
+    assert with_groups["lru"] == without["lru"]
+
+
 def test_generate_and_simulate_report_one_footprint(tmp_path):
     trace = tmp_path / "trace.csv"
     said = run_cli("trace", "generate", str(trace), "--requests", "3000", "--seed", "4")
@@ -178,6 +195,10 @@ def test_suite_judges_htda_against_the_best_baseline_on_every_trace(tmp_path):
     assert text.index("analysis\n~~~~~~~~") < text.index("loop\n~~~~")
     assert "50 objects (an object is an (id, size) pair), footprint 5.0 kB" in text
     assert "pfoo-l bound" in text and "notes" not in text
+    # the group rule's effect where there are groups (the generated datasets), and only there
+    analysis, loop_section = text[:text.index("loop\n~~~~")], text[text.index("loop\n~~~~"):text.index("Summary")]
+    assert "htda(auto) no groups" in analysis and "htda(1d)+tinylfu no groups" in analysis
+    assert "no groups" not in loop_section
     summary = text[text.index("Summary"):]
     assert "- analysis: HTDA" in summary and "- loop: HTDA" in summary
     verdicts = {v["trace"]: v for v in run_cli("--json", "simulate", "--suite", str(tmp_path), "--policies", "lru")}

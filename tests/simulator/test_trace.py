@@ -132,8 +132,8 @@ def test_the_footprint_pass_feeds_the_replay_even_when_it_cannot_record(tmpfs, m
             opened.append(1)
             return workload.chunks()
 
-        with footprint_and_replay(trace, seen.append) as (footprint, chunks):
-            assert footprint == workload.footprint_bytes()
+        with footprint_and_replay(trace, seen.append) as (footprint, grouped, chunks):
+            assert footprint == workload.footprint_bytes() and grouped  # the synthetic workload's datasets
             assert all(np.array_equal(a, b) for a, b in zip(columns(chunks), expected))
         assert len(opened) == reads
         assert seen[-1] == 20_000 and seen == sorted(seen)  # requests read so far, after each chunk
