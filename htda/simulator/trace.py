@@ -203,11 +203,13 @@ class Recording:
     the caller reads the trace again."""
 
     def __init__(self, directory: str | None = None):
-        # unbuffered: a full disk fails the write that meets it, not a later flush
-        self._file = tempfile.TemporaryFile(prefix="htda-trace-", dir=directory, buffering=0)
         self.chunks = 0
         self.complete = False  # every chunk passed and was written
         self._failed = False
+        try:  # unbuffered: a full disk fails the write that meets it, not a later flush
+            self._file: io.RawIOBase | None = tempfile.TemporaryFile(prefix="htda-trace-", dir=directory, buffering=0)
+        except OSError:  # no room (or no writable temporary directory): nothing is recorded
+            self._file, self._failed = None, True
 
     def record(self, chunks: Iterable[Chunk]) -> Iterator[Chunk]:
         """``chunks``, unchanged, each also written to the file while that works."""
@@ -218,6 +220,7 @@ class Recording:
         self.complete = not self._failed
 
     def _keep(self, chunk: Chunk) -> None:
+        assert self._file is not None  # (not failed)
         try:
             for column in (chunk.times, chunk.ids, chunk.sizes, chunk.groups):
                 np.save(self._file, column, allow_pickle=False)
@@ -230,13 +233,15 @@ class Recording:
         """The recorded chunks, in order (only when :attr:`complete`)."""
         if not self.complete:
             raise RuntimeError("the recording is incomplete (not read to the end, or the disk was full)")
+        assert self._file is not None  # (complete)
         self._file.seek(0)
         for _ in range(self.chunks):
             times, ids, sizes, groups = (np.load(self._file, allow_pickle=False) for _ in range(4))
             yield Chunk(times, ids, sizes, groups)
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
     def __enter__(self) -> Recording:
         return self
