@@ -174,8 +174,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     with ExitStack() as stack:
         footprint, chunks = None, source.chunks()
         if any(s.strip().endswith("%") for s in size_texts):  # a first pass, for the footprint
-            footprint, _, chunks = stack.enter_context(footprint_and_replay(
+            first = stack.enter_context(footprint_and_replay(
                 source.chunks, lambda done: progress(done, "reading") if total else None))
+            footprint, chunks = first.footprint, first.replay()
             if not footprint:
                 raise ValueError(f"{description} has no requests: nothing to simulate")
             description += f" (percentages of its footprint, {human_bytes(footprint)})"

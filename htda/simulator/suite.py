@@ -13,10 +13,12 @@ policy wins, so every table says so.
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from .engine import ReplayResult
 from .generator import AnalysisWorkload
 from .report import human_bytes
 from .run import RunSpec, htda_label, simulate
-from .trace import CsvTraceReader, footprint_and_replay
+from .trace import Chunk, CsvTraceReader, footprint_and_replay
 
 __all__ = ["SuiteTrace", "TraceVerdict", "suite_traces", "run_suite", "verdict_of"]
 
@@ -92,7 +94,7 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
                            belady=False, admissions=admissions or ["none"], candidates=candidates,
                            without_groups=first.grouped)  # the group rule's effect, where it has one
             started = time.process_time()
-            result = simulate(first.chunks, spec)
+            result = _size_by_size(first.replay, spec)
             cpu = time.process_time() - started
         verdict = verdict_of(trace.name, result, capacities, fractions, baselines, half_lives, spec.admissions[0])
         verdicts.append(verdict)
@@ -117,6 +119,20 @@ def verdict_of(name: str, result: ReplayResult, capacities: list[int], fractions
         best = max(baselines, key=lambda b: ratio[b, capacity])
         rows.append((fraction, htda, best, ratio[best, capacity], ratio["pfoo-l", capacity]))
     return TraceVerdict(name, rows)
+
+
+def _size_by_size(chunks: Callable[[], Iterable[Chunk]], spec: RunSpec) -> ReplayResult:
+    """``spec`` replayed one cache size at a time, each over ``chunks()`` again (a recording, read back fast),
+    as one result: the policies of one size at a time are in memory, not those of all five (on a trace of
+    millions of objects, HTDA keeps hundreds of bytes per object and policy)."""
+    parts = []
+    for capacity in spec.capacities:
+        parts.append(simulate(chunks(), replace(spec, capacities=[capacity])))
+        gc.collect()  # the policies of this size form cycles (a rating calls back its cache on a switch)
+    whole = parts[0]
+    for part in parts[1:]:
+        whole.results.extend(part.results)
+    return whole
 
 
 def _section(trace: SuiteTrace, result: ReplayResult, capacities: list[int], fractions: tuple[float, ...],

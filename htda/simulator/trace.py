@@ -255,14 +255,14 @@ class FirstPass(NamedTuple):
 
     footprint: int  # bytes of the distinct objects
     grouped: bool  # some request has a group
-    chunks: Iterable[Chunk]
+    replay: Callable[[], Iterable[Chunk]]  # the trace's chunks again, as often as asked
 
 
 @contextmanager
 def footprint_and_replay(chunks: Callable[[], Iterable[Chunk]],
                          reading: Callable[[int], None] | None = None) -> Iterator[FirstPass]:
     """The footprint of the trace ``chunks()`` gives, and whether it has groups, from a first pass
-    (``reading(requests so far)`` after each chunk), with its chunks for the replay: as that pass recorded them
+    (``reading(requests so far)`` after each chunk), with its chunks for the replays: as that pass recorded them
     (:class:`Recording`), or ``chunks()`` again if the recording could not be written."""
     with Recording() as recording:
         grouped = False
@@ -278,7 +278,7 @@ def footprint_and_replay(chunks: Callable[[], Iterable[Chunk]],
                 yield chunk
 
         footprint = footprint_bytes(passing())
-        yield FirstPass(footprint, grouped, recording.replay() if recording.complete else chunks())
+        yield FirstPass(footprint, grouped, recording.replay if recording.complete else chunks)
 
 
 def write_csv(path: str | os.PathLike, rows: Iterable[tuple[float, str, int, str | None]],
