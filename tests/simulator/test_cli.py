@@ -211,3 +211,20 @@ def test_suite_judges_htda_against_the_best_baseline_on_every_trace(tmp_path):
 def test_suite_needs_traces(tmp_path):
     with pytest.raises(ValueError, match="no \\*.csv traces"):
         run_cli("simulate", "--suite", str(tmp_path))
+
+
+def test_the_suite_replays_size_by_size_as_one_pass_would(tmp_path):
+    from htda.simulator.run import AUTO, RunSpec, simulate
+    from htda.simulator.suite import SUITE_SIZES
+    from htda.simulator.trace import CsvTraceReader, footprint_bytes
+
+    trace = tmp_path / "t.csv"
+    run_cli("trace", "generate", str(trace), "--requests", "3000", "--seed", "7")
+    verdict, = run_cli("--json", "simulate", "--suite", str(tmp_path), "--policies", "lru,arc", "--half-lives", "auto",
+                       "--admission", "none")
+    capacities = [max(1, int(f * footprint_bytes(CsvTraceReader(trace).chunks()))) for f in SUITE_SIZES]
+    whole = simulate(CsvTraceReader(trace).chunks(), RunSpec(capacities, half_lives=[AUTO], baselines=["lru", "arc"],
+                                                             belady=False))
+    ratio = {(r.label, r.capacity): whole.byte_hit_ratio(r) for r in whole.results}
+    assert [(s["htda"], s["best_ratio"], s["bound"]) for s in verdict["sizes"]] == [
+        (ratio["htda(auto)", c], max(ratio["lru", c], ratio["arc", c]), ratio["pfoo-l", c]) for c in capacities]
