@@ -11,7 +11,8 @@
  *   row of doubles), its mixed hash (`mix`: the sampling hash, computed once) and its sampled index (`sidx`,
  *   -1 when it is not in the sample);
  * - the active candidate's keys are also in the dict `_keys` (the policy's keys(), read by the coordinator
- *   and the simulator), in the order groups were first keyed;
+ *   and the simulator), in the order groups were first keyed; the slot holds a reference to its group's float
+ *   there (`held`), which it updates in place while nobody else holds it (see set_active_key);
  * - every sampled group has a sampled index: `s_slot`/`s_group` name its slot and group, and its `cells` (one
  *   a candidate, side by side: what an access of it reads) hold a copy of its key at that candidate, the size
  *   that candidate's shadow holds of it (OUT when it does not hold it) and when it came in there (the order of
@@ -66,6 +67,7 @@ typedef struct {
     PyObject *keys; /* _keys: group -> its key at the active candidate (dict) */
     PyObject *touched; /* _touched: groups accessed since take_touched (set) */
     PyObject *index; /* group -> slot (dict of ints) */
+    PyObject **held; /* slot -> the float _keys holds for its group (a reference), or NULL */
     double epoch, now;
     int nc, ns, na, active, busy, failed; /* candidates, shadows (na * nc), admissions (1 or 2) */
     double *inverse; /* 1 / half-life of each candidate */
@@ -129,15 +131,27 @@ add_key(double old, double x)
     return old;
 }
 
+/* _keys[group] = key, group having slot.  The float _keys holds is changed in place while its only references
+ * are the dict's and the slot's: no one can see it change but through _keys, and an access costs neither an
+ * allocation nor a dict lookup.  A float anyone else holds (a reader keeping keys[group]) is never changed: a
+ * new one replaces it in _keys. */
 static int
-set_active_key(Kernel *self, PyObject *group, double key)
+set_active_key(Kernel *self, PyObject *group, Py_ssize_t slot, double key)
 {
+    PyObject *held = self->held[slot];
+    if (held != NULL && Py_REFCNT(held) == 2) {
+        ((PyFloatObject *)held)->ob_fval = key;
+        return 0;
+    }
     PyObject *value = PyFloat_FromDouble(key);
     if (value == NULL)
         return -1;
-    int failed = PyDict_SetItem(self->keys, group, value);
-    Py_DECREF(value);
-    return failed;
+    if (PyDict_SetItem(self->keys, group, value) < 0) {
+        Py_DECREF(value);
+        return -1;
+    }
+    Py_XSETREF(self->held[slot], value);
+    return 0;
 }
 
 /* arg as an index below limit, of a candidate (nc) or a shadow (ns) (-1 with an exception if it is not one) */
@@ -193,7 +207,8 @@ new_slot(Kernel *self, PyObject *group)
             if (htda_grow((void **)&self->K, cap * self->nc, sizeof(double)) < 0
                 || (self->na == 2 && htda_grow((void **)&self->P, cap * self->nc, sizeof(double)) < 0)
                 || htda_grow((void **)&self->mix, cap, sizeof(uint64_t)) < 0
-                || htda_grow((void **)&self->sidx, cap, sizeof(Py_ssize_t)) < 0)
+                || htda_grow((void **)&self->sidx, cap, sizeof(Py_ssize_t)) < 0
+                || htda_grow((void **)&self->held, cap, sizeof(PyObject *)) < 0)
                 return -1;
             self->slot_cap = cap;
         }
@@ -211,6 +226,7 @@ new_slot(Kernel *self, PyObject *group)
     Py_DECREF(number);
     self->mix[slot] = mix;
     self->sidx[slot] = -1;
+    self->held[slot] = NULL;
     if (self->P != NULL)
         for (int c = 0; c < self->nc; c++)
             self->P[slot * self->nc + c] = -INFINITY;
@@ -557,7 +573,7 @@ record(Kernel *self, PyObject *group, double t, double lw, double size)
         for (int c = 0; c < nc; c++)
             row[c] = add_key(row[c], lw + base * self->inverse[c]);
         sync_cells(self, slot);
-        if (row[active] != was && set_active_key(self, group, row[active]) < 0)
+        if (row[active] != was && set_active_key(self, group, slot, row[active]) < 0)
             return -1;
     }
     else { /* a new group: its first key at each candidate, no log-add */
@@ -567,7 +583,7 @@ record(Kernel *self, PyObject *group, double t, double lw, double size)
         double *row = &self->K[slot * nc];
         for (int c = 0; c < nc; c++)
             row[c] = lw + base * self->inverse[c];
-        if (set_active_key(self, group, row[active]) < 0)
+        if (set_active_key(self, group, slot, row[active]) < 0)
             return -1;
     }
     if (PySet_Add(self->touched, group) < 0)
@@ -667,6 +683,11 @@ free_state(Kernel *self)
 {
     for (Py_ssize_t s = 0; s < self->s_top; s++)
         Py_CLEAR(self->s_group[s]);
+    if (self->held != NULL)
+        for (Py_ssize_t slot = 0; slot < self->nslots; slot++)
+            Py_CLEAR(self->held[slot]);
+    PyMem_Free(self->held);
+    self->held = NULL;
     if (self->shadows) {
         for (int c = 0; c < self->ns; c++)
             PyMem_Free(self->shadows[c].heap);
@@ -778,7 +799,7 @@ Kernel_set_keys(Kernel *self, PyObject *args)
         return NULL;
     memcpy(&self->K[slot * self->nc], row, (size_t)self->nc * sizeof(double));
     sync_cells(self, slot);
-    if (set_active_key(self, group, row[self->active]) < 0 || PySet_Add(self->touched, group) < 0)
+    if (set_active_key(self, group, slot, row[self->active]) < 0 || PySet_Add(self->touched, group) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -807,6 +828,7 @@ forget(Kernel *self, PyObject *group)
         }
         if (PyDict_DelItem(self->index, group) < 0)
             return -1;
+        Py_CLEAR(self->held[slot]);
         self->free_slots[self->nfree++] = slot;
     }
     PyObject *gone = PyObject_CallMethod(self->keys, "pop", "OO", group, Py_None);
@@ -847,7 +869,7 @@ Kernel_activate(Kernel *self, PyObject *arg)
         Py_ssize_t slot = slot_of(self, group);
         if (slot < 0 && !PyErr_Occurred())
             PyErr_SetString(PyExc_RuntimeError, "a key the adaptive rating does not know");
-        failed = slot < 0 || set_active_key(self, group, self->K[slot * self->nc + to]) < 0;
+        failed = slot < 0 || set_active_key(self, group, slot, self->K[slot * self->nc + to]) < 0;
     }
     self->busy = 0;
     if (failed)

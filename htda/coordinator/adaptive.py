@@ -49,7 +49,8 @@ set, is called: a cache ordered by the old keys re-sorts itself.
 The per-access work is C (``_adaptive.c``, the base class
 :class:`~._adaptive.Kernel`, built by ``setup.py``): every group has a row of
 keys (one a candidate), the active ones are also in :meth:`keys` (a dict, as
-for every rating); each shadow is a binary heap of (key when pushed, group)
+for every rating, whose floats the kernel updates in place while nobody else
+holds them: an access allocates nothing there); each shadow is a binary heap of (key when pushed, group)
 over the sampled groups' indices, lazy as keys only grow (an entry whose key
 went stale is re-pushed when it reaches the top), so it evicts exactly the
 least (key, group), ties broken as Python compares tuples.  The keys, the

@@ -81,6 +81,26 @@ def test_the_active_keys_are_lrfu_keys_at_the_active_half_life():
     assert policy.take_touched() >= set(plain.keys())  # a switch touches every group: they are all re-rated
 
 
+def test_a_key_a_reader_holds_does_not_change_under_it():
+    # the kernel updates the float of a group's key in place while only it and keys() hold that float
+    policy, plain = AdaptiveLRFUPolicy(half_life=3600.0), LRFUPolicy(half_life=3600.0)
+    policy.access("g", 0.0)
+    plain.access("g", 0.0)
+    held = policy.keys()["g"]
+    then = float(str(held))  # the value, in an object of its own
+    for t in (100.0, 200.0, 7200.0):
+        policy.access("g", t)
+        plain.access("g", t)
+    assert held == then < policy.keys()["g"]  # the reader's float kept its value; keys() has the new key
+    assert policy.keys()["g"] == policy.key("g") == pytest.approx(plain.keys()["g"])
+    del held
+    unheld = id(policy.keys()["g"])
+    policy.access("g", 7300.0)
+    plain.access("g", 7300.0)
+    assert id(policy.keys()["g"]) == unheld  # held by no one else: the same float, updated
+    assert policy.keys()["g"] == pytest.approx(plain.keys()["g"])
+
+
 def test_groups_read_once_among_hot_ones_make_it_ask_the_admission_question():
     policy = adaptive(start=SHORT, capacity=25, half_lives=(SHORT,))  # one half-life: only admission to choose
     for t, g in hot_among_scans():
