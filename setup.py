@@ -60,10 +60,11 @@ ENTRY_POINTS = {
 # The simulator's request loop of HTDA's policy (htda.simulator.htda_policy) is C too: it compares keys, never
 # computes them, but takes the same flags.
 STRICT_FLOATS = ["-ffp-contract=off", "-fno-fast-math"]
+HEADERS = ["htda/_kernel.h", "htda/_adaptive_api.h"]  # shared by both kernels
 KERNELS = [
-    Extension("htda.coordinator._adaptive", ["htda/coordinator/_adaptive.c"], depends=["htda/_kernel.h"],
+    Extension("htda.coordinator._adaptive", ["htda/coordinator/_adaptive.c"], depends=HEADERS,
               extra_compile_args=STRICT_FLOATS),
-    Extension("htda.simulator._replay", ["htda/simulator/_replay.c"], depends=["htda/_kernel.h"],
+    Extension("htda.simulator._replay", ["htda/simulator/_replay.c"], depends=HEADERS,
               extra_compile_args=STRICT_FLOATS),
 ]
 

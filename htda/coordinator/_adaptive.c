@@ -34,6 +34,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include "../_kernel.h"
+#include "../_adaptive_api.h"
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -68,6 +69,7 @@ typedef struct {
     PyObject *touched; /* _touched: groups accessed since take_touched (set) */
     PyObject *index; /* group -> slot (dict of ints) */
     PyObject **held; /* slot -> the float _keys holds for its group (a reference), or NULL */
+    PyObject **owner; /* slot -> its group (the key `index` holds; NULL once forgotten) */
     double epoch, now;
     int nc, ns, na, active, busy, failed; /* candidates, shadows (na * nc), admissions (1 or 2) */
     double *inverse; /* 1 / half-life of each candidate */
@@ -208,7 +210,8 @@ new_slot(Kernel *self, PyObject *group)
                 || (self->na == 2 && htda_grow((void **)&self->P, cap * self->nc, sizeof(double)) < 0)
                 || htda_grow((void **)&self->mix, cap, sizeof(uint64_t)) < 0
                 || htda_grow((void **)&self->sidx, cap, sizeof(Py_ssize_t)) < 0
-                || htda_grow((void **)&self->held, cap, sizeof(PyObject *)) < 0)
+                || htda_grow((void **)&self->held, cap, sizeof(PyObject *)) < 0
+                || htda_grow((void **)&self->owner, cap, sizeof(PyObject *)) < 0)
                 return -1;
             self->slot_cap = cap;
         }
@@ -227,6 +230,7 @@ new_slot(Kernel *self, PyObject *group)
     self->mix[slot] = mix;
     self->sidx[slot] = -1;
     self->held[slot] = NULL;
+    self->owner[slot] = group;
     if (self->P != NULL)
         for (int c = 0; c < self->nc; c++)
             self->P[slot * self->nc + c] = -INFINITY;
@@ -558,14 +562,17 @@ ready(Kernel *self)
 }
 
 static int
-record(Kernel *self, PyObject *group, double t, double lw, double size)
+record(Kernel *self, PyObject *group, Py_ssize_t *hint, double t, double lw, double size)
 {
     self->now = t;
     double base = t - self->epoch;
     int nc = self->nc, active = self->active;
-    Py_ssize_t slot = slot_of(self, group);
-    if (slot == -2)
-        return -1;
+    Py_ssize_t slot = *hint;
+    if (slot < 0 || slot >= self->nslots || self->owner[slot] != group) {
+        slot = slot_of(self, group);
+        if (slot == -2)
+            return -1;
+    }
     if (slot >= 0) {
         double *row = &self->K[slot * nc], was = row[active];
         if (self->P != NULL)
@@ -586,6 +593,7 @@ record(Kernel *self, PyObject *group, double t, double lw, double size)
         if (set_active_key(self, group, slot, row[active]) < 0)
             return -1;
     }
+    *hint = slot;
     if (PySet_Add(self->touched, group) < 0)
         return -1;
     if (self->shadow_capacity == 0.0)
@@ -633,6 +641,38 @@ PyDoc_STRVAR(access_doc,
 "unit of the capacity, for the shadow caches.  Every ``decision_every`` sampled accesses it calls\n"
 "``self._decide(hits)`` with the bytes each shadow hit in the round.");
 
+/* One access of group at t worth 2**lw (see record; *slot as there), then the round's decision if it ended. */
+static int
+access_at(Kernel *self, PyObject *group, Py_ssize_t *slot, double t, double lw, double size)
+{
+    if (!(size >= 0)) {
+        PyErr_SetString(PyExc_ValueError, "access size must be >= 0");
+        return -1;
+    }
+    if (!ready(self))
+        return -1;
+    self->busy = 1;
+    int sampled = record(self, group, slot, t, lw, size);
+    self->busy = 0;
+    if (self->failed) {
+        self->failed = 0;
+        return -1;
+    }
+    if (sampled < 0)
+        return -1;
+    if (sampled && self->sampled >= self->decision_every) {
+        PyObject *hits = take_hits(self);
+        if (hits == NULL)
+            return -1;
+        PyObject *done = PyObject_CallMethodOneArg((PyObject *)self, str_decide, hits);
+        Py_DECREF(hits);
+        if (done == NULL)
+            return -1;
+        Py_DECREF(done);
+    }
+    return 0;
+}
+
 static PyObject *
 Kernel_access(Kernel *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -648,32 +688,55 @@ Kernel_access(Kernel *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         }
         lw = log2(weight);
     }
-    if (!(size >= 0)) {
-        PyErr_SetString(PyExc_ValueError, "access size must be >= 0");
+    Py_ssize_t slot = -1;
+    if (access_at(self, arg[0], &slot, t, lw, size) < 0)
         return NULL;
-    }
-    if (!ready(self))
-        return NULL;
-    self->busy = 1;
-    int sampled = record(self, arg[0], t, lw, size);
-    self->busy = 0;
-    if (self->failed) {
-        self->failed = 0;
-        return NULL;
-    }
-    if (sampled < 0)
-        return NULL;
-    if (sampled && self->sampled >= self->decision_every) {
-        PyObject *hits = take_hits(self);
-        if (hits == NULL)
-            return NULL;
-        PyObject *done = PyObject_CallMethodOneArg((PyObject *)self, str_decide, hits);
-        Py_DECREF(hits);
-        if (done == NULL)
-            return NULL;
-        Py_DECREF(done);
-    }
     Py_RETURN_NONE;
+}
+
+/* -- the simulator's way in (htda/_adaptive_api.h) ----------------------------------------------------------- */
+
+static int
+api_access(PyObject *kernel, PyObject *group, Py_ssize_t *slot, double t, double size)
+{
+    return access_at((Kernel *)kernel, group, slot, t, 0.0, size);
+}
+
+static int
+api_key(PyObject *kernel, PyObject *group, Py_ssize_t slot, double *key)
+{
+    Kernel *self = (Kernel *)kernel;
+    if (slot < 0 || slot >= self->nslots || self->owner[slot] != group)
+        return 0;
+    *key = self->K[slot * self->nc + self->active]; /* what set_active_key put in _keys */
+    return 1;
+}
+
+static const HtdaAdaptiveAPI api = {api_access, api_key};
+
+PyDoc_STRVAR(c_api_doc,
+"_c_api()\n--\n\n"
+"A capsule of the C functions the simulator's compiled cache calls instead of access() and keys()[group], or\n"
+"None if this class overrides access (its access must then be called).");
+
+static PyObject *
+Kernel_c_api(PyObject *self, PyTypeObject *defining_class, PyObject *const *args, Py_ssize_t nargs,
+             PyObject *kwnames)
+{
+    if (nargs || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "_c_api() takes no arguments");
+        return NULL;
+    }
+    PyObject *mine = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "access");
+    PyObject *base = mine == NULL ? NULL : PyObject_GetAttrString((PyObject *)defining_class, "access");
+    int same = mine == base;
+    Py_XDECREF(mine);
+    Py_XDECREF(base);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!same)
+        Py_RETURN_NONE;
+    return PyCapsule_New((void *)&api, HTDA_ADAPTIVE_API_NAME, NULL);
 }
 
 /* -- the rest of the policy's operations -------------------------------------------------------------------- */
@@ -688,6 +751,8 @@ free_state(Kernel *self)
             Py_CLEAR(self->held[slot]);
     PyMem_Free(self->held);
     self->held = NULL;
+    PyMem_Free(self->owner);
+    self->owner = NULL;
     if (self->shadows) {
         for (int c = 0; c < self->ns; c++)
             PyMem_Free(self->shadows[c].heap);
@@ -829,6 +894,7 @@ forget(Kernel *self, PyObject *group)
         if (PyDict_DelItem(self->index, group) < 0)
             return -1;
         Py_CLEAR(self->held[slot]);
+        self->owner[slot] = NULL;
         self->free_slots[self->nfree++] = slot;
     }
     PyObject *gone = PyObject_CallMethod(self->keys, "pop", "OO", group, Py_None);
@@ -991,6 +1057,7 @@ static PyMethodDef Kernel_methods[] = {
     {"shadow", (PyCFunction)Kernel_shadow, METH_O, shadow_doc},
     {"sampled", (PyCFunction)Kernel_sample, METH_NOARGS, sample_doc},
     {"before", (PyCFunction)Kernel_before, METH_O, before_doc},
+    {"_c_api", (PyCFunction)(void (*)(void))Kernel_c_api, METH_METHOD | METH_FASTCALL | METH_KEYWORDS, c_api_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -28,6 +28,7 @@
 #include <Python.h>
 #include <math.h>
 #include "../_kernel.h"
+#include "../_adaptive_api.h"
 #include <stdint.h>
 
 /* htda.simulator.trace.NO_GROUP: a request without a group is its own group, -2 - its file id */
@@ -56,6 +57,7 @@ typedef struct {
     PyObject *groups; /* NULL, or the set of all its groups' objects once it was requested in another */
     int64_t size; /* while cached: its size */
     double key; /* while cached: the key of its one live heap entry */
+    Py_ssize_t slot; /* where an adaptive kernel keeps its group's keys, as its group's record says (-1: unknown) */
 } File;
 
 typedef struct {
@@ -64,6 +66,7 @@ typedef struct {
     PyObject *bytes; /* its size for the rating: bytes of the files first requested in it (an int), or NULL */
     long long nbytes;
     double last; /* time of its last recorded access, if accessed */
+    Py_ssize_t slot; /* where an adaptive kernel keeps its keys (its hint, kept up to date by it; -1: unknown) */
 } Group;
 
 #define CACHED(file) ((file)->head.flag)
@@ -212,6 +215,7 @@ typedef struct {
     int busy; /* in replay(): another replay would change the tables under it */
     int may_ask; /* the rating has an `admitting` attribute (an adaptive one): read it on a miss that needs room */
     PyObject *keys; /* during replay() and rekey(): rating.keys(), the group -> key dict, updated in place */
+    const HtdaAdaptiveAPI *kernel; /* the rating's C functions if it is the adaptive kernel (its _c_api()), or NULL */
 } Loop;
 
 /* What one replay call adds up (the policy keeps the running totals). */
@@ -297,12 +301,21 @@ file_key(Loop *self, const File *file, double *out)
     return 0;
 }
 
+/* keys()[file's group], from the adaptive kernel's table where it keeps that group */
+static int
+own_key(Loop *self, const File *file, double *out)
+{
+    if (self->kernel != NULL && self->kernel->key(self->rating, file->group, file->slot, out))
+        return 0;
+    return group_key(self, file->group, out);
+}
+
 /* the file's current key: its group's from keys(), when that is its key (the Python loop's fast path) */
 static int
 current_key(Loop *self, const File *file, double *out)
 {
     if (!self->per_size && file->groups == NULL)
-        return group_key(self, file->group, out);
+        return own_key(self, file, out);
     return file_key(self, file, out);
 }
 
@@ -321,6 +334,7 @@ group_of_request(Loop *self, int64_t gid)
         return NULL;
     }
     group->group = object;
+    group->slot = -1;
     return group;
 }
 
@@ -334,6 +348,7 @@ note_file(Loop *self, int64_t id, Group *group, long long size)
         if ((file = (File *)add(&self->files, id)) == NULL)
             return NULL;
         file->group = Py_NewRef(group->group);
+        file->slot = -1;
         if (!self->sized)
             return file;
         PyObject *bytes;
@@ -359,6 +374,9 @@ record_access(Loop *self, PyObject *access, Group *group, PyObject *t_object, do
         return 0;
     group->last = t;
     ACCESSED(group) = 1;
+    if (self->kernel != NULL) /* the same access, without a call through Python */
+        return self->kernel->access(self->rating, group->group, &group->slot, t,
+                                    self->sized ? (double)group->nbytes : 1.0);
     PyObject *args[4] = {group->group, t_object, unit_weight, group->bytes ? group->bytes : zero_bytes};
     PyObject *done = PyObject_Vectorcall(access, args, self->sized ? 4 : 2, NULL);
     Py_XDECREF(done);
@@ -439,8 +457,8 @@ static int
 stage(Loop *self, Totals *totals, File *file, const Group *group, long long size)
 {
     double key;
-    int own_key = !self->per_size && file->group == group->group && file->groups == NULL;
-    if ((own_key ? group_key(self, file->group, &key) : file_key(self, file, &key)) < 0)
+    int own = !self->per_size && file->group == group->group && file->groups == NULL;
+    if ((own ? own_key(self, file, &key) : file_key(self, file, &key)) < 0)
         return -1;
     Entry entry = {key, file->head.id};
     if (totals->used + size > self->capacity) {
@@ -478,6 +496,8 @@ request(Loop *self, PyObject *access, Totals *totals, PyObject *t_object, int64_
     File *file = group == NULL ? NULL : note_file(self, id, group, size);
     if (file == NULL || record_access(self, access, group, t_object, t) < 0)
         return -1;
+    if (file->group == group->group)
+        file->slot = group->slot;
     /* (the access may have re-keyed the cache; it added no record, so file and group still point to theirs) */
     if (CACHED(file)) {
         totals->hits++;
@@ -635,6 +655,25 @@ Loop_contents(Loop *self, PyObject *Py_UNUSED(ignored))
 
 /* -- the type --------------------------------------------------------------------------------------------------- */
 
+/* *api: the rating's C functions if it is the adaptive kernel and its access is the kernel's (_c_api()), else
+ * NULL.  -1 with an exception if asking failed otherwise. */
+static int
+kernel_api(PyObject *rating, const HtdaAdaptiveAPI **api)
+{
+    *api = NULL;
+    PyObject *capsule = PyObject_CallMethod(rating, "_c_api", NULL);
+    if (capsule == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear(); /* not the adaptive kernel */
+        return 0;
+    }
+    if (capsule != Py_None)
+        *api = PyCapsule_GetPointer(capsule, HTDA_ADAPTIVE_API_NAME);
+    Py_DECREF(capsule);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 static PyObject *
 Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -654,6 +693,10 @@ Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->per_size = per_size;
     self->sized = sized;
     self->may_ask = PyObject_HasAttr(rating, str_admitting);
+    if (kernel_api(rating, &self->kernel) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
     if (table_init(&self->files, sizeof(File)) < 0 || table_init(&self->groups, sizeof(Group)) < 0) {
         Py_DECREF(self);
         return NULL;

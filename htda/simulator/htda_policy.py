@@ -27,7 +27,10 @@ Without an admission filter the cache is C (``_replay.c``, built by
 own tables of files and groups by id and a heap of (key, file id) pairs, the
 same steps as the Python loop that ``tests/simulator/test_compiled.py`` keeps
 as a reference, so the same hits, bytes staged and evicted.  It calls the
-rating as that loop did and re-keys itself when an adaptive rating switches.
+rating as that loop did (the adaptive kernel directly, through the C
+functions its ``_c_api()`` hands over, when its ``access`` is the kernel's:
+no call through Python, keys read from the kernel's table) and re-keys
+itself when an adaptive rating switches.
 With an admission filter (:meth:`HTDAPolicy._replay_admitted`) the cache is
 still Python, over the dicts below.
 """

@@ -196,6 +196,27 @@ def test_the_compiled_loop_matches_the_reference_with_the_adaptive_rating(seed, 
         assert policy.rating.switches >= 2  # the cache was re-keyed mid-replay
 
 
+def test_an_adaptive_rating_that_overrides_access_is_called_through_it():
+    # the compiled loop reaches the adaptive kernel directly (no Python call, keys read from its table) only when
+    # access is the kernel's own: a subclass's access runs, and the cache comes out the same
+    calls: list[Any] = []
+
+    class Counting(AdaptiveLRFUPolicy):
+        def access(self, group: Any, t: float, weight: float = 1.0, size: float = 1.0) -> None:
+            calls.append(group)
+            super().access(group, t, weight, size)
+
+    assert adaptive()._c_api() is not None
+    counting = Counting(half_life=10_000.0, half_lives=(5.0, 200.0, 10_000.0), decision_every=50, patience=1,
+                        hysteresis=0.0)
+    assert counting._c_api() is None
+    trace = random_trace(4)
+    direct, through_python = HTDAPolicy(6_000, adaptive()), HTDAPolicy(6_000, counting)
+    assert direct.replay(*trace) == through_python.replay(*trace)
+    assert direct.contents() == through_python.contents() and direct.rating.switches == counting.switches >= 2
+    assert len(calls) >= len(set(trace[3])) > 10  # every group's accesses went through Counting.access
+
+
 class AlwaysAsking(LRFUPolicy):
     """LRFU whose cache always asks the admission question (as an adaptive rating does when an admission shadow
     wins), with the keys before the latest access that the question needs."""

@@ -1,0 +1,20 @@
+/* What the adaptive kernel (htda/coordinator/_adaptive.c) hands the simulator's compiled cache
+ * (htda/simulator/_replay.c) so that an access and a key read cost no Python call and no dict lookup:
+ * Kernel._c_api() returns a capsule of this struct (None when a subclass overrides access). */
+
+#ifndef HTDA_ADAPTIVE_API_H
+#define HTDA_ADAPTIVE_API_H
+
+#include <Python.h>
+
+#define HTDA_ADAPTIVE_API_NAME "htda.coordinator._adaptive.API"
+
+typedef struct {
+    /* kernel.access(group, t, 1.0, size); *slot is where the kernel keeps group if the caller knows it (-1 if
+     * not; any stale value is looked up again), and is set to it.  0, or -1 with an exception set. */
+    int (*access)(PyObject *kernel, PyObject *group, Py_ssize_t *slot, double t, double size);
+    /* kernel.keys()[group] into *key if slot is still group's: 1; else 0 (look the key up in the dict). */
+    int (*key)(PyObject *kernel, PyObject *group, Py_ssize_t slot, double *key);
+} HtdaAdaptiveAPI;
+
+#endif
