@@ -31,7 +31,7 @@ import numpy as np
 from htda.simulator.generator import AnalysisWorkload
 from htda.simulator.report import best_half_lives, sweep_table
 from htda.simulator.run import AUTO, RunSpec, simulate
-from htda.simulator.trace import NO_GROUP, Chunk
+from htda.simulator.trace import NO_GROUP, Chunk, footprint_bytes
 
 # of the footprint: the synthetic workload supersedes datasets, so over 1M requests its footprint is ~20x the
 # bytes live at one time; these sizes span 5-100 % of that live working set, where the policies differ
@@ -86,12 +86,8 @@ def many_objects_trace(requests: int, seed: int, phases: int = 5, chunk: int = 6
 def many_objects_child(requests: int, seed: int) -> dict:
     """htda(auto) and LRU at 10 % of the footprint of :func:`many_objects_trace`: speeds and peak RSS."""
     chunks = many_objects_trace(requests, seed)
-    ids = np.concatenate([c.ids for c in chunks])
-    sizes = np.zeros(int(ids.max()) + 1, dtype=np.int64)
-    for c in chunks:
-        sizes[c.ids] = c.sizes
-    spec = RunSpec(capacities=[int(0.1 * sizes.sum())], half_lives=[AUTO], baselines=["lru"], belady=False,
-                   bound=False)
+    spec = RunSpec(capacities=[int(0.1 * footprint_bytes(chunks))], half_lives=[AUTO], baselines=["lru"],
+                   belady=False, bound=False)
     result = simulate(iter(chunks), spec)
     return {
         "requests": result.requests, "objects": result.objects,

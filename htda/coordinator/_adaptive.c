@@ -172,6 +172,13 @@ candidate(Kernel *self, PyObject *arg, int shadows)
     return (int)c;
 }
 
+/* whether slot (a caller's hint) is still group's: the same object the index holds */
+static inline int
+owns(const Kernel *self, Py_ssize_t slot, PyObject *group)
+{
+    return slot >= 0 && slot < self->nslots && self->owner[slot] == group;
+}
+
 /* the slot of group, or -1 when it has none (-2 on error) */
 static Py_ssize_t
 slot_of(Kernel *self, PyObject *group)
@@ -568,7 +575,7 @@ record(Kernel *self, PyObject *group, Py_ssize_t *hint, double t, double lw, dou
     double base = t - self->epoch;
     int nc = self->nc, active = self->active;
     Py_ssize_t slot = *hint;
-    if (slot < 0 || slot >= self->nslots || self->owner[slot] != group) {
+    if (!owns(self, slot, group)) {
         slot = slot_of(self, group);
         if (slot == -2)
             return -1;
@@ -706,7 +713,7 @@ static int
 api_key(PyObject *kernel, PyObject *group, Py_ssize_t slot, double *key)
 {
     Kernel *self = (Kernel *)kernel;
-    if (slot < 0 || slot >= self->nslots || self->owner[slot] != group)
+    if (!owns(self, slot, group))
         return 0;
     *key = self->K[slot * self->nc + self->active]; /* what set_active_key put in _keys */
     return 1;

@@ -125,11 +125,7 @@ class CsvTraceReader:
     def _parse(self, fh: io.TextIOBase) -> Iterator[tuple[float, int, int, int]]:
         intern_object, intern_group = self.objects, self.groups
         last_time = -math.inf
-        for line_no, row in enumerate(csv.reader(fh), start=1):
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            if line_no == 1 and row[0].strip().lower() == "timestamp":
-                continue
+        for line_no, row in _data_rows(fh):
             t, name, size, group = self._fields(row, line_no)
             if t < last_time:
                 raise self._error(line_no, f"timestamp {t} is earlier than the previous row's {last_time}")
@@ -169,12 +165,20 @@ class CsvTraceReader:
         return np.fromiter((size for _, size in self.objects.names), dtype=np.int64, count=len(self.objects))
 
 
+def _data_rows(fh: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of the CSV rows that are requests: not blank, not the header."""
+    for line_no, row in enumerate(csv.reader(fh), start=1):
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if line_no == 1 and row[0].strip().lower() == "timestamp":
+            continue
+        yield line_no, row
+
+
 def first_timestamp(path: str | os.PathLike) -> float | None:
     """The first data row's timestamp (None if there is none or it is not a number): a cheap look at the unit."""
     with open(path, newline="", encoding="utf-8-sig") as fh:
-        for line_no, row in enumerate(csv.reader(fh), start=1):
-            if not row or (line_no == 1 and row[0].strip().lower() == "timestamp"):
-                continue
+        for _, row in _data_rows(fh):
             try:
                 return float(row[0])
             except ValueError:
