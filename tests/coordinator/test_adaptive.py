@@ -132,7 +132,7 @@ def test_the_key_before_the_latest_access_is_kept_for_the_question():
 
 
 def test_a_switch_needs_a_clear_margin_in_several_decisions_in_a_row():
-    choice = DampedChoice(3, hysteresis=0.1, patience=2, decay=0.0)  # candidates SHORT, MIDDLE, LONG
+    choice = DampedChoice(3, hysteresis=0.1, patience=2, decay=0.0, decisive=5.0)  # candidates SHORT, MIDDLE, LONG
     short, long = 0, 2
 
     def round_of(long_hits: float, short_hits: float, active: int) -> int | None:
@@ -148,6 +148,22 @@ def test_a_switch_needs_a_clear_margin_in_several_decisions_in_a_row():
     # removing 60 of 100 misses is a clear win, though a small share of the hits
     assert round_of(960.0, 900.0, active=short) is None and round_of(960.0, 900.0, active=short) == long
     assert choice.totals == [900.0, 0.0, 960.0] and choice.requested == 1000.0  # decay 0: the last round alone
+
+
+def test_a_decisive_win_switches_at_once():
+    """A gain beyond ``decisive`` times the smaller of the active one's hits and misses needs no patience; a
+    clear gain below it waits for it."""
+    choice = DampedChoice(3, hysteresis=0.1, patience=3, decay=0.0, decisive=1.0)
+    short, middle, long = 0, 1, 2
+    # long hits 100 of 1000: a gain of 80 is clear (> 10) but not decisive (<= 100): patience
+    assert choice.round([180.0, 0.0, 100.0], 1000.0, long) is None and choice.wins == 1
+    # a gain of 101 (> 100): at once, whatever won the rounds before
+    assert choice.round([0.0, 201.0, 100.0], 1000.0, long) == middle
+    assert choice.wins == 0 and choice.challenger == -1
+    # the scale is the smaller of hits and misses: long hitting 900 of 1000 scales by its 100 misses
+    choice = DampedChoice(3, hysteresis=0.1, patience=3, decay=0.0, decisive=0.5)
+    assert choice.round([940.0, 0.0, 900.0], 1000.0, long) is None  # a gain of 40: clear, not decisive
+    assert choice.round([960.0, 0.0, 900.0], 1000.0, long) == short  # 60 > 0.5 * 100
 
 
 def test_noise_does_not_flap_the_choice():
@@ -180,6 +196,7 @@ def test_without_a_capacity_it_is_plain_lrfu():
     ({"sample_rate": 0.0}, "sample_rate"),
     ({"patience": 0}, "patience"),
     ({"decay": 1.0}, "decay"),
+    ({"decisive": -0.5}, "decisive"),
 ])
 def test_bad_options_are_refused_by_name(options, problem):
     with pytest.raises(ValueError, match=problem):
