@@ -60,7 +60,7 @@ def test_a_drifting_working_set_picks_the_short_half_life():
 
 
 def test_hot_groups_among_scans_pick_the_long_half_life():
-    policy = adaptive(start=SHORT, capacity=25)
+    policy = adaptive(start=SHORT, capacity=25, start_admitting=False)  # (asking, the short one does as well)
     for t, g in hot_among_scans():
         policy.access(g, t)
     assert policy.half_life >= MIDDLE  # both are long against the hot groups' reuse interval (~40 s)
@@ -102,7 +102,8 @@ def test_a_key_a_reader_holds_does_not_change_under_it():
 
 
 def test_groups_read_once_among_hot_ones_make_it_ask_the_admission_question():
-    policy = adaptive(start=SHORT, capacity=25, half_lives=(SHORT,))  # one half-life: only admission to choose
+    # one half-life: only admission to choose
+    policy = adaptive(start=SHORT, capacity=25, half_lives=(SHORT,), start_admitting=False)
     for t, g in hot_among_scans():
         policy.access(g, t)
     assert policy.admitting and policy.switches == 1
@@ -114,9 +115,22 @@ def test_groups_read_once_among_hot_ones_make_it_ask_the_admission_question():
 
 def test_a_working_set_that_moves_on_admits_every_group():
     policy = adaptive(start=SHORT, half_lives=(SHORT,))
+    assert policy.admitting  # it starts asking
     for t, g in drifting():  # new groups are read again and again at once: asking only delays them
         policy.access(g, t)
+    assert not policy.admitting and policy.switches == 1  # it stopped, once
+    policy = adaptive(start=SHORT, half_lives=(SHORT,), start_admitting=False)
+    for t, g in drifting():
+        policy.access(g, t)
     assert not policy.admitting and policy.switches == 0
+
+
+def test_without_admission_shadows_it_never_asks():
+    policy = adaptive(start=SHORT, choose_admission=False)
+    assert not policy.admitting
+    for t, g in hot_among_scans(3000):
+        policy.access(g, t)
+    assert not policy.admitting and policy.admissions == 1
 
 
 def test_the_key_before_the_latest_access_is_kept_for_the_question():
@@ -238,16 +252,16 @@ def test_the_coordinator_shows_and_logs_what_its_rating_chose(inprocess_node, ca
     policy = coordinator.core.state.policy
     text = node.metrics.render()
     assert "htda_coordinator_rating_half_life_seconds 5" in text
-    assert "htda_coordinator_rating_admitting 0" in text and "htda_coordinator_rating_switches 0" in text
-    policy.set_capacity(25)
-    for t, g in hot_among_scans():  # hot groups among groups read once: asking wins
+    assert "htda_coordinator_rating_admitting 1" in text and "htda_coordinator_rating_switches 0" in text
+    policy.set_capacity(50)
+    for t, g in drifting():  # a working set that moves on: asking only delays the new groups
         policy.access(g, t)
-    assert policy.admitting and "htda_coordinator_rating_admitting 1" in node.metrics.render()
+    assert not policy.admitting and "htda_coordinator_rating_admitting 0" in node.metrics.render()
     with caplog.at_level("INFO"):
         coordinator._log_switches()
         coordinator._log_switches()  # once per switch
     said = [r.getMessage() for r in caplog.records if "rating:" in r.getMessage()]
-    assert said == ["rating: ranking with a half-life of 5 s, asking new groups to beat what they displace "
+    assert said == ["rating: ranking with a half-life of 5 s, admitting every group "
                     "(switch 1 since start, by its shadow caches)"]
 
 
@@ -368,7 +382,7 @@ class _Straightforward(RatingPolicy):
     table (the same dict object)."""
 
     def __init__(self, half_life, half_lives, capacity=0.0, sample_rate=1.0, max_sampled=16384, decision_every=1000,
-                 hysteresis=0.05, patience=2, decay=0.5, choose_admission=True):
+                 hysteresis=0.05, patience=2, decay=0.5, choose_admission=True, start_admitting=True):
         super().__init__(half_life)
         self.half_lives = sorted({float(h) for h in half_lives} | {self.half_life})
         self.active = self.half_lives.index(self.half_life)
@@ -380,7 +394,7 @@ class _Straightforward(RatingPolicy):
         admissions = (False, True) if choose_admission else (False,)
         self.shadows = [ShadowCache(table) for _ in admissions for table in self.tables]
         self.asks = [admits for admits in admissions for _ in self.tables]
-        self.admitting = False
+        self.admitting = choose_admission and start_admitting
         self.choice = DampedChoice(len(self.shadows), hysteresis, patience, decay)
         self.round, self.round_bytes = 0, 0.0
         self.history, self.switches, self.on_switch = [], 0, None
