@@ -73,8 +73,8 @@ class CoordinatorComponent(Component):
                                       check=positive),
         "adaptive_admission": Field(bool, True, "policy lrfu-adaptive: also choose online, by a second shadow per "
                                                 "half-life, whether a group must have been read before, more than "
-                                                "the placed groups it displaces (used while 'admission' is none; "
-                                                "docs/coordinator.rst)"),
+                                                "the placed groups it displaces, starting with it (used while "
+                                                "'admission' is none; docs/coordinator.rst)"),
         "admission": Field(str, "none", "admission filter before a group displaces placed ones: 'tinylfu' "
                                            "(only if a frequency sketch of recent accesses finds it more frequent "
                                            "than their groups; docs/coordinator.rst) or 'none' (the rating alone)",
