@@ -190,8 +190,9 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         # a reader may hold it, as the simulator does)
         self._configure([1.0 / h for h in candidates], candidates.index(self.half_life), 2 if choose_admission else 1)
         #: whether the cache should ask the admission question now (an admission shadow wins, or none has lost
-        #: yet: ``start_admitting``); see before()
-        self.admitting = choose_admission and start_admitting
+        #: since the shadows started: ``start_admitting``); never without shadows; see before()
+        self.admitting = False
+        self._start_admitting = choose_admission and start_admitting
         self.sample_rate = sample_rate
         self._threshold = int(sample_rate * (1 << 64))  # sampled: the group's mixed hash is below this
         self.max_sampled = max_sampled
@@ -207,9 +208,14 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
     # -- configuration ------------------------------------------------------
     def set_capacity(self, capacity: float) -> None:
         """The real cache's size (bytes, or groups when accesses carry no size): the shadows get ``sample_rate``
-        of it.  0 turns the adaptation off."""
+        of it.  0 turns the adaptation off (plain LRFU, never asking); from 0 the shadows start empty and the
+        policy asks as ``start_admitting`` says."""
         if capacity < 0:
             raise ValueError("capacity must be >= 0")
+        if not capacity:
+            self.admitting = False
+        elif not self.capacity:
+            self.admitting = self._start_admitting
         self.capacity = float(capacity)
         self._shadow_capacity = self.sample_rate * self.capacity
         self._evict(self._shadow_capacity)

@@ -125,6 +125,22 @@ def test_a_working_set_that_moves_on_admits_every_group():
     assert not policy.admitting and policy.switches == 0
 
 
+def test_it_asks_only_while_it_has_shadows():
+    policy = adaptive(start=SHORT, capacity=0, half_lives=(SHORT,))
+    assert not policy.admitting  # no capacity, no shadows: plain LRFU
+    policy.set_capacity(40)
+    assert policy.admitting  # the shadows start: it asks first
+    policy.set_capacity(0)
+    assert not policy.admitting
+    policy.set_capacity(50)
+    assert policy.admitting
+    for t, g in drifting():  # asking loses: it stops ...
+        policy.access(g, t)
+    assert not policy.admitting
+    policy.set_capacity(60)  # ... and a new size of a running cache does not make it start again
+    assert not policy.admitting
+
+
 def test_without_admission_shadows_it_never_asks():
     policy = adaptive(start=SHORT, choose_admission=False)
     assert not policy.admitting
@@ -394,13 +410,15 @@ class _Straightforward(RatingPolicy):
         admissions = (False, True) if choose_admission else (False,)
         self.shadows = [ShadowCache(table) for _ in admissions for table in self.tables]
         self.asks = [admits for admits in admissions for _ in self.tables]
-        self.admitting = choose_admission and start_admitting
+        self.admitting, self.start_admitting = False, choose_admission and start_admitting
         self.choice = DampedChoice(len(self.shadows), hysteresis, patience, decay)
         self.round, self.round_bytes = 0, 0.0
         self.history, self.switches, self.on_switch = [], 0, None
         self.set_capacity(capacity)
 
     def set_capacity(self, capacity):
+        if not capacity or not getattr(self, "capacity", 0):  # no shadows: never asking; shadows anew: as at start
+            self.admitting = bool(capacity) and self.start_admitting
         self.capacity = capacity
         for shadow in self.shadows:
             shadow.evict(self.sample_rate * capacity)
