@@ -105,11 +105,14 @@ class WithoutGroups(CachePolicy):
 
     def replay(self, times, ids, sizes, groups):
         hits = self.inner.replay(times, ids, sizes, [NO_GROUP] * len(ids))
-        self.staged, self.evicted, self.used = self.inner.staged, self.inner.evicted, self.inner.used
+        self._take_totals()
         return hits
 
     def finish(self) -> None:
         self.inner.finish()
+        self._take_totals()
+
+    def _take_totals(self) -> None:
         self.staged, self.evicted, self.used = self.inner.staged, self.inner.evicted, self.inner.used
 
 
