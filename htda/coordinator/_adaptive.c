@@ -17,11 +17,19 @@
  *   a candidate, side by side: what an access of it reads) hold a copy of its key at that candidate, the size
  *   that candidate's shadow holds of it (OUT when it does not hold it) and when it came in there (the order of
  *   a Python dict of residents, for sums in that order);
- * - with admission shadows (admissions = 2) every group also has the keys it had before its latest access (`P`,
- *   a row like K's; -inf for a group accessed once), and the shadows are 2 * nc: shadow k < nc evicts the lowest
- *   key of candidate k and admits every group, shadow nc + c evicts as candidate c and admits a missed group only
- *   if its key before this access beats the key of each victim it would displace (TinyLFU's question, asked of
- *   LRFU keys: a group read once never displaces one read before);
+ * - the shadows are nl * nc, one per candidate and *layout* (the policy's `layouts`, a block of nc shadows
+ *   each): shadow k evicts by candidate k % nc, laid out as its block says:
+ *   - PLAIN: it admits every group and evicts the lowest keys;
+ *   - ASKING: it admits a missed group only if the group's key before this access beats the key of each victim
+ *     it would displace (TinyLFU's question, asked of LRFU keys: a group read once never displaces one read
+ *     before); with it (or PROBATION) every group also has the keys it had before its latest access (`P`, a
+ *     row like K's; -inf for a group accessed once: the coordinator's placement on probation asks for them);
+ *   - PROBATION: S3-FIFO's quick demotion (Yang et al., SOSP'23) in front of the lowest-key order: a missed
+ *     group enters a FIFO queue (`queue`), where it stays until PROBATION_SHARE of the capacity is queued;
+ *     leaving the queue it goes to the main part (the heap) if it was read again meanwhile, else out, its
+ *     sampled index and size remembered in a FIFO ghost list (`ghost`, at most the main part's share of the
+ *     capacity); a missed group found there goes straight to the main part.  Its per-group state is in the
+ *     shadow's `extra` (one record per sampled index);
  * - each shadow's eviction order is a binary heap of (key when pushed, sampled index), lazy as keys only
  *   grow: an entry whose group's key has changed is re-pushed with the current key when it reaches the top.
  *   The heap pops the least (key, group), ties broken by comparing the groups as Python does for tuples: so
@@ -44,6 +52,11 @@
 #define MIX1 0x9E3779B97F4A7C15ULL
 #define MIX2 0xBF58476D1CE4E5B9ULL
 #define OUT (-1.0) /* a shadow's size of a group it does not hold (sizes are >= 0) */
+/* the share of a probation shadow's capacity its queue may fill (S3-FIFO's small queue) */
+#define PROBATION_SHARE 0.1
+
+enum { PLAIN = 0, ASKING = 1, PROBATION = 2 }; /* the layouts (htda.coordinator.adaptive.LAYOUTS) */
+enum { MAIN = 0, QUEUED = 1, READ_AGAIN = 2 }; /* where a probation shadow holds a group */
 
 typedef struct {
     double key; /* the group's key when the entry was pushed */
@@ -56,11 +69,38 @@ typedef struct {
     uint64_t since; /* when it came in */
 } Cell;
 
+/* a probation shadow's record of a sampled group */
+typedef struct {
+    uint64_t ghost; /* the stamp of its entry in the ghost list, 0 when it is not there */
+    double gone; /* its size when it went to the ghost list */
+    int where; /* MAIN (or not held), QUEUED, READ_AGAIN (queued and read since) */
+} Extra;
+
+/* an entry of a probation shadow's queue (stamp unused) or ghost list */
+typedef struct {
+    Py_ssize_t s;
+    double size;
+    uint64_t stamp;
+} Queued;
+
+/* a FIFO of Queued in a ring of cap (a power of 2) entries, n from head */
+typedef struct {
+    Queued *a;
+    Py_ssize_t head, n, cap;
+} Ring;
+
 typedef struct {
     uint64_t clock; /* groups that came in so far */
     Entry *heap;
     Py_ssize_t n, cap;
     double used, hits;
+    int layout;
+    /* a probation shadow's: its queue and ghost list, the bytes in each, the ghost entries stamped so far, and a
+     * record per sampled index (NULL for the other layouts) */
+    Ring queue, ghost;
+    double queued, ghosted;
+    uint64_t stamps;
+    Extra *extra;
 } Shadow;
 
 typedef struct {
@@ -71,11 +111,12 @@ typedef struct {
     PyObject **held; /* slot -> the float _keys holds for its group (a reference), or NULL */
     PyObject **owner; /* slot -> its group (the key `index` holds; NULL once forgotten) */
     double epoch, now;
-    int nc, ns, na, active, busy, failed; /* candidates, shadows (na * nc), admissions (1 or 2) */
+    int nc, ns, nl, active, busy, failed; /* candidates, shadows (nl * nc), layouts (1 to 3) */
     double *inverse; /* 1 / half-life of each candidate */
     /* slots */
     double *K; /* slot * nc + candidate -> key */
-    double *P; /* slot * nc + candidate -> its key before its latest access (NULL unless na == 2) */
+    double *P; /* slot * nc + candidate -> its key before its latest access (kept unless every layout is PLAIN) */
+    int keeps_before; /* P is kept */
     uint64_t *mix;
     Py_ssize_t *sidx;
     Py_ssize_t nslots, slot_cap, *free_slots, nfree, free_cap; /* slots of forgotten groups, to reuse */
@@ -87,7 +128,7 @@ typedef struct {
     Py_ssize_t *s_slot, s_top, s_cap, *s_free, s_nfree;
     PyObject **s_group;
     Cell *cells; /* sampled index * ns + shadow */
-    /* the shadows, na per candidate */
+    /* the shadows, nl per candidate */
     Shadow *shadows;
     double capacity, shadow_capacity, round_bytes;
     Py_ssize_t sampled, decision_every;
@@ -214,7 +255,7 @@ new_slot(Kernel *self, PyObject *group)
         if (self->nslots == self->slot_cap) {
             Py_ssize_t cap = self->slot_cap ? 2 * self->slot_cap : 1024;
             if (htda_grow((void **)&self->K, cap * self->nc, sizeof(double)) < 0
-                || (self->na == 2 && htda_grow((void **)&self->P, cap * self->nc, sizeof(double)) < 0)
+                || (self->keeps_before && htda_grow((void **)&self->P, cap * self->nc, sizeof(double)) < 0)
                 || htda_grow((void **)&self->mix, cap, sizeof(uint64_t)) < 0
                 || htda_grow((void **)&self->sidx, cap, sizeof(Py_ssize_t)) < 0
                 || htda_grow((void **)&self->held, cap, sizeof(PyObject *)) < 0
@@ -287,6 +328,34 @@ heapify(Kernel *self, Shadow *shadow)
         shadow_sift_down(self, shadow->heap, shadow->n, pos);
 }
 
+/* Shadow k's lowest entry (its heap is not empty), once the entries above it whose groups were accessed since
+ * they were pushed are re-pushed with their keys now (check self->failed) */
+static Entry *
+settled_top(Kernel *self, Shadow *shadow, int k)
+{
+    for (;;) {
+        Entry *top = &shadow->heap[0];
+        double current = CELL(self, top->s, k)->key;
+        if (current == top->key || self->failed)
+            return top;
+        top->key = current;
+        shadow_sift_down(self, shadow->heap, shadow->n, 0);
+    }
+}
+
+/* shadow k's top entry goes, and its group with it */
+static void
+drop_top(Kernel *self, Shadow *shadow, int k)
+{
+    Py_ssize_t victim = shadow->heap[0].s;
+    shadow->heap[0] = shadow->heap[--shadow->n];
+    if (shadow->n)
+        shadow_sift_down(self, shadow->heap, shadow->n, 0);
+    Cell *gone = CELL(self, victim, k);
+    shadow->used -= gone->size;
+    gone->size = OUT;
+}
+
 /* Evict the lowest keys of shadow k until `size` more fits in capacity.  `asking` (an admission shadow, for a
  * group whose key before this access was `before`): stop at the first victim whose key is at least `before`
  * (the victims that went before it stay gone).  1 when it fits (or the shadow is empty), 0 when stopped, -1 on
@@ -296,34 +365,140 @@ make_room(Kernel *self, int k, double size, double capacity, int asking, double 
 {
     Shadow *shadow = &self->shadows[k];
     while (shadow->used + size > capacity && shadow->n) {
-        Entry *top = &shadow->heap[0];
-        double current = CELL(self, top->s, k)->key;
-        if (current != top->key) { /* accessed since it was pushed: re-push it with its key now */
-            top->key = current;
-            shadow_sift_down(self, shadow->heap, shadow->n, 0);
-        }
-        else if (asking && before <= current) {
+        Entry *top = settled_top(self, shadow, k);
+        if (self->failed)
+            return -1;
+        if (asking && before <= top->key)
             return 0;
-        }
-        else {
-            Py_ssize_t victim = top->s;
-            shadow->heap[0] = shadow->heap[--shadow->n];
-            if (shadow->n)
-                shadow_sift_down(self, shadow->heap, shadow->n, 0);
-            Cell *gone = CELL(self, victim, k);
-            shadow->used -= gone->size;
-            gone->size = OUT;
-        }
+        drop_top(self, shadow, k);
         if (self->failed)
             return -1;
     }
     return 1;
 }
 
-/* evict the lowest keys of shadow k until it fits in capacity */
+/* -- a probation shadow's queue and ghost list ----------------------------------------------------------------- */
+
+static inline Queued *
+ring_at(const Ring *ring, Py_ssize_t i)
+{
+    return &ring->a[(ring->head + i) & (ring->cap - 1)];
+}
+
+static int
+ring_push(Ring *ring, Queued entry)
+{
+    if (ring->n == ring->cap) { /* a ring twice as large, its entries in order from 0 */
+        Py_ssize_t cap = ring->cap ? 2 * ring->cap : 256;
+        Queued *a = PyMem_Malloc((size_t)cap * sizeof(Queued));
+        if (a == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < ring->n; i++)
+            a[i] = *ring_at(ring, i);
+        PyMem_Free(ring->a);
+        ring->a = a;
+        ring->head = 0;
+        ring->cap = cap;
+    }
+    *ring_at(ring, ring->n++) = entry;
+    return 0;
+}
+
+static Queued
+ring_pop(Ring *ring)
+{
+    Queued first = ring->a[ring->head];
+    ring->head = (ring->head + 1) & (ring->cap - 1);
+    ring->n--;
+    return first;
+}
+
+/* Keep the entries of ring whose sampled index is not leaving (the flags of `leaving`, or NULL and `only`), in
+ * order; `out` is called on each that goes.  1 if any went. */
+static int
+ring_filter(Ring *ring, const char *leaving, Py_ssize_t only, void (*out)(Shadow *, const Queued *),
+            Shadow *shadow)
+{
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < ring->n; i++) {
+        Queued entry = *ring_at(ring, i);
+        if (leaving ? leaving[entry.s] : entry.s == only)
+            out(shadow, &entry);
+        else
+            *ring_at(ring, kept++) = entry;
+    }
+    int changed = kept != ring->n;
+    ring->n = kept;
+    return changed;
+}
+
+/* The oldest queued group of probation shadow k leaves the queue: to the main part if it was read again while
+ * queued, else out of the shadow and into the ghost list (whose oldest entries go while it holds more than the
+ * main part's share of the capacity; an entry whose group came back since is already gone). */
+static int
+dequeue(Kernel *self, Shadow *shadow, int k, double capacity)
+{
+    Py_ssize_t s = ring_pop(&shadow->queue).s;
+    Cell *cell = CELL(self, s, k);
+    Extra *extra = &shadow->extra[s];
+    shadow->queued -= cell->size;
+    int read_again = extra->where == READ_AGAIN;
+    extra->where = MAIN;
+    if (read_again)
+        return push(self, shadow, cell->key, s);
+    shadow->used -= cell->size;
+    Queued ghost = {s, cell->size, ++shadow->stamps};
+    cell->size = OUT;
+    if (ring_push(&shadow->ghost, ghost) < 0)
+        return -1;
+    extra->ghost = ghost.stamp;
+    extra->gone = ghost.size;
+    shadow->ghosted += ghost.size;
+    while (shadow->ghosted > (1.0 - PROBATION_SHARE) * capacity && shadow->ghost.n) {
+        Queued old = ring_pop(&shadow->ghost);
+        Extra *was = &shadow->extra[old.s];
+        if (was->ghost == old.stamp) {
+            was->ghost = 0;
+            shadow->ghosted -= old.size;
+        }
+    }
+    return 0;
+}
+
+/* Probation shadow k frees room until it fits capacity: the queue's oldest group leaves while the queue holds
+ * its share of the capacity (or the main part is empty), else the main part's lowest key goes. */
+static int
+settle(Kernel *self, int k, double capacity)
+{
+    Shadow *shadow = &self->shadows[k];
+    while (shadow->used > capacity) {
+        if (shadow->queue.n && (shadow->queued >= PROBATION_SHARE * capacity || !shadow->n)) {
+            if (dequeue(self, shadow, k, capacity) < 0)
+                return -1;
+        }
+        else if (shadow->n) {
+            settled_top(self, shadow, k);
+            if (self->failed)
+                return -1;
+            drop_top(self, shadow, k);
+        }
+        else {
+            break;
+        }
+        if (self->failed)
+            return -1;
+    }
+    return 0;
+}
+
+/* evict from shadow k until it fits in capacity */
 static int
 evict(Kernel *self, int k, double capacity)
 {
+    if (self->shadows[k].layout == PROBATION)
+        return settle(self, k, capacity);
     return make_room(self, k, 0.0, capacity, 0, 0.0) < 0 ? -1 : 0;
 }
 
@@ -362,9 +537,40 @@ arrivals(Kernel *self, int c, Py_ssize_t *count)
     return held;
 }
 
+static void
+leaves_queue(Shadow *shadow, const Queued *entry)
+{
+    shadow->extra[entry->s].where = MAIN;
+}
+
+static void
+leaves_ghost(Shadow *shadow, const Queued *entry)
+{
+    if (shadow->extra[entry->s].ghost == entry->stamp)
+        shadow->extra[entry->s].ghost = 0;
+}
+
+/* a probation shadow's queued and ghost bytes summed again, in their lists' order (as sum() over an ordered
+ * dict adds them) */
+static void
+sum_lists(Kernel *self, Shadow *shadow, int k)
+{
+    double queued = 0.0, ghosted = 0.0;
+    for (Py_ssize_t i = 0; i < shadow->queue.n; i++)
+        queued += CELL(self, ring_at(&shadow->queue, i)->s, k)->size;
+    for (Py_ssize_t i = 0; i < shadow->ghost.n; i++) {
+        const Queued *entry = ring_at(&shadow->ghost, i);
+        if (shadow->extra[entry->s].ghost == entry->stamp)
+            ghosted += entry->size;
+    }
+    shadow->queued = queued;
+    shadow->ghosted = ghosted;
+}
+
 /* Drop the sampled indices marked in `leaving` (one flag per sampled index, or NULL and the one index `only`)
- * from the shadows: their entries go, and what a shadow holds is summed again in the order it came in (as sum()
- * over a dict of residents adds it) -- by every shadow if `all`, else by those that held a dropped one. */
+ * from the shadows: their entries go (and from a probation shadow's queue and ghost list), and what a shadow
+ * holds is summed again in the order it came in (as sum() over a dict of residents adds it) -- by every shadow
+ * if `all`, else by those that held a dropped one. */
 static int
 drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
 {
@@ -378,7 +584,17 @@ drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
             else
                 shadow->heap[kept++] = shadow->heap[i];
         }
-        if (kept == shadow->n && !all)
+        int changed = kept != shadow->n;
+        if (shadow->layout == PROBATION) {
+            for (Py_ssize_t i = 0; i < shadow->queue.n; i++) {
+                Py_ssize_t s = ring_at(&shadow->queue, i)->s;
+                if (leaving ? leaving[s] : s == only)
+                    CELL(self, s, c)->size = OUT;
+            }
+            changed |= ring_filter(&shadow->queue, leaving, only, leaves_queue, shadow);
+            changed |= ring_filter(&shadow->ghost, leaving, only, leaves_ghost, shadow);
+        }
+        if (!changed && !all)
             continue;
         shadow->n = kept;
         heapify(self, shadow);
@@ -390,6 +606,8 @@ drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
             used += CELL(self, held[i].s, c)->size;
         shadow->used = used;
         PyMem_Free(held);
+        if (shadow->layout == PROBATION)
+            sum_lists(self, shadow, c);
     }
     return self->failed ? -1 : 0;
 }
@@ -411,6 +629,10 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
                 || htda_grow((void **)&self->s_free, cap, sizeof(Py_ssize_t)) < 0
                 || htda_grow((void **)&self->cells, cap * self->ns, sizeof(Cell)) < 0)
                 return -1;
+            for (int k = 0; k < self->ns; k++)
+                if (self->shadows[k].layout == PROBATION
+                    && htda_grow((void **)&self->shadows[k].extra, cap, sizeof(Extra)) < 0)
+                    return -1;
             self->s_cap = cap;
         }
         s = self->s_top++;
@@ -421,6 +643,8 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
     for (int k = 0; k < self->ns; k++) {
         CELL(self, s, k)->key = self->K[slot * self->nc + k % self->nc];
         CELL(self, s, k)->size = OUT;
+        if (self->shadows[k].extra != NULL)
+            self->shadows[k].extra[s] = (Extra){0, 0.0, MAIN};
     }
     self->sidx[slot] = s;
     self->nsampled++;
@@ -478,21 +702,48 @@ replay_sampled(Kernel *self, Py_ssize_t s, double size)
     for (int c = 0; c < self->ns; c++) {
         Shadow *shadow = &self->shadows[c];
         Cell *cell = &cells[c];
+        Extra *extra = shadow->extra == NULL ? NULL : &shadow->extra[s];
         double old = cell->size;
         if (old != OUT) { /* a hit counts its bytes */
             shadow->hits += size;
             if (old != size) {
                 shadow->used += size - old;
+                if (extra != NULL && extra->where != MAIN)
+                    shadow->queued += size - old;
                 cell->size = size;
             }
+            if (extra != NULL && extra->where == QUEUED)
+                extra->where = READ_AGAIN;
         }
-        else if (size <= capacity) { /* a miss: the group comes in, the lowest keys go until it fits */
+        else if (size > capacity) {
+            continue;
+        }
+        else if (extra != NULL) { /* a miss of a probation shadow: back from the ghost list to main, or queued */
+            if (extra->ghost) {
+                shadow->ghosted -= extra->gone;
+                extra->ghost = 0;
+                if (push(self, shadow, cell->key, s) < 0)
+                    return -1;
+            }
+            else {
+                if (ring_push(&shadow->queue, (Queued){s, 0.0, 0}) < 0)
+                    return -1;
+                extra->where = QUEUED;
+                shadow->queued += size;
+            }
+            cell->size = size;
+            cell->since = shadow->clock++;
+            shadow->used += size;
+            if (shadow->used > capacity && settle(self, c, capacity) < 0)
+                return -1;
+        }
+        else { /* a miss: the group comes in, the lowest keys go until it fits */
             Entry entry = {cell->key, s};
             if (shadow->used <= capacity && capacity < shadow->used + size && shadow->n
                 && entry_lt(self, &entry, &shadow->heap[0]))
                 continue; /* the lowest entry: evicting would drop it first and nothing else: it never enters */
-            if (c >= self->nc) { /* an admission shadow asks its question before anything goes */
-                int room = make_room(self, c, size, capacity, 1, before[c - self->nc]);
+            if (shadow->layout == ASKING) { /* it asks its question before anything goes */
+                int room = make_room(self, c, size, capacity, 1, before[c % self->nc]);
                 if (room < 0)
                     return -1;
                 if (!room)
@@ -761,8 +1012,12 @@ free_state(Kernel *self)
     PyMem_Free(self->owner);
     self->owner = NULL;
     if (self->shadows) {
-        for (int c = 0; c < self->ns; c++)
+        for (int c = 0; c < self->ns; c++) {
             PyMem_Free(self->shadows[c].heap);
+            PyMem_Free(self->shadows[c].queue.a);
+            PyMem_Free(self->shadows[c].ghost.a);
+            PyMem_Free(self->shadows[c].extra);
+        }
     }
     PyMem_Free(self->shadows);
     PyMem_Free(self->inverse);
@@ -782,26 +1037,43 @@ free_state(Kernel *self)
     self->mix = NULL;
     self->sidx = self->free_slots = self->s_slot = self->s_free = NULL;
     self->s_group = NULL;
-    self->nc = self->ns = self->na = 0;
+    self->nc = self->ns = self->nl = self->keeps_before = 0;
     self->nslots = self->slot_cap = self->nfree = self->free_cap = 0;
     self->s_top = self->s_cap = self->s_nfree = self->nsampled = 0;
 }
 
 PyDoc_STRVAR(configure_doc,
-"_configure(inverses, active, admissions=1)\n--\n\n"
-"Start empty with one candidate per 1 / half-life of ``inverses``, ``active`` the one whose keys are _keys;\n"
-"``admissions`` 2: a second shadow per candidate, asking the admission question.");
+"_configure(inverses, active, layouts=(0,))\n--\n\n"
+"Start empty with one candidate per 1 / half-life of ``inverses``, ``active`` the one whose keys are _keys, and\n"
+"a shadow per candidate and layout of ``layouts`` (distinct, of 0 plain, 1 asking, 2 probation), in that order.");
 
 static PyObject *
 Kernel_configure(Kernel *self, PyObject *args)
 {
-    PyObject *inverses;
-    int active, admissions = 1;
-    if (!PyArg_ParseTuple(args, "Oi|i:_configure", &inverses, &active, &admissions))
+    PyObject *inverses, *layout_arg = NULL;
+    int active, layouts[3] = {PLAIN}, nl = 1, seen = 0;
+    if (!PyArg_ParseTuple(args, "Oi|O:_configure", &inverses, &active, &layout_arg))
         return NULL;
-    if (admissions != 1 && admissions != 2) {
-        PyErr_SetString(PyExc_ValueError, "admissions must be 1 or 2");
-        return NULL;
+    if (layout_arg != NULL) {
+        PyObject *given = PySequence_Fast(layout_arg, "layouts must be a sequence");
+        if (given == NULL)
+            return NULL;
+        nl = (int)PySequence_Fast_GET_SIZE(given);
+        for (int i = 0; i < nl && i < 3; i++) {
+            long layout = PyLong_AsLong(PySequence_Fast_GET_ITEM(given, i));
+            if (layout < PLAIN || layout > PROBATION || seen & (1 << layout)) {
+                nl = 0;
+                break;
+            }
+            seen |= 1 << layout;
+            layouts[i] = (int)layout;
+        }
+        Py_DECREF(given);
+        if (nl < 1 || nl > 3) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "layouts: 1 to 3 distinct of 0 (plain), 1 (asking), 2 (probation)");
+            return NULL;
+        }
     }
     PyObject *seq = PySequence_Fast(inverses, "inverses must be a sequence");
     if (seq == NULL)
@@ -816,7 +1088,7 @@ Kernel_configure(Kernel *self, PyObject *args)
     Py_CLEAR(self->index);
     self->index = PyDict_New();
     self->inverse = PyMem_Calloc((size_t)nc, sizeof(double));
-    self->shadows = PyMem_Calloc((size_t)nc * (size_t)admissions, sizeof(Shadow));
+    self->shadows = PyMem_Calloc((size_t)nc * (size_t)nl, sizeof(Shadow));
     if (self->index == NULL || self->inverse == NULL || self->shadows == NULL) {
         Py_DECREF(seq);
         if (!PyErr_Occurred())
@@ -832,8 +1104,13 @@ Kernel_configure(Kernel *self, PyObject *args)
     }
     Py_DECREF(seq);
     self->nc = (int)nc;
-    self->na = admissions;
-    self->ns = (int)nc * admissions;
+    self->nl = nl;
+    self->ns = (int)nc * nl;
+    self->keeps_before = 0;
+    for (int k = 0; k < self->ns; k++) {
+        self->shadows[k].layout = layouts[k / nc];
+        self->keeps_before |= layouts[k / nc] != PLAIN; /* the question, and probation in a placement */
+    }
     self->active = active;
     Py_RETURN_NONE;
 }
@@ -995,9 +1272,9 @@ Kernel_table(Kernel *self, PyObject *arg)
 }
 
 PyDoc_STRVAR(shadow_doc,
-"shadow(index)\n--\n\n(held, used, hits) of shadow ``index`` (candidate index % candidates; the second half asks\n"
-"the admission question): a new dict of the groups it holds -> their size, in the order they came in, the\n"
-"size it holds and the bytes it hit in the current round.");
+"shadow(index)\n--\n\n(held, used, hits) of shadow ``index`` (candidate index % candidates, layout the index-th\n"
+"of the layouts): a new dict of the groups it holds (queued ones too) -> their size, in the order they came in,\n"
+"the size it holds and the bytes it hit in the current round.");
 
 static PyObject *
 Kernel_shadow(Kernel *self, PyObject *arg)
@@ -1024,15 +1301,16 @@ Kernel_shadow(Kernel *self, PyObject *arg)
 
 PyDoc_STRVAR(before_doc,
 "before(group)\n--\n\nThe key ``group`` had at the active candidate before its latest access (-inf if it was accessed\n"
-"once, or is unknown); ValueError without admission shadows.");
+"once, or is unknown); ValueError when every shadow is plain.");
 
 static PyObject *
 Kernel_before(Kernel *self, PyObject *group)
 {
     if (!ready(self))
         return NULL;
-    if (self->na != 2) {
-        PyErr_SetString(PyExc_ValueError, "keys before the latest access are kept with admission shadows only");
+    if (!self->keeps_before) {
+        PyErr_SetString(PyExc_ValueError,
+                        "keys before the latest access are kept only with asking or probation shadows");
         return NULL;
     }
     Py_ssize_t slot = slot_of(self, group);
@@ -1074,7 +1352,6 @@ static PyMemberDef Kernel_members[] = {
     {"epoch", T_DOUBLE, offsetof(Kernel, epoch), 0, "the time keys are relative to"},
     {"_now", T_DOUBLE, offsetof(Kernel, now), 0, "the latest access time seen"},
     {"active", T_INT, offsetof(Kernel, active), READONLY, "the index of the active candidate"},
-    {"admissions", T_INT, offsetof(Kernel, na), READONLY, "shadows per candidate: 2 with admission shadows"},
     {"sample_rate", T_DOUBLE, offsetof(Kernel, sample_rate), 0, "the share of the hash space sampled"},
     {"max_sampled", T_PYSSIZET, offsetof(Kernel, max_sampled), 0, "the most groups sampled"},
     {"capacity", T_DOUBLE, offsetof(Kernel, capacity), 0, "the real cache's size"},

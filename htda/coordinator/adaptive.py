@@ -100,10 +100,18 @@ try:
 except ImportError as exc:
     raise not_built(exc) from exc
 
-__all__ = ["AdaptiveLRFUPolicy", "Candidate", "DEFAULT_HALF_LIVES", "DampedChoice"]
+__all__ = ["AdaptiveLRFUPolicy", "Candidate", "DEFAULT_HALF_LIVES", "DampedChoice", "LAYOUTS", "PLAIN", "ASKING",
+           "PROBATION", "PROBATION_SHARE"]
 
 #: candidate half-lives: 5 minutes, 1 hour, 1 day, 7 days
 DEFAULT_HALF_LIVES = (300.0, 3600.0, 86400.0, 604800.0)
+
+#: the layouts of a cache the shadows replay (the kernel's numbers): every group admitted, lowest key out
+#: (PLAIN); the admission question asked first (ASKING); new groups on probation in a FIFO queue (PROBATION)
+PLAIN, ASKING, PROBATION = 0, 1, 2
+LAYOUTS = ("plain", "asking", "probation")
+#: the share of the cache a probation queue may fill (S3-FIFO's small queue; the kernel's PROBATION_SHARE)
+PROBATION_SHARE = 0.1
 
 
 class DampedChoice:
@@ -146,13 +154,13 @@ class Candidate:
     """One candidate half-life as :meth:`AdaptiveLRFUPolicy.candidates` shows it: copies, for reading."""
 
     half_life: float
-    #: whether this shadow asks the admission question (:attr:`AdaptiveLRFUPolicy.admitting`)
-    admits: bool
-    #: whether the policy ranks (and admits) as it now
+    #: how this shadow lays its cache out (one of :data:`LAYOUTS`: :attr:`AdaptiveLRFUPolicy.layout`)
+    layout: str
+    #: whether the policy ranks (and lays the cache out) as it now
     active: bool
     #: every group's key at this half-life
     keys: dict[Any, float]
-    #: the groups its shadow cache holds, with their sizes, and their total size
+    #: the groups its shadow cache holds (queued ones too), with their sizes, and their total size
     residents: dict[Any, float]
     used: float
     #: bytes its shadow cache hit in the current round, and its decayed hits of past rounds (its score)
@@ -173,7 +181,7 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
                  half_lives: Sequence[float] = DEFAULT_HALF_LIVES, sample_rate: float = 1.0,
                  max_sampled: int = 16384, capacity: float = 0.0, decision_every: int = 1000,
                  hysteresis: float = 0.05, patience: int = 2, decay: float = 0.5, choose_admission: bool = True,
-                 decisive: float = 0.5, start_admitting: bool = True):
+                 decisive: float = 0.5, start_admitting: bool = True, choose_probation: bool = True):
         super().__init__(half_life, epoch)
         candidates = sorted({float(h) for h in half_lives} | {self.half_life})
         for wrong, message in (
@@ -188,34 +196,49 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         self.half_lives = candidates
         # one key per group and candidate; the active one's are also self._keys (the same dict object for ever:
         # a reader may hold it, as the simulator does)
-        self._configure([1.0 / h for h in candidates], candidates.index(self.half_life), 2 if choose_admission else 1)
-        #: whether the cache should ask the admission question now (an admission shadow wins, or none has lost
-        #: since the shadows started: ``start_admitting``); never without shadows; see before()
-        self.admitting = False
-        self._start_admitting = choose_admission and start_admitting
+        #: the layouts the shadows replay, in the order of their blocks of shadows (PLAIN first)
+        self.layouts = (PLAIN,) + ((ASKING,) if choose_admission else ()) + ((PROBATION,) if choose_probation else ())
+        self._configure([1.0 / h for h in candidates], candidates.index(self.half_life), self.layouts)
+        #: how the cache around the rating should lay itself out now (PLAIN, ASKING or PROBATION): as the winning
+        #: shadow does, or as at the start (``start_admitting``: ASKING) while none has won; PLAIN without shadows
+        self.layout = PLAIN
+        self._start_layout = ASKING if choose_admission and start_admitting else PLAIN
         self.sample_rate = sample_rate
         self._threshold = int(sample_rate * (1 << 64))  # sampled: the group's mixed hash is below this
         self.max_sampled = max_sampled
         self.decision_every = decision_every
         # the decisions, one candidate a shadow; its totals: scores()
-        self.choice = DampedChoice(len(candidates) * self.admissions, hysteresis, patience, decay, decisive)
+        self.choice = DampedChoice(len(candidates) * len(self.layouts), hysteresis, patience, decay, decisive)
         self.switches = 0
-        # the latest switches: (time, new half-life, admitting)
-        self.history: deque[tuple[float, float, bool]] = deque(maxlen=100)
+        # the latest switches: (time, new half-life, new layout's name)
+        self.history: deque[tuple[float, float, str]] = deque(maxlen=100)
         self.on_switch: Callable[[], None] | None = None
         self.set_capacity(capacity)
+
+    @property
+    def admitting(self) -> bool:
+        """Whether the cache should ask the admission question now (see :meth:`before`)."""
+        return self.layout == ASKING
+
+    @property
+    def probation(self) -> bool:
+        """Whether the cache should put new groups on probation now: a FIFO queue of :data:`PROBATION_SHARE` of
+        its size, which a group leaves for the rest of the cache only if it was read again while queued, and a
+        ghost list of the groups that left it unread (as many bytes as the rest), which go straight to the rest
+        when read again (S3-FIFO's quick demotion)."""
+        return self.layout == PROBATION
 
     # -- configuration ------------------------------------------------------
     def set_capacity(self, capacity: float) -> None:
         """The real cache's size (bytes, or groups when accesses carry no size): the shadows get ``sample_rate``
-        of it.  0 turns the adaptation off (plain LRFU, never asking); from 0 the shadows start empty and the
-        policy asks as ``start_admitting`` says."""
+        of it.  0 turns the adaptation off (plain LRFU, laid out PLAIN); from 0 the shadows start empty and the
+        layout is the starting one (``start_admitting``)."""
         if capacity < 0:
             raise ValueError("capacity must be >= 0")
         if not capacity:
-            self.admitting = False
+            self.layout = PLAIN
         elif not self.capacity:
-            self.admitting = self._start_admitting
+            self.layout = self._start_layout
         self.capacity = float(capacity)
         self._shadow_capacity = self.sample_rate * self.capacity
         self._evict(self._shadow_capacity)
@@ -252,21 +275,22 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         self._sampled = 0
         requested, self._round_bytes = self._round_bytes, 0.0
         nc = len(self.half_lives)
-        to = self.choice.round(hits, requested, self.active + (nc if self.admitting else 0))
+        to = self.choice.round(hits, requested, self.active + nc * self.layouts.index(self.layout))
         if to is not None:
-            self._switch(to % nc, to >= nc)
+            self._switch(to % nc, self.layouts[to // nc])
 
-    def _switch(self, to: int, admitting: bool) -> None:
-        """Rank with candidate ``to`` and admit as said from now on: a new half-life's keys move into the active
-        table (the same dict object) and every group is touched; a change of admission alone re-keys nothing."""
+    def _switch(self, to: int, layout: int) -> None:
+        """Rank with candidate ``to`` and lay the cache out as ``layout`` from now on: a new half-life's keys move
+        into the active table (the same dict object) and every group is touched; a change of layout alone re-keys
+        nothing."""
         self.switches += 1
-        self.admitting = admitting
+        self.layout = layout
         rekeyed = to != self.active
         if rekeyed:
             self._activate(to)
             self.half_life = self.half_lives[to]
             self._touched.update(self._keys)
-        self.history.append((self._now, self.half_life, admitting))
+        self.history.append((self._now, self.half_life, LAYOUTS[layout]))
         if rekeyed and self.on_switch is not None:
             self.on_switch()
 
@@ -277,9 +301,9 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         shown = []
         nc = len(self.half_lives)
         for i, total in enumerate(self.choice.totals):
-            c, admits = i % nc, i >= nc
+            c, layout = i % nc, self.layouts[i // nc]
             residents, used, hits = self.shadow(i)
-            shown.append(Candidate(half_life=self.half_lives[c], admits=admits,
-                                   active=c == self.active and admits == self.admitting, keys=self.table(c),
+            shown.append(Candidate(half_life=self.half_lives[c], layout=LAYOUTS[layout],
+                                   active=c == self.active and layout == self.layout, keys=self.table(c),
                                    residents=residents, used=used, hits=hits, total=total))
         return shown

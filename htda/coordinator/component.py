@@ -20,7 +20,7 @@ from ..node.rest import HTTPError, Request
 from ..protocol.cache import CacheFacts
 from ..protocol.node import facts_in
 from . import api
-from .adaptive import DEFAULT_HALF_LIVES, AdaptiveLRFUPolicy
+from .adaptive import ASKING, DEFAULT_HALF_LIVES, PLAIN, PROBATION, AdaptiveLRFUPolicy
 from .admission import ADMISSIONS
 from .core import CacheNode, Coordinator, CycleReport
 from .leader import leadership_for
@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from ..node.rest import Route
 
 __all__ = ["CoordinatorComponent"]
+
+# how the log names each layout of the adaptive rating (htda.coordinator.adaptive)
+_LAYOUT_WORDS = {PLAIN: "admitting every group", ASKING: "asking new groups to beat what they displace",
+                 PROBATION: "putting new groups on probation (past the best tenth of the space, placed once read "
+                            "again)"}
 
 
 def _at_least_one(value: float) -> str | None:
@@ -75,6 +80,11 @@ class CoordinatorComponent(Component):
                                                 "half-life, whether a group must have been read before, more than "
                                                 "the placed groups it displaces, starting with it (used while "
                                                 "'admission' is none; docs/coordinator.rst)"),
+        "adaptive_probation": Field(bool, True, "policy lrfu-adaptive: also choose online, by a third shadow per "
+                                                "half-life, whether new groups go on probation (S3-FIFO's quick "
+                                                "demotion: past the best tenth of the space, a group displaces "
+                                                "placed ones only once read again; used while 'admission' is "
+                                                "none; docs/coordinator.rst)"),
         "admission": Field(str, "none", "admission filter before a group displaces placed ones: 'tinylfu' "
                                            "(only if a frequency sketch of recent accesses finds it more frequent "
                                            "than their groups; docs/coordinator.rst) or 'none' (the rating alone)",
@@ -129,7 +139,8 @@ class CoordinatorComponent(Component):
             policy_cls = AdaptiveLRFUPolicy
         if policy_cls is AdaptiveLRFUPolicy:
             options = {"half_lives": config["adaptive_half_lives"], "max_sampled": config["adaptive_max_sampled"],
-                       "choose_admission": config["adaptive_admission"]}
+                       "choose_admission": config["adaptive_admission"],
+                       "choose_probation": config["adaptive_probation"]}
         self.core = Coordinator(store, policy_cls(half_life=config["half_life"], epoch=config["epoch"], **options),
                                 per_size=config["per_size"], hysteresis=config["hysteresis"], fill=config["fill"],
                                 candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],
@@ -171,7 +182,10 @@ class CoordinatorComponent(Component):
             m.gauge("htda_coordinator_rating_admitting", "1 while the adaptive rating's admission shadows win (a "
                     "group must have been read before, more than the placed groups it displaces)",
                     callback=lambda: float(policy.admitting))
-            m.gauge("htda_coordinator_rating_switches", "switches of the adaptive rating (half-life or admission) "
+            m.gauge("htda_coordinator_rating_probation", "1 while the adaptive rating's probation shadows win (past "
+                    "the best tenth of the space, a group must have been read again to displace placed ones)",
+                    callback=lambda: float(policy.probation))
+            m.gauge("htda_coordinator_rating_switches", "switches of the adaptive rating (half-life or layout) "
                     "since start", callback=lambda: policy.switches)
         self._switches_logged = 0  # the adaptive rating's switches already logged (the cycle thread's)
 
@@ -281,14 +295,13 @@ class CoordinatorComponent(Component):
         return report
 
     def _log_switches(self) -> None:
-        """One line when the adaptive rating changed its half-life or its admission since the last cycle."""
+        """One line when the adaptive rating changed its half-life or its layout since the last cycle."""
         policy = self.core.state.policy
         if not isinstance(policy, AdaptiveLRFUPolicy) or policy.switches == self._switches_logged:
             return
         self._switches_logged = policy.switches
         self.log.info("rating: ranking with a half-life of %g s, %s (switch %d since start, by its shadow caches)",
-                      policy.half_life, "asking new groups to beat what they displace" if policy.admitting
-                      else "admitting every group", policy.switches)
+                      policy.half_life, _LAYOUT_WORDS[policy.layout], policy.switches)
 
     def _size_shadows(self) -> None:
         """lrfu-adaptive's shadow caches model a cache of as many groups as the placement holds (the coordinator

@@ -21,6 +21,13 @@
  * group's key before this access (rating.before(group)) is above theirs; at the first victim it does not beat it
  * stays out, and the victims that went before it stay gone (as in TinyLFU); files of its own group go unasked.
  *
+ * Or it may say that new files go on probation (its `layout`, PROBATION): S3-FIFO's quick demotion in front of
+ * the lowest-key order.  A missed file then enters a FIFO queue instead of the heap; while the queue holds
+ * PROBATION_SHARE of the capacity (or the heap is empty) its oldest file leaves it when room is needed: into the
+ * heap if it was read again while queued, else out of the cache, its id and size remembered in a FIFO ghost
+ * list (at most the rest of the capacity); a missed file found there goes straight to the heap.  Once the rating
+ * lays the cache out otherwise, the next miss moves the queue into the heap and forgets the ghost list.
+ *
  * When an adaptive rating switches half-life it calls the policy back from inside access(); the policy then
  * calls rekey() here, which is safe at that point: no table is being changed across an access. */
 
@@ -35,11 +42,16 @@
 #define NO_GROUP (-1)
 /* htda.coordinator.rating.GIB: the unit of normalised_key */
 #define GIB 1073741824.0
+/* htda.coordinator.adaptive: the layouts a rating may ask for, and the share of the cache a probation queue
+ * fills */
+enum { PLAIN = 0, ASKING = 1, PROBATION = 2 };
+#define PROBATION_SHARE 0.1
+enum { MAIN = 0, QUEUED = 1, READ_AGAIN = 2 }; /* where a cached file is (MAIN also: not cached) */
 
 static PyObject *unit_weight; /* 1.0: the weight of an access */
 static PyObject *zero_bytes; /* 0: the size of a group no file was first requested in */
 static PyObject *str_key; /* "key" */
-static PyObject *str_admitting; /* "admitting" */
+static PyObject *str_layout; /* "layout" */
 static PyObject *str_before; /* "before" */
 
 /* -- open-addressing tables by 64-bit id ----------------------------------------------------------------------- */
@@ -58,6 +70,9 @@ typedef struct {
     int64_t size; /* while cached: its size */
     double key; /* while cached: the key of its one live heap entry */
     Py_ssize_t slot; /* where an adaptive kernel keeps its group's keys, as its group's record says (-1: unknown) */
+    int where; /* MAIN, QUEUED or READ_AGAIN (queued and read since) */
+    uint64_t ghost; /* the stamp of its entry in the ghost list, 0 when it is not there */
+    long long gone; /* its size when it went to the ghost list */
 } File;
 
 typedef struct {
@@ -190,6 +205,55 @@ heap_push(Heap *heap, double key, int64_t id)
     return 0;
 }
 
+/* -- the probation queue and the ghost list: FIFOs of (id, size, stamp) in rings ------------------------------------ */
+
+typedef struct {
+    int64_t id;
+    long long size;
+    uint64_t stamp; /* (the ghost list's) */
+} Queued;
+
+typedef struct {
+    Queued *a;
+    Py_ssize_t head, n, cap; /* cap a power of 2 */
+} Ring;
+
+static inline Queued *
+ring_at(const Ring *ring, Py_ssize_t i)
+{
+    return &ring->a[(ring->head + i) & (ring->cap - 1)];
+}
+
+static int
+ring_push(Ring *ring, Queued entry)
+{
+    if (ring->n == ring->cap) { /* a ring twice as large, its entries in order from 0 */
+        Py_ssize_t cap = ring->cap ? 2 * ring->cap : 1024;
+        Queued *a = PyMem_Malloc((size_t)cap * sizeof(Queued));
+        if (a == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < ring->n; i++)
+            a[i] = *ring_at(ring, i);
+        PyMem_Free(ring->a);
+        ring->a = a;
+        ring->head = 0;
+        ring->cap = cap;
+    }
+    *ring_at(ring, ring->n++) = entry;
+    return 0;
+}
+
+static Queued
+ring_pop(Ring *ring)
+{
+    Queued first = ring->a[ring->head];
+    ring->head = (ring->head + 1) & (ring->cap - 1);
+    ring->n--;
+    return first;
+}
+
 /* the least entry, removed (the heap is not empty) */
 static Entry
 heap_pop(Heap *heap)
@@ -213,7 +277,10 @@ typedef struct {
     int per_size; /* keys per byte (normalised_key); else a file of one group has its group's key */
     int sized; /* the rating gets each group's bytes (an adaptive rating sizes its shadow caches by them) */
     int busy; /* in replay(): another replay would change the tables under it */
-    int may_ask; /* the rating has an `admitting` attribute (an adaptive one): read it on a miss that needs room */
+    int has_layout; /* the rating has a `layout` attribute (an adaptive one): read it on every miss */
+    Ring queue, ghost; /* the probation queue and the ghost list */
+    long long queued, ghosted; /* their bytes */
+    uint64_t stamps; /* ghost entries stamped so far */
     PyObject *keys; /* during replay() and rekey(): rating.keys(), the group -> key dict, updated in place */
     const HtdaAdaptiveAPI *kernel; /* the rating's C functions if it is the adaptive kernel (its _c_api()), or NULL */
 } Loop;
@@ -383,20 +450,14 @@ record_access(Loop *self, PyObject *access, Group *group, PyObject *t_object, do
     return done == NULL ? -1 : 0;
 }
 
-/* Evict lowest keys first until `extra` more bytes fit; a stale entry is pushed again with its current key.  If
- * the victim is the file just staged (id staged_id), it was not admitted: *staged becomes 0.  `asking` (the
- * group of a missed file whose key before this access was `before`): the admission question, which stops at the
- * first victim of another group whose key is at least `before` (the victims that went before it stay gone, as
- * in TinyLFU).  1 when it fits, 0 when stopped, -1 on error. */
+/* The file of the heap's lowest entry goes (the heap is not empty), once the entries above it that went stale were
+ * pushed again with their current keys.  If it is the file just staged (id staged_id), it was not admitted:
+ * *staged becomes 0.  `asking`: it stays if it is of another group and its key is at least `before`.  1 when one
+ * went, 0 when it stayed, -1 on error. */
 static int
-make_room(Loop *self, Totals *totals, long long extra, int64_t staged_id, long long *staged, const Group *asking,
-          double before)
+evict_lowest(Loop *self, Totals *totals, int64_t staged_id, long long *staged, const Group *asking, double before)
 {
-    while (totals->used + extra > self->capacity) {
-        if (self->heap.n == 0) { /* every cached file has an entry: bytes held, so some entry */
-            PyErr_SetString(PyExc_RuntimeError, "HTDAPolicy's cache holds bytes but no file");
-            return -1;
-        }
+    for (;;) {
         Entry top = self->heap.entries[0];
         File *victim = (File *)find(&self->files, top.id);
         double current;
@@ -418,22 +479,148 @@ make_room(Loop *self, Totals *totals, long long extra, int64_t staged_id, long l
             *staged = 0; /* not admitted: nothing staged, nothing evicted */
         else if (add_checked(&totals->evicted, victim->size) < 0)
             return -1;
+        return 1;
+    }
+}
+
+/* Evict lowest keys first until `extra` more bytes fit; a stale entry is pushed again with its current key.  If
+ * the victim is the file just staged (id staged_id), it was not admitted: *staged becomes 0.  `asking` (the
+ * group of a missed file whose key before this access was `before`): the admission question, which stops at the
+ * first victim of another group whose key is at least `before` (the victims that went before it stay gone, as
+ * in TinyLFU).  1 when it fits, 0 when stopped, -1 on error. */
+static int
+make_room(Loop *self, Totals *totals, long long extra, int64_t staged_id, long long *staged, const Group *asking,
+          double before)
+{
+    while (totals->used + extra > self->capacity) {
+        if (self->heap.n == 0) { /* every cached file has an entry: bytes held, so some entry */
+            PyErr_SetString(PyExc_RuntimeError, "HTDAPolicy's cache holds bytes but no file");
+            return -1;
+        }
+        int evicted = evict_lowest(self, totals, staged_id, staged, asking, before);
+        if (evicted <= 0)
+            return evicted;
     }
     return 1;
 }
 
-/* 1 if the rating says the cache should ask the admission question now, 0 if not (or it has no say), -1 */
+/* the layout the rating asks for now (PLAIN when it has no say), -1 on error */
 static int
-admitting(Loop *self)
+rating_layout(Loop *self)
 {
-    if (!self->may_ask)
-        return 0;
-    PyObject *value = PyObject_GetAttr(self->rating, str_admitting);
+    if (!self->has_layout)
+        return PLAIN;
+    PyObject *value = PyObject_GetAttr(self->rating, str_layout);
     if (value == NULL)
         return -1;
-    int truth = PyObject_IsTrue(value);
+    long layout = PyLong_AsLong(value);
     Py_DECREF(value);
-    return truth;
+    if (layout == -1 && PyErr_Occurred())
+        return -1;
+    return layout == ASKING || layout == PROBATION ? (int)layout : PLAIN;
+}
+
+/* the key of a file leaving the queue for the heap, and its entry there */
+static int
+to_heap(Loop *self, File *file)
+{
+    file->where = MAIN;
+    if (current_key(self, file, &file->key) < 0)
+        return -1;
+    return heap_push(&self->heap, file->key, file->head.id);
+}
+
+/* The rating lays the cache out otherwise now: the queued files join the heap, in the queue's order, and the
+ * ghost list is forgotten. */
+static int
+end_probation(Loop *self)
+{
+    while (self->queue.n)
+        if (to_heap(self, (File *)find(&self->files, ring_pop(&self->queue).id)) < 0)
+            return -1;
+    self->queued = 0;
+    while (self->ghost.n) {
+        Queued old = ring_pop(&self->ghost);
+        File *was = (File *)find(&self->files, old.id);
+        if (was->ghost == old.stamp)
+            was->ghost = 0;
+    }
+    self->ghosted = 0;
+    return 0;
+}
+
+/* The queue's oldest file leaves it: into the heap if it was read again while queued, else out of the cache and
+ * into the ghost list (whose oldest entries go while it holds more than the rest of the capacity; an entry whose
+ * file came back since is already gone).  The file just staged (staged_id) leaving unread was not admitted. */
+static int
+dequeue(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
+{
+    Queued oldest = ring_pop(&self->queue);
+    File *file = (File *)find(&self->files, oldest.id);
+    self->queued -= file->size;
+    if (file->where == READ_AGAIN)
+        return to_heap(self, file);
+    file->where = MAIN;
+    CACHED(file) = 0;
+    totals->used -= file->size;
+    if (oldest.id == staged_id)
+        *staged = 0;
+    else if (add_checked(&totals->evicted, file->size) < 0)
+        return -1;
+    Queued ghost = {oldest.id, file->size, ++self->stamps};
+    if (ring_push(&self->ghost, ghost) < 0)
+        return -1;
+    file->ghost = ghost.stamp;
+    file->gone = ghost.size;
+    self->ghosted += ghost.size;
+    while ((double)self->ghosted > (1.0 - PROBATION_SHARE) * (double)self->capacity && self->ghost.n) {
+        Queued old = ring_pop(&self->ghost);
+        File *was = (File *)find(&self->files, old.id);
+        if (was->ghost == old.stamp) {
+            was->ghost = 0;
+            self->ghosted -= old.size;
+        }
+    }
+    return 0;
+}
+
+/* A miss of a file that fits while the rating puts new files on probation: back from the ghost list into the
+ * heap, or into the queue; then the queue's oldest leave while it holds its share (or the heap is empty), else
+ * the heap's lowest, until the cache fits. */
+static int
+stage_on_probation(Loop *self, Totals *totals, File *file, long long size)
+{
+    int64_t id = file->head.id;
+    CACHED(file) = 1;
+    file->size = size;
+    totals->used += size;
+    if (file->ghost) {
+        self->ghosted -= file->gone;
+        file->ghost = 0;
+        if (to_heap(self, file) < 0)
+            return -1;
+    }
+    else {
+        if (ring_push(&self->queue, (Queued){id, size, 0}) < 0)
+            return -1;
+        file->where = QUEUED;
+        self->queued += size;
+    }
+    long long staged = size;
+    while (totals->used > self->capacity) {
+        int failed;
+        if (self->queue.n && ((double)self->queued >= PROBATION_SHARE * (double)self->capacity || !self->heap.n))
+            failed = dequeue(self, totals, id, &staged) < 0;
+        else if (self->heap.n)
+            failed = evict_lowest(self, totals, id, &staged, NULL, 0.0) < 0;
+        else {
+            PyErr_SetString(PyExc_RuntimeError, "HTDAPolicy's cache holds bytes but no file");
+            failed = 1;
+        }
+        if (failed)
+            return -1;
+    }
+    return add_checked(&totals->staged, staged);
 }
 
 /* The key group had before this access (rating.before), per byte of size if per_size */
@@ -452,10 +639,15 @@ key_before(Loop *self, const Group *group, long long size, double *out)
 
 /* A miss of a file that fits: it is staged with its current key, then the lowest keys go until the cache fits
  * (it may be one of them); a file that would be the lowest entry, when something must go, is not admitted, nor
- * one that does not pass the admission question when the rating says to ask it. */
+ * one that does not pass the admission question when the rating says to ask it.  (On probation: above.) */
 static int
 stage(Loop *self, Totals *totals, File *file, const Group *group, long long size)
 {
+    int layout = rating_layout(self);
+    if (layout < 0 || (layout != PROBATION && (self->queue.n || self->ghost.n) && end_probation(self) < 0))
+        return -1;
+    if (layout == PROBATION)
+        return stage_on_probation(self, totals, file, size);
     double key;
     int own = !self->per_size && file->group == group->group && file->groups == NULL;
     if ((own ? own_key(self, file, &key) : file_key(self, file, &key)) < 0)
@@ -464,9 +656,9 @@ stage(Loop *self, Totals *totals, File *file, const Group *group, long long size
     if (totals->used + size > self->capacity) {
         if (self->heap.n && entry_lt(&entry, &self->heap.entries[0]))
             return 0; /* the loop below would evict it first and nothing else (used <= capacity here) */
-        int asking = admitting(self);
+        int asking = layout == ASKING;
         double before;
-        if (asking < 0 || (asking && key_before(self, group, size, &before) < 0))
+        if (asking && key_before(self, group, size, &before) < 0)
             return -1;
         long long none = 0; /* (the file is not in the heap yet: never a victim) */
         int room = asking ? make_room(self, totals, size, file->head.id, &none, group, before) : 1;
@@ -500,6 +692,8 @@ request(Loop *self, PyObject *access, Totals *totals, PyObject *t_object, int64_
         file->slot = group->slot;
     /* (the access may have re-keyed the cache; it added no record, so file and group still point to theirs) */
     if (CACHED(file)) {
+        if (file->where == QUEUED)
+            file->where = READ_AGAIN;
         totals->hits++;
         return add_checked(&totals->hit_bytes, size);
     }
@@ -601,7 +795,7 @@ Loop_rekey(Loop *self, PyObject *Py_UNUSED(ignored))
     self->heap.n = 0; /* room enough: every cached file had an entry */
     for (Py_ssize_t i = 0; i <= self->files.mask && !failed; i++) {
         File *file = (File *)RECORD(&self->files, i);
-        if (file->head.used && CACHED(file)) {
+        if (file->head.used && CACHED(file) && file->where == MAIN) { /* (queued files have no entry) */
             failed = current_key(self, file, &file->key) < 0;
             self->heap.entries[self->heap.n++] = (Entry){file->key, file->head.id};
         }
@@ -692,7 +886,7 @@ Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->per_job = per_job;
     self->per_size = per_size;
     self->sized = sized;
-    self->may_ask = PyObject_HasAttr(rating, str_admitting);
+    self->has_layout = PyObject_HasAttr(rating, str_layout);
     if (kernel_api(rating, &self->kernel) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -739,6 +933,8 @@ free_tables(Loop *self)
     PyMem_Free(self->files.slots);
     PyMem_Free(self->groups.slots);
     PyMem_Free(self->heap.entries);
+    PyMem_Free(self->queue.a);
+    PyMem_Free(self->ghost.a);
 }
 
 static void
@@ -784,7 +980,7 @@ module_constants(void)
     if ((unit_weight == NULL && (unit_weight = PyFloat_FromDouble(1.0)) == NULL)
         || (zero_bytes == NULL && (zero_bytes = PyLong_FromLong(0)) == NULL)
         || (str_key == NULL && (str_key = PyUnicode_InternFromString("key")) == NULL)
-        || (str_admitting == NULL && (str_admitting = PyUnicode_InternFromString("admitting")) == NULL)
+        || (str_layout == NULL && (str_layout = PyUnicode_InternFromString("layout")) == NULL)
         || (str_before == NULL && (str_before = PyUnicode_InternFromString("before")) == NULL))
         return -1;
     return 0;

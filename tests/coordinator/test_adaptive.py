@@ -7,12 +7,21 @@ import heapq
 import math
 import random
 import weakref
+from collections import OrderedDict
 from collections.abc import Collection
 from typing import Any
 
 import pytest
 
-from htda.coordinator.adaptive import AdaptiveLRFUPolicy, DampedChoice
+from htda.coordinator.adaptive import (
+    ASKING,
+    LAYOUTS,
+    PLAIN,
+    PROBATION,
+    PROBATION_SHARE,
+    AdaptiveLRFUPolicy,
+    DampedChoice,
+)
 from htda.coordinator.component import CoordinatorComponent
 from htda.coordinator.rating import NEVER, LRFUPolicy, RatingPolicy, log_add
 from htda.node.config import ConfigError, validate
@@ -103,14 +112,45 @@ def test_a_key_a_reader_holds_does_not_change_under_it():
 
 def test_groups_read_once_among_hot_ones_make_it_ask_the_admission_question():
     # one half-life: only admission to choose
-    policy = adaptive(start=SHORT, capacity=25, half_lives=(SHORT,), start_admitting=False)
+    policy = adaptive(start=SHORT, capacity=25, half_lives=(SHORT,), start_admitting=False, choose_probation=False)
     for t, g in hot_among_scans():
         policy.access(g, t)
     assert policy.admitting and policy.switches == 1
     alone, asking = policy.scores()
     assert asking > 1.5 * alone
-    assert [(c.half_life, c.admits, c.active) for c in policy.candidates()] == [(SHORT, False, False),
-                                                                                (SHORT, True, True)]
+    assert [(c.half_life, c.layout, c.active) for c in policy.candidates()] == [(SHORT, "plain", False),
+                                                                                (SHORT, "asking", True)]
+
+
+def pairs_among_scans(n: int = 12_000, hot: int = 50, gap: int = 2, seed: int = 1):
+    """Hot groups (40 % of the accesses), groups read once (30 %) and groups read twice, ``gap`` accesses apart,
+    never again (30 %): what is new is worth a short chance, not a place among the hot groups."""
+    rng = random.Random(seed)
+    fresh, again = 1000, []
+    for t in range(1, n + 1):
+        if again and again[0][0] <= t:
+            yield t, again.pop(0)[1]
+            continue
+        draw = rng.random()
+        if draw < 0.4:
+            yield t, rng.randrange(hot)
+            continue
+        fresh += 1
+        if draw >= 0.7:
+            again.append((t + gap, fresh))
+        yield t, fresh
+
+
+def test_groups_read_again_at_once_among_scans_put_new_groups_on_probation():
+    policy = adaptive(start=SHORT, capacity=60)
+    for t, g in pairs_among_scans():
+        policy.access(g, t)
+    assert policy.probation and not policy.admitting and policy.half_life >= MIDDLE
+    best = {layout: max(c.total for c in policy.candidates() if c.layout == layout)
+            for layout in ("plain", "asking", "probation")}
+    # the queue keeps the hot groups from the groups read once, and still hits the second read of a pair
+    assert best["probation"] > 1.3 * max(best["plain"], best["asking"])
+    assert policy.history[-1][2] == "probation"
 
 
 def test_a_working_set_that_moves_on_admits_every_group():
@@ -146,7 +186,7 @@ def test_without_admission_shadows_it_never_asks():
     assert not policy.admitting
     for t, g in hot_among_scans(3000):
         policy.access(g, t)
-    assert not policy.admitting and policy.admissions == 1
+    assert not policy.admitting and policy.layouts == (PLAIN, PROBATION)
 
 
 def test_the_key_before_the_latest_access_is_kept_for_the_question():
@@ -157,8 +197,9 @@ def test_the_key_before_the_latest_access_is_kept_for_the_question():
     key = policy.key("g")
     policy.access("g", 20.0)
     assert policy.before("g") == key < policy.key("g")
-    with pytest.raises(ValueError, match="admission shadows"):
-        adaptive(start=SHORT, choose_admission=False).before("g")
+    assert adaptive(start=SHORT, choose_admission=False).before("g") == float("-inf")  # probation keeps them too
+    with pytest.raises(ValueError, match="asking or probation shadows"):
+        adaptive(start=SHORT, choose_admission=False, choose_probation=False).before("g")
 
 
 def test_a_switch_needs_a_clear_margin_in_several_decisions_in_a_row():
@@ -341,29 +382,76 @@ class ShadowCache:
     """A miniature cache of the sampled groups, evicting the lowest key of one candidate half-life.
 
     ``resident`` maps each group it holds to its size when last accessed, ``used`` is their sum, ``hits`` the
-    bytes hit in the current round; ``heap`` holds ``(key when pushed, group)`` of each resident, lazily: a key
-    that grew since is pushed again when it comes up (keys only grow)."""
+    bytes hit in the current round; ``heap`` holds ``(key when pushed, group)`` of each resident of the main part,
+    lazily: a key that grew since is pushed again when it comes up (keys only grow).  A ``probation`` shadow
+    also has S3-FIFO's queue (``queue``: group -> read again since it came in, oldest first; ``queued`` bytes) and
+    ghost list (``ghost``: group -> its size when it left the queue unread; ``ghosted`` bytes)."""
 
-    __slots__ = ("keys", "resident", "heap", "used", "hits")
+    __slots__ = ("keys", "resident", "heap", "used", "hits", "probation", "queue", "queued", "ghost", "ghosted")
 
-    def __init__(self, keys: dict):
+    def __init__(self, keys: dict, probation: bool = False):
         self.keys = keys  # this candidate's key table (shared with the policy)
         self.resident: dict[Any, float] = {}
         self.heap: list[tuple[float, Any]] = []
         self.used = 0.0
         self.hits = 0.0
+        self.probation = probation
+        self.queue: OrderedDict[Any, bool] = OrderedDict()
+        self.ghost: OrderedDict[Any, float] = OrderedDict()
+        self.queued = self.ghosted = 0.0
 
-    def evict(self, capacity: float) -> None:
-        """Drop the lowest keys until the residents fit ``capacity``."""
-        heap, keys, resident = self.heap, self.keys, self.resident
-        while self.used > capacity and heap:
+    def hit(self, group: Any, size: float) -> None:
+        self.hits += size
+        self.used += size - self.resident[group]
+        if group in self.queue:
+            self.queued += size - self.resident[group]
+            self.queue[group] = True
+        self.resident[group] = size
+
+    def enter(self, group: Any, size: float, capacity: float) -> None:
+        """A missed group of a probation shadow: back from the ghost list to the main part, or queued."""
+        if group in self.ghost:
+            self.ghosted -= self.ghost.pop(group)
+            heapq.heappush(self.heap, (self.keys[group], group))
+        else:
+            self.queue[group] = False
+            self.queued += size
+        self.resident[group] = size
+        self.used += size
+        self.evict(capacity)
+
+    def drop_lowest(self) -> None:
+        heap, keys = self.heap, self.keys
+        while True:
             key, victim = heap[0]
             current = keys[victim]
             if current != key:  # accessed since it was pushed: keys only grow, re-push it
                 heapq.heapreplace(heap, (current, victim))
                 continue
             heapq.heappop(heap)
-            self.used -= resident.pop(victim)
+            self.used -= self.resident.pop(victim)
+            return
+
+    def evict(self, capacity: float) -> None:
+        """Drop the lowest keys until the residents fit ``capacity`` (probation: the queue's oldest first while it
+        holds its share, to the main part if read again, else to the ghost list)."""
+        while self.used > capacity:
+            if self.queue and (self.queued >= PROBATION_SHARE * capacity or not self.heap):
+                group, read_again = self.queue.popitem(last=False)
+                self.queued -= self.resident[group]
+                if read_again:
+                    heapq.heappush(self.heap, (self.keys[group], group))
+                    continue
+                size = self.resident.pop(group)
+                self.used -= size
+                self.ghost[group] = size
+                self.ghosted += size
+                while self.ghosted > (1.0 - PROBATION_SHARE) * capacity and self.ghost:
+                    self.ghosted -= self.ghost.popitem(last=False)[1]
+            elif self.heap:
+                self.drop_lowest()
+            else:
+                return
 
     def admit(self, before: float, size: float, capacity: float) -> bool:
         """The admission question for a group whose key before this access was ``before``: the lowest keys go
@@ -383,11 +471,16 @@ class ShadowCache:
         return True
 
     def discard(self, groups: Collection[Any]) -> None:
-        """Drop ``groups`` (those resident) without counting anything: they left the sample, or were forgotten."""
+        """Drop ``groups`` (those resident, queued or in the ghost list) without counting anything: they left the
+        sample, or were forgotten."""
         self.resident = {g: size for g, size in self.resident.items() if g not in groups}
         self.heap = [(key, g) for key, g in self.heap if g in self.resident]
         heapq.heapify(self.heap)
         self.used = sum(self.resident.values())
+        self.queue = OrderedDict((g, read) for g, read in self.queue.items() if g not in groups)
+        self.ghost = OrderedDict((g, size) for g, size in self.ghost.items() if g not in groups)
+        self.queued = sum(self.resident[g] for g in self.queue)
+        self.ghosted = sum(self.ghost.values())
 
 
 class _Straightforward(RatingPolicy):
@@ -398,7 +491,8 @@ class _Straightforward(RatingPolicy):
     table (the same dict object)."""
 
     def __init__(self, half_life, half_lives, capacity=0.0, sample_rate=1.0, max_sampled=16384, decision_every=1000,
-                 hysteresis=0.05, patience=2, decay=0.5, choose_admission=True, start_admitting=True):
+                 hysteresis=0.05, patience=2, decay=0.5, choose_admission=True, start_admitting=True,
+                 choose_probation=True):
         super().__init__(half_life)
         self.half_lives = sorted({float(h) for h in half_lives} | {self.half_life})
         self.active = self.half_lives.index(self.half_life)
@@ -407,18 +501,23 @@ class _Straightforward(RatingPolicy):
         self.sample_rate, self.threshold = sample_rate, int(sample_rate * (1 << 64))
         self.max_sampled, self.decision_every = max_sampled, decision_every
         self.sampled = set()
-        admissions = (False, True) if choose_admission else (False,)
-        self.shadows = [ShadowCache(table) for _ in admissions for table in self.tables]
-        self.asks = [admits for admits in admissions for _ in self.tables]
-        self.admitting, self.start_admitting = False, choose_admission and start_admitting
+        self.layouts = [PLAIN] + [ASKING] * choose_admission + [PROBATION] * choose_probation
+        self.shadows = [ShadowCache(table, layout == PROBATION) for layout in self.layouts for table in self.tables]
+        self.asks = [layout == ASKING for layout in self.layouts for _ in self.tables]
+        self.layout = PLAIN
+        self.start_layout = ASKING if choose_admission and start_admitting else PLAIN
         self.choice = DampedChoice(len(self.shadows), hysteresis, patience, decay)
         self.round, self.round_bytes = 0, 0.0
         self.history, self.switches, self.on_switch = [], 0, None
         self.set_capacity(capacity)
 
+    @property
+    def admitting(self):
+        return self.layout == ASKING
+
     def set_capacity(self, capacity):
-        if not capacity or not getattr(self, "capacity", 0):  # no shadows: never asking; shadows anew: as at start
-            self.admitting = bool(capacity) and self.start_admitting
+        if not capacity or not getattr(self, "capacity", 0):  # no shadows: plain; shadows anew: as at start
+            self.layout = self.start_layout if capacity else PLAIN
         self.capacity = capacity
         for shadow in self.shadows:
             shadow.evict(self.sample_rate * capacity)
@@ -448,9 +547,9 @@ class _Straightforward(RatingPolicy):
         nc = len(self.tables)
         for k, (shadow, asks) in enumerate(zip(self.shadows, self.asks)):
             if group in shadow.resident:
-                shadow.hits += size
-                shadow.used += size - shadow.resident[group]
-                shadow.resident[group] = size
+                shadow.hit(group, size)
+            elif size <= capacity and shadow.probation:
+                shadow.enter(group, size, capacity)
             elif size <= capacity:
                 if asks and not shadow.admit(self.befores[k % nc][group], size, capacity):
                     continue
@@ -464,10 +563,10 @@ class _Straightforward(RatingPolicy):
             hits = [shadow.hits for shadow in self.shadows]
             for shadow in self.shadows:
                 shadow.hits = 0.0
-            to = self.choice.round(hits, self.round_bytes, self.active + (nc if self.admitting else 0))
+            to = self.choice.round(hits, self.round_bytes, self.active + nc * self.layouts.index(self.layout))
             self.round, self.round_bytes = 0, 0.0
             if to is not None:
-                self.switch(to % nc, to >= nc, t)
+                self.switch(to % nc, self.layouts[to // nc], t)
 
     def halve(self):
         self.sample_rate /= 2
@@ -493,19 +592,19 @@ class _Straightforward(RatingPolicy):
             table.pop(group, None)
         self.sampled.discard(group)
         for shadow in self.shadows:
-            if group in shadow.resident:
+            if group in shadow.resident or group in shadow.ghost:
                 shadow.discard((group,))
 
-    def switch(self, to, admitting, t):
+    def switch(self, to, layout, t):
         self.switches += 1
-        self.admitting = admitting
+        self.layout = layout
         rekeyed = to != self.active
         if rekeyed:
             self.active, self.half_life = to, self.half_lives[to]
             self._keys.clear()
             self._keys.update(self.tables[to])
             self._touched.update(self._keys)
-        self.history.append((t, self.half_life, admitting))
+        self.history.append((t, self.half_life, LAYOUTS[layout]))
         if rekeyed and self.on_switch is not None:
             self.on_switch()
 
@@ -533,11 +632,12 @@ def _options() -> dict:
             "patience": 1, "hysteresis": 0.02}
 
 
-@pytest.mark.parametrize("choose_admission", [True, False])
-def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission):
+@pytest.mark.parametrize("choose_admission, choose_probation", [(True, True), (True, False), (False, True),
+                                                               (False, False)])
+def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission, choose_probation):
     """Keys, sample, shadows and decisions of the C kernel are the reference's, bit for bit, through switches
-    (of half-life and of admission), halvings of the sample, restored keys and forgotten groups."""
-    options = {**_options(), "choose_admission": choose_admission}
+    (of half-life and of layout), halvings of the sample, restored keys and forgotten groups."""
+    options = {**_options(), "choose_admission": choose_admission, "choose_probation": choose_probation}
     fast, reference = AdaptiveLRFUPolicy(half_life=MIDDLE, **options), _Straightforward(half_life=MIDDLE, **options)
     rng = random.Random(5)
     for i, (group, t, size) in enumerate(_random_trace()):
@@ -552,15 +652,16 @@ def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission
         if choose_admission and i % 1009 == 0:
             assert fast.before(group) == reference.before(group) and fast.before(-1 - i) == reference.before(-1 - i)
     assert fast.switches >= 5 and fast.sample_rate < 0.5  # the trace exercises switches and halvings
-    # ... and, with admission shadows, both ways of admitting
-    assert {admitting for _, _, admitting in fast.history} == ({True, False} if choose_admission else {False})
+    # ... and every layout it may choose
+    assert {layout for _, _, layout in fast.history} == {LAYOUTS[layout] for layout in reference.layouts}
     assert list(fast.history) == reference.history
     assert list(fast.keys().items()) == list(reference.keys().items())  # the same keys in the same order
     candidates = fast.candidates()
-    assert len(candidates) == len(reference.shadows) == len(reference.tables) * (2 if choose_admission else 1)
+    assert len(candidates) == len(reference.shadows) == len(reference.tables) * len(reference.layouts)
     assert [c.keys for c in candidates[:len(reference.tables)]] == reference.tables  # every key, exactly
     assert fast.sampled() == reference.sampled and fast.sampled_groups == len(reference.sampled)
     assert fast.sample_rate == reference.sample_rate and fast.scores() == reference.choice.totals
+    assert [c.layout for c in candidates] == [LAYOUTS[layout] for layout in reference.layouts for _ in reference.tables]
     for mine, theirs in zip(candidates, reference.shadows):
         assert mine.residents == theirs.resident and mine.used == theirs.used and mine.hits == theirs.hits
         assert list(mine.residents) == list(theirs.resident)  # held in the order they came in

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import heapq
 import random
+from collections import OrderedDict
 from typing import Any
 
 import pytest
 
-from htda.coordinator.adaptive import AdaptiveLRFUPolicy
+from htda.coordinator.adaptive import ASKING, PLAIN, PROBATION, PROBATION_SHARE, AdaptiveLRFUPolicy
 from htda.coordinator.rating import NEVER, LRFUPolicy, RatingPolicy, best_key, normalised_key
 from htda.simulator.htda_policy import HTDAPolicy
 from htda.simulator.trace import NO_GROUP
@@ -28,7 +29,7 @@ Trace = tuple[list[float], list[int], list[int], list[int]]
 
 class ReferenceHTDA:
     """HTDAPolicy without a TinyLFU filter as plain Python: the loop the C one must match, step for step (the
-    admission question included, when an adaptive rating says to ask it)."""
+    admission question and the probation queue included, when an adaptive rating's layout says so)."""
 
     def __init__(self, capacity: int, rating: Any, per_size: bool = False, accesses: str = "job"):
         self.capacity, self.rating, self.per_size, self.per_job = capacity, rating, per_size, accesses == "job"
@@ -39,6 +40,9 @@ class ReferenceHTDA:
         self.entry_key: dict[int, float] = {}
         self.sizes: dict[int, int] = {}
         self.heap: list[tuple[float, int]] = []
+        self.queue: OrderedDict[int, bool] = OrderedDict()  # file -> read again since it was queued
+        self.ghost: OrderedDict[int, int] = OrderedDict()  # file -> its size when it left the queue unread
+        self.queued = self.ghosted = 0
         self.group_bytes: dict[int, int] | None = None
         if isinstance(rating, AdaptiveLRFUPolicy):
             rating.set_capacity(capacity)
@@ -50,12 +54,66 @@ class ReferenceHTDA:
         key = self.rating.key(self.group_of[oid]) if groups is None else best_key(map(self.rating.key, groups))
         return normalised_key(key, self.sizes.get(oid)) if self.per_size else key
 
+    def current_key(self, oid: int) -> float:
+        if not self.per_size and oid not in self.more_groups:
+            return self.rating.keys()[self.group_of[oid]]
+        return self.file_key(oid)
+
     def rekey(self) -> None:
-        keys, fast = self.rating.keys(), not self.per_size
-        self.entry_key.update({oid: keys[self.group_of[oid]] if fast and oid not in self.more_groups
-                               else self.file_key(oid) for oid in self.entry_key})
+        self.entry_key.update({oid: self.current_key(oid) for oid in self.entry_key})
         self.heap[:] = [(key, oid) for oid, key in self.entry_key.items()]
         heapq.heapify(self.heap)
+
+    def to_heap(self, oid: int) -> None:
+        self.entry_key[oid] = key = self.current_key(oid)
+        heapq.heappush(self.heap, (key, oid))
+
+    def end_probation(self) -> None:
+        for oid in self.queue:
+            self.to_heap(oid)
+        self.queue.clear()
+        self.ghost.clear()
+        self.queued = self.ghosted = 0
+
+    def stage_on_probation(self, oid: int, size: int, used: int) -> tuple[int, int, int]:
+        """(used, staged, evicted) after a miss of ``oid`` while the rating puts new files on probation."""
+        self.sizes[oid] = size
+        used += size
+        if oid in self.ghost:
+            self.ghosted -= self.ghost.pop(oid)
+            self.to_heap(oid)
+        else:
+            self.queue[oid] = False
+            self.queued += size
+        staged, evicted, cap = size, 0, self.capacity
+        while used > cap:
+            from_queue = bool(self.queue) and (self.queued >= PROBATION_SHARE * cap or not self.heap)
+            if from_queue:
+                victim, read_again = self.queue.popitem(last=False)
+                self.queued -= self.sizes[victim]
+                if read_again:
+                    self.to_heap(victim)
+                    continue
+            else:
+                key, victim = heapq.heappop(self.heap)
+                current = self.current_key(victim)
+                if current != key:
+                    self.entry_key[victim] = current
+                    heapq.heappush(self.heap, (current, victim))
+                    continue
+                del self.entry_key[victim]
+            victim_size = self.sizes.pop(victim)
+            used -= victim_size
+            if victim == oid:
+                staged = 0
+            else:
+                evicted += victim_size
+            if from_queue:  # it left the queue unread: remembered in the ghost list
+                self.ghost[victim] = victim_size
+                self.ghosted += victim_size
+                while self.ghosted > (1.0 - PROBATION_SHARE) * cap and self.ghost:
+                    self.ghosted -= self.ghost.popitem(last=False)[1]
+        return used, staged, evicted
 
     def replay(self, times, ids, sizes, groups) -> tuple[int, int]:
         rating, group_of, more_groups, last_access = self.rating, self.group_of, self.more_groups, self.last_access
@@ -80,16 +138,26 @@ class ReferenceHTDA:
                     access(group, t)
                 else:
                     access(group, t, 1.0, group_bytes.get(group, 0))
-            if oid in entry_key:
+            if oid in cached_sizes:
+                if oid in self.queue:
+                    self.queue[oid] = True
                 hits += 1
                 hit_bytes += size
                 continue
             if size > cap:
                 continue
+            layout = getattr(rating, "layout", PLAIN)
+            if layout != PROBATION and (self.queue or self.ghost):
+                self.end_probation()
+            if layout == PROBATION:
+                used, staged_now, evicted_now = self.stage_on_probation(oid, size, used)
+                staged += staged_now
+                evicted += evicted_now
+                continue
             entry = (keys[group] if fast and known == group and oid not in more_groups else file_key(oid), oid)
             if used + size > cap and heap and entry < heap[0]:
                 continue
-            if used + size > cap and getattr(rating, "admitting", False):  # the admission question
+            if used + size > cap and layout == ASKING:  # the admission question
                 before = rating.before(group)
                 before = normalised_key(before, size) if self.per_size else before
                 admitted = True
@@ -221,7 +289,7 @@ class AlwaysAsking(LRFUPolicy):
     """LRFU whose cache always asks the admission question (as an adaptive rating does when an admission shadow
     wins), with the keys before the latest access that the question needs."""
 
-    admitting = True
+    layout = ASKING
 
     def __init__(self, half_life: float):
         super().__init__(half_life=half_life)
@@ -246,7 +314,50 @@ def test_asking_the_admission_question_keeps_out_what_was_read_once_as_the_refer
 
 def test_an_adaptive_rating_switches_the_question_on_and_off_in_the_compiled_loop_as_in_the_reference():
     policy = replay_both(random_trace(11, n=12_000), 6_000, adaptive)
-    assert {admitting for _, _, admitting in policy.rating.history} == {True, False}
+    assert {layout for _, _, layout in policy.rating.history} >= {"asking", "plain"}
+
+
+class OnProbation(LRFUPolicy):
+    """LRFU whose cache puts every new file on probation (as an adaptive rating does when a probation shadow
+    wins)."""
+
+    layout = PROBATION
+
+
+def hot_files_among_a_scan(n: int = 8000, seed: int = 12) -> Trace:
+    """Half the requests for 40 hot files, half a scan of files read once or twice in a row."""
+    rng = random.Random(seed)
+    times, ids, sizes = [], [], []
+    scan = 1000
+    for i in range(n):
+        if rng.random() < 0.5:
+            oid = rng.randrange(40)
+        elif ids and ids[-1] >= 1000 and rng.random() < 0.3:
+            oid = ids[-1]  # read again at once
+        else:
+            scan += 1
+            oid = scan
+        times.append(float(i))
+        ids.append(oid)
+        sizes.append(100 + oid % 7)
+    return times, ids, sizes, [NO_GROUP] * n
+
+
+@pytest.mark.parametrize("options", [{}, {"per_size": True}, {"accesses": "request"}])
+def test_new_files_on_probation_leave_the_hot_ones_in_place_as_in_the_reference(options):
+    trace = hot_files_among_a_scan()
+    on_probation = replay_both(trace, 5_000, lambda: OnProbation(half_life=5.0), **options)
+    plain = replay_both(trace, 5_000, lambda: LRFUPolicy(half_life=5.0), **options)
+    # the scan passes through the queue (10 % of the bytes): the hot files stay, and what is read again at once
+    # is still hit there
+    assert on_probation.replay(*trace)[1] > 1.2 * plain.replay(*trace)[1]
+
+
+def test_an_adaptive_rating_moves_its_cache_on_and_off_probation_as_the_reference_does():
+    trace = hot_files_among_a_scan(12_000)
+    trace[1][6000:] = [oid % 60 for oid in trace[1][6000:]]  # then a working set of 60 files, all read often
+    policy = replay_both(trace, 3_000, adaptive, chunk=500)
+    assert {layout for _, _, layout in policy.rating.history} >= {"probation", "plain"}
 
 
 @pytest.mark.parametrize("options", [{}, {"per_size": True}, {"accesses": "request"}])
