@@ -9,12 +9,19 @@
 
 #define HTDA_ADAPTIVE_API_NAME "htda.coordinator._adaptive.API"
 
+/* the layouts of a cache an adaptive rating may ask for (htda.coordinator.adaptive.PLAIN, ASKING, PROBATION), and
+ * the share of the cache a probation queue fills (PROBATION_SHARE) */
+enum { HTDA_PLAIN = 0, HTDA_ASKING = 1, HTDA_PROBATION = 2 };
+#define HTDA_PROBATION_SHARE 0.1
+
 typedef struct {
     /* kernel.access(group, t, 1.0, size); *slot is where the kernel keeps group if the caller knows it (-1 if
      * not; any stale value is looked up again), and is set to it.  0, or -1 with an exception set. */
     int (*access)(PyObject *kernel, PyObject *group, Py_ssize_t *slot, double t, double size);
     /* kernel.keys()[group] into *key if slot is still group's: 1; else 0 (look the key up in the dict). */
     int (*key)(PyObject *kernel, PyObject *group, Py_ssize_t slot, double *key);
+    /* kernel.layout: how the cache should lay itself out now */
+    int (*layout)(PyObject *kernel);
 } HtdaAdaptiveAPI;
 
 #endif

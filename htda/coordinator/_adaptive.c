@@ -52,10 +52,9 @@
 #define MIX1 0x9E3779B97F4A7C15ULL
 #define MIX2 0xBF58476D1CE4E5B9ULL
 #define OUT (-1.0) /* a shadow's size of a group it does not hold (sizes are >= 0) */
-/* the share of a probation shadow's capacity its queue may fill (S3-FIFO's small queue) */
-#define PROBATION_SHARE 0.1
-
-enum { PLAIN = 0, ASKING = 1, PROBATION = 2 }; /* the layouts (htda.coordinator.adaptive.LAYOUTS) */
+/* the share of a probation shadow's capacity its queue may fill (S3-FIFO's small queue), and the layouts */
+#define PROBATION_SHARE HTDA_PROBATION_SHARE
+enum { PLAIN = HTDA_PLAIN, ASKING = HTDA_ASKING, PROBATION = HTDA_PROBATION };
 enum { MAIN = 0, QUEUED = 1, READ_AGAIN = 2 }; /* where a probation shadow holds a group */
 
 typedef struct {
@@ -112,6 +111,7 @@ typedef struct {
     PyObject **owner; /* slot -> its group (the key `index` holds; NULL once forgotten) */
     double epoch, now;
     int nc, ns, nl, active, busy, failed; /* candidates, shadows (nl * nc), layouts (1 to 3) */
+    int layout; /* how the cache around the rating should lay itself out now (the policy sets it) */
     double *inverse; /* 1 / half-life of each candidate */
     /* slots */
     double *K; /* slot * nc + candidate -> key */
@@ -970,7 +970,13 @@ api_key(PyObject *kernel, PyObject *group, Py_ssize_t slot, double *key)
     return 1;
 }
 
-static const HtdaAdaptiveAPI api = {api_access, api_key};
+static int
+api_layout(PyObject *kernel)
+{
+    return ((Kernel *)kernel)->layout;
+}
+
+static const HtdaAdaptiveAPI api = {api_access, api_key, api_layout};
 
 PyDoc_STRVAR(c_api_doc,
 "_c_api()\n--\n\n"
@@ -1428,7 +1434,30 @@ get_nsampled(Kernel *self, void *Py_UNUSED(closure))
     return PyLong_FromSsize_t(self->nsampled);
 }
 
+static PyObject *
+get_layout(Kernel *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLong(self->layout);
+}
+
+static int
+set_layout(Kernel *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    long layout = value == NULL ? -1 : PyLong_AsLong(value);
+    if (layout < PLAIN || layout > PROBATION) {
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "layout must be 0 (plain), 1 (asking) or 2 (probation)");
+        }
+        return -1;
+    }
+    self->layout = (int)layout;
+    return 0;
+}
+
 static PyGetSetDef Kernel_getset[] = {
+    {"layout", (getter)get_layout, (setter)set_layout,
+     "how the cache around the rating should lay itself out now: 0 plain, 1 asking, 2 probation", NULL},
     {"_keys", (getter)get_object, (setter)set_object, "the active candidate's keys (a dict)", NULL},
     {"_touched", (getter)get_object, (setter)set_object, "groups accessed since take_touched (a set)", (void *)1},
     {"_threshold", (getter)get_threshold, (setter)set_threshold, "sampled: mixed hash below this", NULL},

@@ -42,10 +42,9 @@
 #define NO_GROUP (-1)
 /* htda.coordinator.rating.GIB: the unit of normalised_key */
 #define GIB 1073741824.0
-/* htda.coordinator.adaptive: the layouts a rating may ask for, and the share of the cache a probation queue
- * fills */
-enum { PLAIN = 0, ASKING = 1, PROBATION = 2 };
-#define PROBATION_SHARE 0.1
+/* the layouts an adaptive rating may ask for, and the share of the cache a probation queue fills */
+enum { PLAIN = HTDA_PLAIN, ASKING = HTDA_ASKING, PROBATION = HTDA_PROBATION };
+#define PROBATION_SHARE HTDA_PROBATION_SHARE
 enum { MAIN = 0, QUEUED = 1, READ_AGAIN = 2 }; /* where a cached file is (MAIN also: not cached) */
 
 static PyObject *unit_weight; /* 1.0: the weight of an access */
@@ -508,6 +507,8 @@ make_room(Loop *self, Totals *totals, long long extra, int64_t staged_id, long l
 static int
 rating_layout(Loop *self)
 {
+    if (self->kernel != NULL)
+        return self->kernel->layout(self->rating);
     if (!self->has_layout)
         return PLAIN;
     PyObject *value = PyObject_GetAttr(self->rating, str_layout);
