@@ -38,6 +38,22 @@ and ranks with the one that is currently best:
   that did not ask (over fourteen public traces: a mean of 0.002 below the
   best baseline starting to ask, 0.006 starting not to; the worst cell 0.03
   below it against 0.08; ``docs/simulator.rst``);
+- **probation shadows** (``choose_probation``, on by default): a third shadow
+  per candidate lays its cache out as S3-FIFO does (Yang et al., *FIFO
+  queues are all you need for cache eviction*, SOSP'23) in front of the
+  candidate's lowest-key order: a missed group enters a FIFO queue of
+  :data:`PROBATION_SHARE` of the capacity and leaves it for the main part only
+  if it was read again while queued, else it goes, remembered in a ghost list
+  (as many bytes as the main part) from which a group read again goes straight
+  to the main part.  Groups read once pass through without displacing what
+  is read often, and those read again soon are still hit, which the
+  admission question does not allow (it keeps a group out until its second
+  read).  When such a shadow wins, :attr:`probation` is true and the cache
+  around the rating does the same (the simulator's cache as described; the
+  coordinator's placement places the best groups filling the queue's share
+  unasked and the others only once read again).  Where S3-FIFO beat every
+  half-life (database objects, web pages, OLTP pages) this is what was
+  missing (``docs/simulator.rst``, *Probation chosen online*);
 - **decisions** (:class:`DampedChoice`): every ``decision_every`` sampled
   accesses the hit counts of the round are added to exponentially decayed
   totals (``decay``); a candidate replaces the active one only if its total
@@ -46,7 +62,8 @@ and ranks with the one that is currently best:
   active one misses little, as in a large cache), in ``patience`` decisions in
   a row, so that the choice does not flap on noise; a candidate that beats it
   by more than ``decisive`` times that (ten times the margin) replaces it at
-  once: strong evidence is acted on in one round.  The candidates' benefits
+  once: strong evidence is acted on in one round.  The winner gives the
+  half-life and the layout (:attr:`layout`) together.  The candidates' benefits
   do not show at the same pace: the admission question costs at once (every
   group read again misses once more) and pays late (a scan or a loop larger
   than the cache flushes the groups it kept only when it has gone past them),
@@ -266,8 +283,8 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
 
     # -- choosing -------------------------------------------------------------
     def scores(self) -> list[float]:
-        """Each shadow's decayed hits (the last decision's totals): the candidates in order, then (with admission
-        shadows) the same candidates asking the admission question."""
+        """Each shadow's decayed hits (the last decision's totals): a block of the candidates in order per layout
+        of :attr:`layouts` (plain, then asking and on probation when chosen)."""
         return list(self.choice.totals)
 
     def _decide(self, hits: Sequence[float]) -> None:

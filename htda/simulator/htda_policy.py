@@ -30,7 +30,10 @@ as a reference, so the same hits, bytes staged and evicted.  It calls the
 rating as that loop did (the adaptive kernel directly, through the C
 functions its ``_c_api()`` hands over, when its ``access`` is the kernel's:
 no call through Python, keys read from the kernel's table) and re-keys
-itself when an adaptive rating switches.
+itself when an adaptive rating switches.  It lays itself out as an adaptive
+rating's ``layout`` says: plain, asking the admission question, or with new
+files on probation (S3-FIFO's queue and ghost list in front of the heap;
+``_replay.c``).
 With an admission filter (:meth:`HTDAPolicy._replay_admitted`) the cache is
 still Python, over the dicts below.
 """

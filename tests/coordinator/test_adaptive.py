@@ -322,6 +322,28 @@ def test_the_coordinator_shows_and_logs_what_its_rating_chose(inprocess_node, ca
                     "(switch 1 since start, by its shadow caches)"]
 
 
+def test_the_coordinator_shows_and_logs_probation(inprocess_node, caplog):
+    node = inprocess_node("coord", ["coordinator"], sections={"coordinator": {
+        "half_life": SHORT, "adaptive_half_lives": [SHORT, MIDDLE, LONG], "adaptive_max_sampled": 100000}})
+    coordinator = node.components["coordinator"]
+    policy = coordinator.core.state.policy
+    assert "htda_coordinator_rating_probation 0" in node.metrics.render()
+    policy.set_capacity(60)
+    for t, g in pairs_among_scans():
+        policy.access(g, t)
+    assert policy.probation and "htda_coordinator_rating_probation 1" in node.metrics.render()
+    with caplog.at_level("INFO"):
+        coordinator._log_switches()
+    said = [r.getMessage() for r in caplog.records if "rating:" in r.getMessage()]
+    assert len(said) == 1 and "putting new groups on probation" in said[0]
+
+
+def test_adaptive_probation_false_leaves_the_probation_shadows_out(inprocess_node):
+    node = inprocess_node("coord", ["coordinator"], sections={"coordinator": {"adaptive_probation": False}})
+    policy = node.components["coordinator"].core.state.policy
+    assert policy.layouts == (PLAIN, ASKING) and len(policy.scores()) == 2 * len(policy.half_lives)
+
+
 def test_adaptive_false_keeps_the_fixed_half_life(inprocess_node):
     node = inprocess_node("coord", ["coordinator"], sections={"coordinator": {"adaptive": False}})
     assert type(node.components["coordinator"].core.state.policy) is LRFUPolicy
