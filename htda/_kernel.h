@@ -4,6 +4,7 @@
  * - HTDA_HEAP: the sift steps of a binary min-heap in an array, for an entry type and an order of one's own
  *   (both kernels keep lazy heaps of (key, id) whose ties must break exactly as Python's tuples do, so the order
  *   is theirs to give);
+ * - HTDA_RING: a FIFO in a ring buffer, for an item type of one's own (the probation queues and ghost lists);
  * - HTDA_MODULE: a module holding one type, made by multi-phase initialisation. */
 
 #ifndef HTDA_KERNEL_H
@@ -56,6 +57,48 @@ htda_grow(void **array, Py_ssize_t count, size_t item)
             pos = child;                                                                                             \
         }                                                                                                            \
         e[pos] = item;                                                                                               \
+    }
+
+/* A FIFO of Item in a ring (name##_ring: n items from head in an array of cap, a power of 2): name##_at(ring, i)
+ * (the i-th oldest), name##_push(ring, item) (-1 with MemoryError set), name##_pop(ring) (the oldest, removed;
+ * the ring is not empty) */
+#define HTDA_RING(name, Item)                                                                                        \
+    typedef struct {                                                                                                 \
+        Item *a;                                                                                                     \
+        Py_ssize_t head, n, cap;                                                                                     \
+    } name##_ring;                                                                                                   \
+                                                                                                                     \
+    static inline Item *name##_at(const name##_ring *ring, Py_ssize_t i)                                             \
+    {                                                                                                                \
+        return &ring->a[(ring->head + i) & (ring->cap - 1)];                                                         \
+    }                                                                                                                \
+                                                                                                                     \
+    static int name##_push(name##_ring *ring, Item item)                                                             \
+    {                                                                                                                \
+        if (ring->n == ring->cap) { /* a ring twice as large, its items in order from 0 */                          \
+            Py_ssize_t cap = ring->cap ? 2 * ring->cap : 256;                                                        \
+            Item *a = PyMem_Malloc((size_t)cap * sizeof(Item));                                                      \
+            if (a == NULL) {                                                                                         \
+                PyErr_NoMemory();                                                                                    \
+                return -1;                                                                                           \
+            }                                                                                                        \
+            for (Py_ssize_t i = 0; i < ring->n; i++)                                                                 \
+                a[i] = *name##_at(ring, i);                                                                          \
+            PyMem_Free(ring->a);                                                                                     \
+            ring->a = a;                                                                                             \
+            ring->head = 0;                                                                                          \
+            ring->cap = cap;                                                                                         \
+        }                                                                                                            \
+        *name##_at(ring, ring->n++) = item;                                                                          \
+        return 0;                                                                                                    \
+    }                                                                                                                \
+                                                                                                                     \
+    static Item name##_pop(name##_ring *ring)                                                                        \
+    {                                                                                                                \
+        Item first = ring->a[ring->head];                                                                            \
+        ring->head = (ring->head + 1) & (ring->cap - 1);                                                             \
+        ring->n--;                                                                                                   \
+        return first;                                                                                                \
     }
 
 /* PyInit_##short_name for the module full_name whose one attribute type_name is the type of spec; setup() runs

@@ -82,11 +82,8 @@ typedef struct {
     uint64_t stamp;
 } Queued;
 
-/* a FIFO of Queued in a ring of cap (a power of 2) entries, n from head */
-typedef struct {
-    Queued *a;
-    Py_ssize_t head, n, cap;
-} Ring;
+HTDA_RING(fifo, Queued)
+typedef fifo_ring Ring;
 
 typedef struct {
     uint64_t clock; /* groups that came in so far */
@@ -379,42 +376,6 @@ make_room(Kernel *self, int k, double size, double capacity, int asking, double 
 
 /* -- a probation shadow's queue and ghost list ----------------------------------------------------------------- */
 
-static inline Queued *
-ring_at(const Ring *ring, Py_ssize_t i)
-{
-    return &ring->a[(ring->head + i) & (ring->cap - 1)];
-}
-
-static int
-ring_push(Ring *ring, Queued entry)
-{
-    if (ring->n == ring->cap) { /* a ring twice as large, its entries in order from 0 */
-        Py_ssize_t cap = ring->cap ? 2 * ring->cap : 256;
-        Queued *a = PyMem_Malloc((size_t)cap * sizeof(Queued));
-        if (a == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        for (Py_ssize_t i = 0; i < ring->n; i++)
-            a[i] = *ring_at(ring, i);
-        PyMem_Free(ring->a);
-        ring->a = a;
-        ring->head = 0;
-        ring->cap = cap;
-    }
-    *ring_at(ring, ring->n++) = entry;
-    return 0;
-}
-
-static Queued
-ring_pop(Ring *ring)
-{
-    Queued first = ring->a[ring->head];
-    ring->head = (ring->head + 1) & (ring->cap - 1);
-    ring->n--;
-    return first;
-}
-
 /* Keep the entries of ring whose sampled index is not leaving (the flags of `leaving`, or NULL and `only`), in
  * order; `out` is called on each that goes.  1 if any went. */
 static int
@@ -423,11 +384,11 @@ ring_filter(Ring *ring, const char *leaving, Py_ssize_t only, void (*out)(Shadow
 {
     Py_ssize_t kept = 0;
     for (Py_ssize_t i = 0; i < ring->n; i++) {
-        Queued entry = *ring_at(ring, i);
+        Queued entry = *fifo_at(ring, i);
         if (leaving ? leaving[entry.s] : entry.s == only)
             out(shadow, &entry);
         else
-            *ring_at(ring, kept++) = entry;
+            *fifo_at(ring, kept++) = entry;
     }
     int changed = kept != ring->n;
     ring->n = kept;
@@ -440,7 +401,7 @@ ring_filter(Ring *ring, const char *leaving, Py_ssize_t only, void (*out)(Shadow
 static int
 dequeue(Kernel *self, Shadow *shadow, int k, double capacity)
 {
-    Py_ssize_t s = ring_pop(&shadow->queue).s;
+    Py_ssize_t s = fifo_pop(&shadow->queue).s;
     Cell *cell = CELL(self, s, k);
     Extra *extra = &shadow->extra[s];
     shadow->queued -= cell->size;
@@ -451,13 +412,13 @@ dequeue(Kernel *self, Shadow *shadow, int k, double capacity)
     shadow->used -= cell->size;
     Queued ghost = {s, cell->size, ++shadow->stamps};
     cell->size = OUT;
-    if (ring_push(&shadow->ghost, ghost) < 0)
+    if (fifo_push(&shadow->ghost, ghost) < 0)
         return -1;
     extra->ghost = ghost.stamp;
     extra->gone = ghost.size;
     shadow->ghosted += ghost.size;
     while (shadow->ghosted > (1.0 - PROBATION_SHARE) * capacity && shadow->ghost.n) {
-        Queued old = ring_pop(&shadow->ghost);
+        Queued old = fifo_pop(&shadow->ghost);
         Extra *was = &shadow->extra[old.s];
         if (was->ghost == old.stamp) {
             was->ghost = 0;
@@ -557,9 +518,9 @@ sum_lists(Kernel *self, Shadow *shadow, int k)
 {
     double queued = 0.0, ghosted = 0.0;
     for (Py_ssize_t i = 0; i < shadow->queue.n; i++)
-        queued += CELL(self, ring_at(&shadow->queue, i)->s, k)->size;
+        queued += CELL(self, fifo_at(&shadow->queue, i)->s, k)->size;
     for (Py_ssize_t i = 0; i < shadow->ghost.n; i++) {
-        const Queued *entry = ring_at(&shadow->ghost, i);
+        const Queued *entry = fifo_at(&shadow->ghost, i);
         if (shadow->extra[entry->s].ghost == entry->stamp)
             ghosted += entry->size;
     }
@@ -587,7 +548,7 @@ drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
         int changed = kept != shadow->n;
         if (shadow->layout == PROBATION) {
             for (Py_ssize_t i = 0; i < shadow->queue.n; i++) {
-                Py_ssize_t s = ring_at(&shadow->queue, i)->s;
+                Py_ssize_t s = fifo_at(&shadow->queue, i)->s;
                 if (leaving ? leaving[s] : s == only)
                     CELL(self, s, c)->size = OUT;
             }
@@ -726,7 +687,7 @@ replay_sampled(Kernel *self, Py_ssize_t s, double size)
                     return -1;
             }
             else {
-                if (ring_push(&shadow->queue, (Queued){s, 0.0, 0}) < 0)
+                if (fifo_push(&shadow->queue, (Queued){s, 0.0, 0}) < 0)
                     return -1;
                 extra->where = QUEUED;
                 shadow->queued += size;

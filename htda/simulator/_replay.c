@@ -212,46 +212,8 @@ typedef struct {
     uint64_t stamp; /* (the ghost list's) */
 } Queued;
 
-typedef struct {
-    Queued *a;
-    Py_ssize_t head, n, cap; /* cap a power of 2 */
-} Ring;
-
-static inline Queued *
-ring_at(const Ring *ring, Py_ssize_t i)
-{
-    return &ring->a[(ring->head + i) & (ring->cap - 1)];
-}
-
-static int
-ring_push(Ring *ring, Queued entry)
-{
-    if (ring->n == ring->cap) { /* a ring twice as large, its entries in order from 0 */
-        Py_ssize_t cap = ring->cap ? 2 * ring->cap : 1024;
-        Queued *a = PyMem_Malloc((size_t)cap * sizeof(Queued));
-        if (a == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        for (Py_ssize_t i = 0; i < ring->n; i++)
-            a[i] = *ring_at(ring, i);
-        PyMem_Free(ring->a);
-        ring->a = a;
-        ring->head = 0;
-        ring->cap = cap;
-    }
-    *ring_at(ring, ring->n++) = entry;
-    return 0;
-}
-
-static Queued
-ring_pop(Ring *ring)
-{
-    Queued first = ring->a[ring->head];
-    ring->head = (ring->head + 1) & (ring->cap - 1);
-    ring->n--;
-    return first;
-}
+HTDA_RING(fifo, Queued)
+typedef fifo_ring Ring;
 
 /* the least entry, removed (the heap is not empty) */
 static Entry
@@ -537,11 +499,11 @@ static int
 end_probation(Loop *self)
 {
     while (self->queue.n)
-        if (to_heap(self, (File *)find(&self->files, ring_pop(&self->queue).id)) < 0)
+        if (to_heap(self, (File *)find(&self->files, fifo_pop(&self->queue).id)) < 0)
             return -1;
     self->queued = 0;
     while (self->ghost.n) {
-        Queued old = ring_pop(&self->ghost);
+        Queued old = fifo_pop(&self->ghost);
         File *was = (File *)find(&self->files, old.id);
         if (was->ghost == old.stamp)
             was->ghost = 0;
@@ -556,7 +518,7 @@ end_probation(Loop *self)
 static int
 dequeue(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
 {
-    Queued oldest = ring_pop(&self->queue);
+    Queued oldest = fifo_pop(&self->queue);
     File *file = (File *)find(&self->files, oldest.id);
     self->queued -= file->size;
     if (file->where == READ_AGAIN)
@@ -569,13 +531,13 @@ dequeue(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
     else if (add_checked(&totals->evicted, file->size) < 0)
         return -1;
     Queued ghost = {oldest.id, file->size, ++self->stamps};
-    if (ring_push(&self->ghost, ghost) < 0)
+    if (fifo_push(&self->ghost, ghost) < 0)
         return -1;
     file->ghost = ghost.stamp;
     file->gone = ghost.size;
     self->ghosted += ghost.size;
     while ((double)self->ghosted > (1.0 - PROBATION_SHARE) * (double)self->capacity && self->ghost.n) {
-        Queued old = ring_pop(&self->ghost);
+        Queued old = fifo_pop(&self->ghost);
         File *was = (File *)find(&self->files, old.id);
         if (was->ghost == old.stamp) {
             was->ghost = 0;
@@ -602,7 +564,7 @@ stage_on_probation(Loop *self, Totals *totals, File *file, long long size)
             return -1;
     }
     else {
-        if (ring_push(&self->queue, (Queued){id, size, 0}) < 0)
+        if (fifo_push(&self->queue, (Queued){id, size, 0}) < 0)
             return -1;
         file->where = QUEUED;
         self->queued += size;
