@@ -189,6 +189,18 @@ def test_without_admission_shadows_it_never_asks():
     assert not policy.admitting and policy.layouts == (PLAIN, PROBATION)
 
 
+def test_a_layout_is_one_of_the_three():
+    policy = adaptive(start=SHORT)
+    policy.layout = PROBATION
+    assert policy.probation and not policy.admitting and policy.layout == PROBATION
+    for wrong in (3, -1, "asking", None, 2**70):
+        with pytest.raises(ValueError, match="layout must be"):
+            policy.layout = wrong
+    with pytest.raises(ValueError, match="layout must be"):
+        del policy.layout
+    assert policy.layout == PROBATION  # unchanged
+
+
 def test_the_key_before_the_latest_access_is_kept_for_the_question():
     policy = adaptive(start=SHORT)
     assert policy.before("new") == float("-inf")
