@@ -105,7 +105,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,7 +118,7 @@ except ImportError as exc:
     raise not_built(exc) from exc
 
 __all__ = ["AdaptiveLRFUPolicy", "Candidate", "DEFAULT_HALF_LIVES", "DampedChoice", "LAYOUTS", "PLAIN", "ASKING",
-           "PROBATION", "PROBATION_SHARE"]
+           "PROBATION", "PROBATION_SHARE", "placement_admission"]
 
 #: candidate half-lives: 5 minutes, 1 hour, 1 day, 7 days
 DEFAULT_HALF_LIVES = (300.0, 3600.0, 86400.0, 604800.0)
@@ -324,3 +324,24 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
                                    active=c == self.active and layout == self.layout, keys=self.table(c),
                                    residents=residents, used=used, hits=hits, total=total))
         return shown
+
+
+def placement_admission(policy: AdaptiveLRFUPolicy[Any], group_of: Callable[[Any], Hashable | None]) -> dict[str, Any]:
+    """The admission arguments of :func:`~.placement.place` for the layout ``policy`` asks for now, as a
+    placement (which has no queue) lays itself out: asking, the question of every group (``group`` displaces the
+    placed files ``victims`` only if its key before its latest access beats the key of each of their groups, by
+    ``group_of(file)``); on probation, the best groups filling :data:`PROBATION_SHARE` of the space unasked (the
+    queue, by score rather than by arrival) and past them only groups read again (with a key before their latest
+    access); plain, none.  A group that is not an int (the coordinator's pins) is always admitted."""
+    if policy.layout == ASKING:
+        def better_than_victims(group: Hashable, victims: list[Any]) -> bool:
+            if not isinstance(group, int):
+                return True
+            before = policy.before(group)
+            return all(before > policy.key(g) for g in map(group_of, victims) if g is not None and g != group)
+        return {"admit": better_than_victims, "window": 0.0}
+    if policy.layout == PROBATION:
+        def read_again(group: Hashable, victims: list[Any]) -> bool:
+            return not isinstance(group, int) or policy.before(group) != NEVER
+        return {"admit": read_again, "window": PROBATION_SHARE}
+    return {}

@@ -20,10 +20,10 @@ from typing import Any, cast
 
 from ..node.clock import SYSTEM_CLOCK, Clock
 from ..protocol import coordinator as proto
-from .adaptive import PROBATION_SHARE
+from .adaptive import AdaptiveLRFUPolicy, placement_admission
 from .admission import make_admission
 from .placement import GroupCandidate, Placer, moves
-from .rating import NEVER, RatingPolicy
+from .rating import RatingPolicy
 from .reads import StorageReads
 from .replicas import group_holders, replicate
 from .state import RatingState
@@ -276,34 +276,15 @@ class Coordinator:
                          headroom=self.replica_headroom, current=self.replicas, excluded=excluded,
                          room=self._placer.free())
 
-    def _admit_by_rating(self, group: Hashable, victims: list[int]) -> bool:
-        """The adaptive rating's admission question, asked while its admission shadows win: ``group`` displaces
-        ``victims`` (placed files: their best groups are asked, ``group`` itself not) only if its key before its
-        latest access beats each of theirs; pins are always admitted."""
-        if not isinstance(group, int):
-            return True
-        policy, best = self.state.policy, self.state.best_group
-        before = policy.before(group)  # type: ignore[attr-defined]
-        return all(before > policy.key(g) for g in map(best.get, victims) if g is not None and g != group)
-
-    def _admit_read_again(self, group: Hashable, victims: list[int]) -> bool:
-        """The adaptive rating's probation, as a placement has it: ``group`` displaces placed files only if it was
-        read again (it has a key before its latest access); pins are always admitted."""
-        return not isinstance(group, int) or self.state.policy.before(group) != NEVER  # type: ignore[attr-defined]
-
     def _admission_options(self) -> dict[str, Any]:
         """``place``'s admission arguments; the sketch is first sized to the placed files (at least as many as their
         groups; growing it starts its counts afresh, so it is sized at start-up too).  Without a filter an adaptive
-        rating may ask its own question (:attr:`~.adaptive.AdaptiveLRFUPolicy.admitting`), of every group, or put
-        new groups on probation (:attr:`~.adaptive.AdaptiveLRFUPolicy.probation`): the best groups filling
-        :data:`~.adaptive.PROBATION_SHARE` of the space are placed unasked (S3-FIFO's small queue, by score rather
-        than by arrival), the others only once read again."""
+        rating may ask its own question, of every group, or put new groups on probation, as its layout says
+        (:func:`~.adaptive.placement_admission`)."""
         if self.admission is None:
             policy = self.state.policy
-            if getattr(policy, "admitting", False):
-                return {"admit": self._admit_by_rating, "window": 0.0}
-            if getattr(policy, "probation", False):
-                return {"admit": self._admit_read_again, "window": PROBATION_SHARE}
+            if isinstance(policy, AdaptiveLRFUPolicy):
+                return placement_admission(policy, self.state.best_group.get)
             return {}
         self.admission.ensure_width(len(self.placement))
         return {"admit": self._admit, "window": self.admission.window}

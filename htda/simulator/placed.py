@@ -12,7 +12,12 @@ stages the file at once), this policy replays what the pool does:
   :class:`~htda.coordinator.placement.GroupCandidate` objects and the
   coordinator's :func:`~htda.coordinator.placement.place` computes the new
   placement from the previous one (hysteresis included); files that appear in
-  it are staged, files that leave it (or move) are evicted.
+  it are staged, files that leave it (or move) are evicted;
+- an adaptive rating (``lrfu-adaptive``) is driven as the coordinator drives
+  it: its miniature caches hold as many groups as the placement does (set
+  after every cycle; the accesses carry no sizes), and the placement follows
+  its layout (:func:`~htda.coordinator.adaptive.placement_admission`, a
+  placed file rated by the group it was first requested in).
 
 Placement stages a group's files before they are read (that is what the
 group rule is for), so this is *not* a demand-fetched cache and the offline
@@ -24,6 +29,7 @@ from __future__ import annotations
 import heapq
 from operator import itemgetter
 
+from ..coordinator.adaptive import AdaptiveLRFUPolicy, placement_admission
 from ..coordinator.placement import GroupCandidate, place
 from ..coordinator.rating import RatingPolicy
 from .policies import CachePolicy
@@ -51,6 +57,7 @@ class PlacedHTDAPolicy(CachePolicy):
         self._sizes: dict[int, int] = {}
         self._last_access: dict[int, float] = {}
         self._where: dict[int, str] = {}  # the current placement: file -> node
+        self._group_of: dict[int, int] = {}  # file -> the group it was first requested in
         self._next_cycle: float | None = None
         self._accessed = False
         self.cycles = 0
@@ -74,6 +81,7 @@ class PlacedHTDAPolicy(CachePolicy):
             if members is None:
                 members = files[group] = {}
             members[oid] = None
+            self._group_of.setdefault(oid, group)
             known_sizes[oid] = size
             if not self.per_job or last_access.get(group) != t:
                 last_access[group] = t
@@ -110,13 +118,18 @@ class PlacedHTDAPolicy(CachePolicy):
         if not self._accessed:
             new = self._where  # no access since the last cycle: the placement is stable (placement's contract)
         else:
-            new = place(self._candidates(now), self._sizes, self.capacities, self._where, hysteresis=self.hysteresis)
+            rating = self.rating
+            options = placement_admission(rating, self._group_of.get) if isinstance(rating, AdaptiveLRFUPolicy) else {}
+            new = place(self._candidates(now), self._sizes, self.capacities, self._where, hysteresis=self.hysteresis,
+                        **options)
         self._accessed = False
         old, sizes = self._where, self._sizes
         self.staged += sum(sizes[f] for f, node in new.items() if old.get(f) != node)
         self.evicted += sum(sizes[f] for f, node in old.items() if new.get(f) != node)
         self.used = sum(sizes[f] for f in new)
         self._where = new
+        if isinstance(self.rating, AdaptiveLRFUPolicy):  # its shadows count the groups placed, as the coordinator's
+            self.rating.set_capacity(len({self._group_of[f] for f in new}))
         self.cycles += 1
         next_cycle = self._next_cycle
         assert next_cycle is not None  # replay() sets it before it runs the first cycle

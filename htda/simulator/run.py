@@ -183,8 +183,7 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
                 makers.append(htda(half_life, label, admission))
                 if spec.without_groups:
                     makers.append(without_groups(makers[-1]))
-            if spec.cycle is not None and admission == spec.admissions[0] and half_life != AUTO:
-                # (the cycle-driven replay has no adaptive half-life yet: its rating would never size its shadows)
+            if spec.cycle is not None and admission == spec.admissions[0]:
                 makers.append(placed(half_life, label + " placed", spec.cycle))
     policies = []
     for capacity in spec.capacities:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from htda.coordinator.adaptive import PLAIN, PROBATION, AdaptiveLRFUPolicy
 from htda.coordinator.rating import LRFUPolicy
 from htda.simulator.generator import AnalysisWorkload
 from htda.simulator.placed import PlacedHTDAPolicy
@@ -34,3 +37,33 @@ def test_nodes_keep_their_capacity_and_churn_adds_up():
         assert all(used <= capacity // 3 for used in policy.bytes_per_node().values())
     assert policy.cycles > 10 and hits > 0
     assert policy.staged - policy.evicted == policy.used
+
+
+def hot_group_among_a_scan(steps: int = 400):
+    """Group 1 (one file of 100 bytes) read every fifth step, a new group of one such file read once at every
+    other step."""
+    return [(float(t), 0, 100, 1) if t % 5 == 0 else (float(t), 1000 + t, 100, 1000 + t) for t in range(steps)]
+
+
+def frozen_adaptive() -> AdaptiveLRFUPolicy:
+    """An adaptive rating at a short half-life (the newest groups rank first) that never switches by itself."""
+    return AdaptiveLRFUPolicy(half_life=1.0, half_lives=(1.0,), hysteresis=1e9, decisive=1e9)
+
+
+@pytest.mark.parametrize("layout", [PLAIN, PROBATION])
+def test_an_adaptive_rating_is_driven_as_the_coordinator_drives_it(layout):
+    rating = frozen_adaptive()
+    policy = PlacedHTDAPolicy(250, rating, nodes=1, cycle=3.0)  # room for two files
+    rows = hot_group_among_a_scan()
+    replay(policy, rows[:10])
+    assert rating.capacity == 2  # its shadows hold as many groups as the placement does
+    rating.layout = layout
+    hits, _ = replay(policy, rows[10:])
+    hot_reads = sum(1 for row in rows[10:] if row[3] == 1)
+    if layout == PROBATION:
+        # the groups of the scan, read once, never displace the hot group (read again): it is hit at every read
+        # after the first cycles
+        assert hits >= hot_reads - 2
+    else:
+        # the two newest groups are placed: mostly the scan's, the hot group only now and then
+        assert hits < hot_reads / 2
