@@ -670,7 +670,8 @@ def _options() -> dict:
                                                                (False, False)])
 def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission, choose_probation):
     """Keys, sample, shadows and decisions of the C kernel are the reference's, bit for bit, through switches
-    (of half-life and of layout), halvings of the sample, restored keys and forgotten groups."""
+    (of half-life and of layout), halvings of the sample, restored keys, forgotten groups and new sizes of the
+    cache."""
     options = {**_options(), "choose_admission": choose_admission, "choose_probation": choose_probation}
     fast, reference = AdaptiveLRFUPolicy(half_life=MIDDLE, **options), _Straightforward(half_life=MIDDLE, **options)
     rng = random.Random(5)
@@ -681,6 +682,8 @@ def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission
             if i % 997 == 0:  # now and then a group is forgotten, and another one's key restored
                 policy.forget(group)
                 policy.set_key(-1 - i, restored)
+            if i % 4999 == 4998:  # and the real cache changes size (its shadows evict, or start over from 0)
+                policy.set_capacity((0.0, 150.0, 400.0, 900.0)[(i // 4999) % 4])
         if i % 2999 == 0:
             assert fast.take_touched() == reference.take_touched()
         if choose_admission and i % 1009 == 0:
