@@ -123,11 +123,14 @@ __all__ = ["AdaptiveLRFUPolicy", "Candidate", "DEFAULT_HALF_LIVES", "DampedChoic
 #: candidate half-lives: 5 minutes, 1 hour, 1 day, 7 days
 DEFAULT_HALF_LIVES = (300.0, 3600.0, 86400.0, 604800.0)
 
-#: the layouts of a cache the shadows replay (the kernel's numbers): every group admitted, lowest key out
-#: (PLAIN); the admission question asked first (ASKING); new groups on probation in a FIFO queue (PROBATION)
+#: the layouts of a cache the shadows replay (the kernels' HTDA_PLAIN, HTDA_ASKING, HTDA_PROBATION): every group
+#: admitted, lowest key out (PLAIN); the admission question asked first (ASKING); new groups on probation in a FIFO
+#: queue (PROBATION)
 PLAIN, ASKING, PROBATION = 0, 1, 2
 LAYOUTS = ("plain", "asking", "probation")
-#: the share of the cache a probation queue may fill (S3-FIFO's small queue; the kernel's PROBATION_SHARE)
+#: the share of the cache a probation queue may fill (S3-FIFO's small queue); the kernels' HTDA_PROBATION_SHARE
+#: (_adaptive_api.h) is the same number: their tests against the Python references, which use this one, fail
+#: if they differ
 PROBATION_SHARE = 0.1
 
 
