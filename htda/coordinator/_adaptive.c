@@ -17,7 +17,7 @@
  *   a candidate, side by side: what an access of it reads) hold a copy of its key at that candidate, the size
  *   that candidate's shadow holds of it (OUT when it does not hold it) and when it came in there (the order of
  *   a Python dict of residents, for sums in that order);
- * - the shadows are nl * nc, one per candidate and *layout* (the policy's `layouts`, a block of nc shadows
+ * - the shadows are ns, one per candidate and *layout* (the policy's `layouts`, a block of nc shadows
  *   each): shadow k evicts by candidate k % nc, laid out as its block says:
  *   - PLAIN: it admits every group and evicts the lowest keys;
  *   - ASKING: it admits a missed group only if the group's key before this access beats the key of each victim
@@ -107,7 +107,7 @@ typedef struct {
     PyObject **held; /* slot -> the float _keys holds for its group (a reference), or NULL */
     PyObject **owner; /* slot -> its group (the key `index` holds; NULL once forgotten) */
     double epoch, now;
-    int nc, ns, nl, active, busy, failed; /* candidates, shadows (nl * nc), layouts (1 to 3) */
+    int nc, ns, active, busy, failed; /* candidates, shadows (nc per layout) */
     int layout; /* how the cache around the rating should lay itself out now (the policy sets it) */
     double *inverse; /* 1 / half-life of each candidate */
     /* slots */
@@ -125,7 +125,7 @@ typedef struct {
     Py_ssize_t *s_slot, s_top, s_cap, *s_free, s_nfree;
     PyObject **s_group;
     Cell *cells; /* sampled index * ns + shadow */
-    /* the shadows, nl per candidate */
+    /* the shadows, one per candidate and layout */
     Shadow *shadows;
     double capacity, shadow_capacity, round_bytes;
     Py_ssize_t sampled, decision_every;
@@ -376,17 +376,17 @@ make_room(Kernel *self, int k, double size, double capacity, int asking, double 
 
 /* -- a probation shadow's queue and ghost list ----------------------------------------------------------------- */
 
-/* Keep the entries of ring whose sampled index is not leaving (the flags of `leaving`, or NULL and `only`), in
- * order; `out` is called on each that goes.  1 if any went. */
+/* Keep the entries of ring (of probation shadow k) whose sampled index is not leaving (the flags of `leaving`, or
+ * NULL and `only`), in order; `out` is called on each that goes.  1 if any went. */
 static int
-ring_filter(Ring *ring, const char *leaving, Py_ssize_t only, void (*out)(Shadow *, const Queued *),
-            Shadow *shadow)
+ring_filter(Kernel *self, int k, Ring *ring, const char *leaving, Py_ssize_t only,
+            void (*out)(Kernel *, int, const Queued *))
 {
     Py_ssize_t kept = 0;
     for (Py_ssize_t i = 0; i < ring->n; i++) {
         Queued entry = *fifo_at(ring, i);
         if (leaving ? leaving[entry.s] : entry.s == only)
-            out(shadow, &entry);
+            out(self, k, &entry);
         else
             *fifo_at(ring, kept++) = entry;
     }
@@ -498,17 +498,21 @@ arrivals(Kernel *self, int c, Py_ssize_t *count)
     return held;
 }
 
+/* a queued group leaves probation shadow k (and the shadow) */
 static void
-leaves_queue(Shadow *shadow, const Queued *entry)
+leaves_queue(Kernel *self, int k, const Queued *entry)
 {
-    shadow->extra[entry->s].where = MAIN;
+    self->shadows[k].extra[entry->s].where = MAIN;
+    CELL(self, entry->s, k)->size = OUT;
 }
 
+/* a group leaves probation shadow k's ghost list */
 static void
-leaves_ghost(Shadow *shadow, const Queued *entry)
+leaves_ghost(Kernel *self, int k, const Queued *entry)
 {
-    if (shadow->extra[entry->s].ghost == entry->stamp)
-        shadow->extra[entry->s].ghost = 0;
+    Extra *extra = &self->shadows[k].extra[entry->s];
+    if (extra->ghost == entry->stamp)
+        extra->ghost = 0;
 }
 
 /* a probation shadow's queued and ghost bytes summed again, in their lists' order (as sum() over an ordered
@@ -547,13 +551,8 @@ drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
         }
         int changed = kept != shadow->n;
         if (shadow->layout == PROBATION) {
-            for (Py_ssize_t i = 0; i < shadow->queue.n; i++) {
-                Py_ssize_t s = fifo_at(&shadow->queue, i)->s;
-                if (leaving ? leaving[s] : s == only)
-                    CELL(self, s, c)->size = OUT;
-            }
-            changed |= ring_filter(&shadow->queue, leaving, only, leaves_queue, shadow);
-            changed |= ring_filter(&shadow->ghost, leaving, only, leaves_ghost, shadow);
+            changed |= ring_filter(self, c, &shadow->queue, leaving, only, leaves_queue);
+            changed |= ring_filter(self, c, &shadow->ghost, leaving, only, leaves_ghost);
         }
         if (!changed && !all)
             continue;
@@ -1004,7 +1003,7 @@ free_state(Kernel *self)
     self->mix = NULL;
     self->sidx = self->free_slots = self->s_slot = self->s_free = NULL;
     self->s_group = NULL;
-    self->nc = self->ns = self->nl = self->keeps_before = 0;
+    self->nc = self->ns = self->keeps_before = 0;
     self->nslots = self->slot_cap = self->nfree = self->free_cap = 0;
     self->s_top = self->s_cap = self->s_nfree = self->nsampled = 0;
 }
@@ -1071,7 +1070,6 @@ Kernel_configure(Kernel *self, PyObject *args)
     }
     Py_DECREF(seq);
     self->nc = (int)nc;
-    self->nl = nl;
     self->ns = (int)nc * nl;
     self->keeps_before = 0;
     for (int k = 0; k < self->ns; k++) {

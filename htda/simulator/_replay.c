@@ -493,6 +493,21 @@ to_heap(Loop *self, File *file)
     return heap_push(&self->heap, file->key, file->head.id);
 }
 
+/* The ghost list's oldest entries go while it holds more than `keep` bytes (an entry whose file came back since
+ * is already gone: its bytes were taken off then). */
+static void
+trim_ghost(Loop *self, double keep)
+{
+    while ((double)self->ghosted > keep && self->ghost.n) {
+        Queued old = fifo_pop(&self->ghost);
+        File *was = (File *)find(&self->files, old.id);
+        if (was->ghost == old.stamp) {
+            was->ghost = 0;
+            self->ghosted -= old.size;
+        }
+    }
+}
+
 /* The rating lays the cache out otherwise now: the queued files join the heap, in the queue's order, and the
  * ghost list is forgotten. */
 static int
@@ -502,19 +517,13 @@ end_probation(Loop *self)
         if (to_heap(self, (File *)find(&self->files, fifo_pop(&self->queue).id)) < 0)
             return -1;
     self->queued = 0;
-    while (self->ghost.n) {
-        Queued old = fifo_pop(&self->ghost);
-        File *was = (File *)find(&self->files, old.id);
-        if (was->ghost == old.stamp)
-            was->ghost = 0;
-    }
-    self->ghosted = 0;
+    trim_ghost(self, -1.0); /* (every entry: the bytes it holds are never negative) */
     return 0;
 }
 
 /* The queue's oldest file leaves it: into the heap if it was read again while queued, else out of the cache and
- * into the ghost list (whose oldest entries go while it holds more than the rest of the capacity; an entry whose
- * file came back since is already gone).  The file just staged (staged_id) leaving unread was not admitted. */
+ * into the ghost list (which keeps at most the rest of the capacity).  The file just staged (staged_id) leaving
+ * unread was not admitted. */
 static int
 dequeue(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
 {
@@ -536,14 +545,7 @@ dequeue(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
     file->ghost = ghost.stamp;
     file->gone = ghost.size;
     self->ghosted += ghost.size;
-    while ((double)self->ghosted > (1.0 - PROBATION_SHARE) * (double)self->capacity && self->ghost.n) {
-        Queued old = fifo_pop(&self->ghost);
-        File *was = (File *)find(&self->files, old.id);
-        if (was->ghost == old.stamp) {
-            was->ghost = 0;
-            self->ghosted -= old.size;
-        }
-    }
+    trim_ghost(self, (1.0 - PROBATION_SHARE) * (double)self->capacity);
     return 0;
 }
 

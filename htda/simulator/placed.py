@@ -49,6 +49,8 @@ class PlacedHTDAPolicy(CachePolicy):
         if not cycle > 0:
             raise ValueError("cycle must be > 0 seconds")
         self.rating = rating
+        # an adaptive rating, driven as the coordinator drives it (see the module docstring), or None
+        self._adaptive = rating if isinstance(rating, AdaptiveLRFUPolicy) else None
         self.cycle = float(cycle)
         self.hysteresis = hysteresis
         self.per_job = accesses == "job"
@@ -118,8 +120,7 @@ class PlacedHTDAPolicy(CachePolicy):
         if not self._accessed:
             new = self._where  # no access since the last cycle: the placement is stable (placement's contract)
         else:
-            rating = self.rating
-            options = placement_admission(rating, self._group_of.get) if isinstance(rating, AdaptiveLRFUPolicy) else {}
+            options = {} if self._adaptive is None else placement_admission(self._adaptive, self._group_of.get)
             new = place(self._candidates(now), self._sizes, self.capacities, self._where, hysteresis=self.hysteresis,
                         **options)
         self._accessed = False
@@ -128,8 +129,8 @@ class PlacedHTDAPolicy(CachePolicy):
         self.evicted += sum(sizes[f] for f, node in old.items() if new.get(f) != node)
         self.used = sum(sizes[f] for f in new)
         self._where = new
-        if isinstance(self.rating, AdaptiveLRFUPolicy):  # its shadows count the groups placed, as the coordinator's
-            self.rating.set_capacity(len({self._group_of[f] for f in new}))
+        if self._adaptive is not None:  # its shadows count the groups placed, as the coordinator's do
+            self._adaptive.set_capacity(len({self._group_of[f] for f in new}))
         self.cycles += 1
         next_cycle = self._next_cycle
         assert next_cycle is not None  # replay() sets it before it runs the first cycle

@@ -454,17 +454,21 @@ class ShadowCache:
         self.used += size
         self.evict(capacity)
 
-    def drop_lowest(self) -> None:
+    def lowest(self) -> float:
+        """The lowest key of the main part (not empty), once the entries above it that went stale (their groups
+        accessed since they were pushed: keys only grow) are pushed again with their keys now."""
         heap, keys = self.heap, self.keys
         while True:
             key, victim = heap[0]
             current = keys[victim]
-            if current != key:  # accessed since it was pushed: keys only grow, re-push it
-                heapq.heapreplace(heap, (current, victim))
-                continue
-            heapq.heappop(heap)
-            self.used -= self.resident.pop(victim)
-            return
+            if current == key:
+                return key
+            heapq.heapreplace(heap, (current, victim))
+
+    def drop_lowest(self) -> None:
+        self.lowest()
+        _, victim = heapq.heappop(self.heap)
+        self.used -= self.resident.pop(victim)
 
     def evict(self, capacity: float) -> None:
         """Drop the lowest keys until the residents fit ``capacity`` (probation: the queue's oldest first while it
@@ -491,17 +495,10 @@ class ShadowCache:
         """The admission question for a group whose key before this access was ``before``: the lowest keys go
         while they are below it and ``size`` does not fit; False (the group stays out, the victims that went
         stay gone) at the first that is not."""
-        heap, keys, resident = self.heap, self.keys, self.resident
-        while self.used + size > capacity and heap:
-            key, victim = heap[0]
-            current = keys[victim]
-            if current != key:
-                heapq.heapreplace(heap, (current, victim))
-                continue
-            if before <= current:
+        while self.used + size > capacity and self.heap:
+            if before <= self.lowest():
                 return False
-            heapq.heappop(heap)
-            self.used -= resident.pop(victim)
+            self.drop_lowest()
         return True
 
     def discard(self, groups: Collection[Any]) -> None:

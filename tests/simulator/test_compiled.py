@@ -163,7 +163,7 @@ class ReferenceHTDA:
                 admitted = True
                 while used + size > cap:
                     key, victim = heap[0]
-                    current = keys[group_of[victim]] if fast and victim not in more_groups else file_key(victim)
+                    current = self.current_key(victim)
                     if current != key:
                         pop(heap)
                         entry_key[victim] = current
@@ -185,7 +185,7 @@ class ReferenceHTDA:
             used += size
             while used > cap:
                 key, victim = pop(heap)
-                current = keys[group_of[victim]] if fast and victim not in more_groups else file_key(victim)
+                current = self.current_key(victim)
                 if current != key:
                     entry_key[victim] = current
                     push(heap, (current, victim))
