@@ -233,7 +233,21 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         # the latest switches: (time, new half-life, new layout's name)
         self.history: deque[tuple[float, float, str]] = deque(maxlen=100)
         self.on_switch: Callable[[], None] | None = None
+        self._fixed = False
         self.set_capacity(capacity)
+
+    @classmethod
+    def fixed(cls, half_life: float, layout: int, epoch: float = 0.0) -> AdaptiveLRFUPolicy[Any]:
+        """One of the candidates alone: LRFU at ``half_life``, the cache laid out as ``layout`` says from the start,
+        never switching.  The simulator replays each (``htda simulate --hindsight``) to show what the online
+        choice among them gives up against the best of them in hindsight."""
+        if layout not in (PLAIN, ASKING, PROBATION):
+            raise ValueError(f"layout must be one of {PLAIN}, {ASKING}, {PROBATION} ({', '.join(LAYOUTS)})")
+        policy: AdaptiveLRFUPolicy[Any] = cls(half_life=half_life, epoch=epoch, half_lives=[half_life],
+                                              choose_admission=layout == ASKING, choose_probation=layout == PROBATION)
+        policy._fixed = True
+        policy._start_layout = layout
+        return policy
 
     @property
     def admitting(self) -> bool:
@@ -296,7 +310,7 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         requested, self._round_bytes = self._round_bytes, 0.0
         nc = len(self.half_lives)
         to = self.choice.round(hits, requested, self.active + nc * self.layouts.index(self.layout))
-        if to is not None:
+        if to is not None and not self._fixed:
             self._switch(to % nc, self.layouts[to // nc])
 
     def _switch(self, to: int, layout: int) -> None:

@@ -146,11 +146,14 @@ def cmd_suite(args: argparse.Namespace) -> Any:
             _hint_time_unit(trace.source, args.time_unit)
     half_lives = [parse_duration(h) for h in _split(args.half_lives or SUITE_HALF_LIVES)]
     text, verdicts = run_suite(traces, _split(args.policies), half_lives, rating=args.rating,
-                               admissions=_split(args.admission), candidates=_candidates(args))
+                               admissions=_split(args.admission), candidates=_candidates(args),
+                               hindsight=args.hindsight)
     if args.json:
         return [{"trace": v.name, "wins_everywhere": v.wins_everywhere, "gap_closed": v.gap_closed,
                  "sizes": [{"fraction": f, "htda": h, "best_baseline": b, "best_ratio": r, "bound": bound}
-                           for f, h, b, r, bound in v.rows]} for v in verdicts]
+                           | ({"hindsight": {"policy": v.hindsight[i][0], "ratio": v.hindsight[i][1]}}
+                              if v.hindsight else {})
+                           for i, (f, h, b, r, bound) in enumerate(v.rows)]} for v in verdicts]
     return text
 
 
@@ -207,7 +210,8 @@ def _spec(args: argparse.Namespace, size_texts: list[str], footprint: int | None
                    baselines=_split(args.policies), rating=args.rating, per_size=args.per_size,
                    accesses=args.accesses, nodes=args.nodes, belady=not args.no_belady, bound=not args.no_bound,
                    cycle=parse_duration(args.cycle, "cycle") if args.cycle else None, hysteresis=args.hysteresis,
-                   admissions=_split(args.admission), candidates=candidates, without_groups=args.without_groups)
+                   admissions=_split(args.admission), candidates=candidates, without_groups=args.without_groups,
+                   hindsight=args.hindsight)
 
 
 def _write_outputs(out: str, result, spec: RunSpec, footprint: int | None, text: str, plots: bool) -> list[str]:
@@ -272,6 +276,10 @@ def add_parser(subparsers) -> None:
                                         f"{SUITE_HALF_LIVES}: the first is the one judged)")
     p.add_argument("--candidates", help="the half-lives 'auto' chooses among (the coordinator's "
                                         "adaptive_half_lives; default 5m,1h,1d,7d)")
+    p.add_argument("--hindsight", action="store_true",
+                   help="with --half-lives auto: also replay each candidate it chooses among alone (every half-life "
+                        "in every layout, never switching): what the online choice gives up against the best of "
+                        "them in hindsight")
     p.add_argument("--suite", metavar="DIR", help="replay every *.csv trace of DIR (and --synthetic) at 1-50 %% of "
                                                   "each footprint against every baseline; print reST tables")
     p.add_argument("--policies", default="lru,lfu,arc,s3fifo,wtinylfu", help="baseline policies (default %(default)s)")

@@ -87,6 +87,9 @@ def best_half_lives(result: ReplayResult, reference: int | None = None) -> str:
             continue
         best = max(htda, key=result.byte_hit_ratio)
         line = f"{_size_label(capacity, reference)}: best {best.label} byte hit ratio {result.byte_hit_ratio(best):.4f}"
+        auto = next((r for r in htda if r.label == "htda(auto)"), None)
+        if auto is not None and auto is not best:
+            line += f" (htda(auto) {result.byte_hit_ratio(auto):.4f})"
         if others:
             rival = max(others, key=result.byte_hit_ratio)
             line += f", best other {rival.label} {result.byte_hit_ratio(rival):.4f}"

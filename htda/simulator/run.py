@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..coordinator.adaptive import DEFAULT_HALF_LIVES, AdaptiveLRFUPolicy
+from ..coordinator.adaptive import DEFAULT_HALF_LIVES, LAYOUTS, AdaptiveLRFUPolicy
 from ..coordinator.admission import ADMISSIONS, make_admission
 from ..node.plugins import PluginError, load
 from .engine import ReplayResult, replay
@@ -29,7 +29,7 @@ from .policies import CachePolicy
 from .trace import NO_GROUP, Chunk
 
 __all__ = ["AUTO", "RunSpec", "PartitionedPolicy", "WithoutGroups", "WITHOUT_GROUPS", "simulate", "htda_label",
-           "SIMULATOR_POLICIES", "RATING_POLICIES"]
+           "hindsight_label", "is_hindsight_label", "SIMULATOR_POLICIES", "RATING_POLICIES"]
 
 SIMULATOR_POLICIES = "htda.simulator.policies"
 RATING_POLICIES = "htda.policies"
@@ -62,6 +62,9 @@ class RunSpec:
     candidates: list[float] | None = None
     #: also replay each HTDA configuration with the trace's groups removed: the group rule's effect, by difference
     without_groups: bool = False
+    #: also replay each of the candidates "auto" chooses among alone (every half-life in every layout, never
+    #: switching): the best of them in hindsight beside the online choice
+    hindsight: bool = False
 
     def __post_init__(self) -> None:
         if self.cycle is None and self.nodes > 1:
@@ -78,6 +81,9 @@ class RunSpec:
             raise ValueError("the adaptive rating's candidate half-lives must be > 0 seconds")
         if not self.admissions or any(a not in ADMISSIONS for a in self.admissions):
             raise ValueError(f"admission must be one of {', '.join(ADMISSIONS)}")
+        if self.hindsight and (AUTO not in self.half_lives or self.nodes > 1 or self.rating != "lrfu"):
+            raise ValueError("hindsight compares the candidates of the half-life auto with it: give --half-lives "
+                             "auto, on one node, with the lrfu rating")
 
 
 def htda_label(half_life: float, admission: str = "none") -> str:
@@ -89,6 +95,16 @@ def htda_label(half_life: float, admission: str = "none") -> str:
         if half_life >= seconds and half_life % seconds == 0:
             return f"htda({int(half_life // seconds)}{unit}){suffix}"
     return f"htda({half_life:g}s){suffix}"
+
+
+def hindsight_label(half_life: float, layout: int) -> str:
+    """``htda(1d, probation)``: one candidate of the half-life auto replayed alone (``RunSpec.hindsight``)."""
+    return f"{htda_label(half_life)[:-1]}, {LAYOUTS[layout]})"
+
+
+def is_hindsight_label(label: str) -> bool:
+    """Whether ``label`` is one of :func:`hindsight_label`'s."""
+    return label.startswith("htda(") and label.endswith(tuple(f", {name})" for name in LAYOUTS))
 
 
 #: the label of a policy replayed by :class:`WithoutGroups`: ``htda(auto) no groups``
@@ -167,6 +183,10 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
         return lambda cap: HTDAPolicy(cap, rating(h), label=label, per_size=spec.per_size,
                                       accesses=spec.accesses, admission=make_admission(admission))
 
+    def fixed_candidate(h: float, layout: int) -> Callable[[int], CachePolicy]:
+        return lambda cap: HTDAPolicy(cap, AdaptiveLRFUPolicy.fixed(h, layout), label=hindsight_label(h, layout),
+                                      per_size=spec.per_size, accesses=spec.accesses)
+
     def without_groups(make: Callable[[int], CachePolicy]) -> Callable[[int], CachePolicy]:
         return lambda cap: WithoutGroups(make(cap))
 
@@ -185,6 +205,9 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
                     makers.append(without_groups(makers[-1]))
             if spec.cycle is not None and admission == spec.admissions[0]:
                 makers.append(placed(half_life, label + " placed", spec.cycle))
+    if spec.hindsight:
+        makers += [fixed_candidate(h, layout) for h in sorted(set(spec.candidates or DEFAULT_HALF_LIVES) | {AUTO_START})
+                   for layout in range(len(LAYOUTS))]
     policies = []
     for capacity in spec.capacities:
         for make in makers:

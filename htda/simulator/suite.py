@@ -18,14 +18,14 @@ import os
 import resource
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .engine import ReplayResult
 from .generator import AnalysisWorkload
 from .report import human_bytes
-from .run import RunSpec, htda_label, simulate
+from .run import RunSpec, htda_label, is_hindsight_label, simulate
 from .trace import Chunk, CsvTraceReader, footprint_and_replay
 
 __all__ = ["SuiteTrace", "TraceVerdict", "suite_traces", "run_suite", "verdict_of"]
@@ -48,6 +48,13 @@ class TraceVerdict:
 
     name: str
     rows: list[tuple[float, float, str, float, float]]  # (fraction, htda, best baseline name, its ratio, bound)
+    #: per size, the best candidate of the half-life auto replayed alone and its ratio (with ``hindsight``)
+    hindsight: list[tuple[str, float]] = field(default_factory=list)
+
+    @property
+    def hindsight_wins(self) -> int:
+        """At how many sizes the best candidate alone in hindsight is at or above the best baseline."""
+        return sum(ratio >= best - 1e-9 for (_, ratio), (_, _, _, best, _) in zip(self.hindsight, self.rows))
 
     @property
     def wins_everywhere(self) -> bool:
@@ -82,7 +89,7 @@ def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None,
 def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[float], rating: str = "lrfu",
               fractions: tuple[float, ...] = SUITE_SIZES,
               admissions: list[str] | None = None,
-              candidates: list[float] | None = None) -> tuple[str, list[TraceVerdict]]:
+              candidates: list[float] | None = None, hindsight: bool = False) -> tuple[str, list[TraceVerdict]]:
     """Replay every trace; return the report (reStructuredText) and the verdicts."""
     sections, verdicts = [], []
     for trace in traces:
@@ -92,7 +99,8 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
             capacities = [max(1, int(f * first.footprint)) for f in fractions]
             spec = RunSpec(capacities=capacities, half_lives=half_lives, baselines=baselines, rating=rating,
                            belady=False, admissions=admissions or ["none"], candidates=candidates,
-                           without_groups=first.grouped)  # the group rule's effect, where it has one
+                           without_groups=first.grouped,  # the group rule's effect, where it has one
+                           hindsight=hindsight)
             started = time.process_time()
             result = _size_by_size(first.replay, spec)
             cpu = time.process_time() - started
@@ -103,8 +111,12 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
     for v in verdicts:
         where = "at every size" if v.wins_everywhere else "below the best baseline at " + ", ".join(
             f"{100 * f:g} %" for f, htda, _, best, _ in v.rows if htda < best - 1e-9)
-        summary.append(f"- {v.name}: HTDA {where}; mean share of the baseline-to-bound gap closed "
-                       f"{100 * v.gap_closed:+.0f} %")
+        line = (f"- {v.name}: HTDA {where}; mean share of the baseline-to-bound gap closed "
+                f"{100 * v.gap_closed:+.0f} %")
+        if v.hindsight:
+            line += (f"; its best candidate alone, in hindsight, at or above the best baseline at "
+                     f"{v.hindsight_wins} of {len(v.rows)} sizes")
+        summary.append(line)
     return "\n\n".join(sections + ["\n".join(summary)]), verdicts
 
 
@@ -118,7 +130,10 @@ def verdict_of(name: str, result: ReplayResult, capacities: list[int], fractions
         htda = ratio[htda_label(half_lives[0], admission), capacity]
         best = max(baselines, key=lambda b: ratio[b, capacity])
         rows.append((fraction, htda, best, ratio[best, capacity], ratio["pfoo-l", capacity]))
-    return TraceVerdict(name, rows)
+    fixed = list(dict.fromkeys(label for label, _ in ratio if is_hindsight_label(label)))
+    hindsight = [max(((label, ratio[label, c]) for label in fixed), key=lambda pair: pair[1])
+                 for c in capacities] if fixed else []
+    return TraceVerdict(name, rows, hindsight)
 
 
 def _size_by_size(chunks: Callable[[], Iterable[Chunk]], spec: RunSpec) -> ReplayResult:
@@ -151,6 +166,10 @@ def _section(trace: SuiteTrace, result: ReplayResult, capacities: list[int], fra
              f"replayed in {cpu:.1f} s of CPU, peak RSS {_peak_rss_mb():.0f} MB.", "", _rst_table(header, rows), ""]
     lines.append("HTDA as configured vs the best baseline: " + "; ".join(
         f"{100 * f:g} % {htda:.4f} vs {best_name} {best:.4f}" for f, htda, best_name, best, _ in verdict.rows))
+    if verdict.hindsight:
+        lines.append("")
+        lines.append("The best candidate alone, in hindsight: " + "; ".join(
+            f"{100 * f:g} % {label} {ratio:.4f}" for (f, *_), (label, ratio) in zip(verdict.rows, verdict.hindsight)))
     return "\n".join(lines)
 
 

@@ -6,12 +6,12 @@ import argparse
 
 import pytest
 
-from htda.coordinator.adaptive import AdaptiveLRFUPolicy
+from htda.coordinator.adaptive import LAYOUTS, PLAIN, PROBATION, AdaptiveLRFUPolicy
 from htda.coordinator.admission import TinyLFUAdmission
 from htda.coordinator.rating import LRFUPolicy
 from htda.simulator.cli import parse_duration
 from htda.simulator.htda_policy import HTDAPolicy
-from htda.simulator.run import AUTO, RunSpec, build_policies, htda_label
+from htda.simulator.run import AUTO, RunSpec, build_policies, htda_label, is_hindsight_label
 
 from .helpers import chunk_of, run
 
@@ -62,3 +62,38 @@ def test_the_adaptive_rating_finds_the_short_half_life_in_a_replay_with_and_with
     assert auto.half_life == 10.0 and auto.switches == 1
     assert auto_admitted.half_life == 10.0
     assert results["auto"].hits > 1.5 * results["long"].hits
+
+
+def test_hindsight_replays_each_candidate_alone_beside_the_online_choice():
+    """``--hindsight``: every candidate half-life in every layout, fixed; plain at 1 day is LRFU at 1 day."""
+    names = _drifting()
+    spec = RunSpec(capacities=[40], half_lives=[AUTO, 86400.0], baselines=[], candidates=[10.0], hindsight=True,
+                   bound=False, belady=False)
+    policies = build_policies(spec)
+    labels = [p.label for p in policies]
+    assert labels == ["htda(auto)", "htda(1d)", "htda(10s, plain)", "htda(10s, asking)", "htda(10s, probation)",
+                      "htda(1d, plain)", "htda(1d, asking)", "htda(1d, probation)"]
+    assert all(is_hindsight_label(label) == (", " in label) for label in labels)
+    results = run(chunk_of(names), policies, 40, bound=False)
+    assert results["htda(1d, plain)"].hits == results["htda(1d)"].hits
+    assert results["htda(10s, plain)"].hits > 1.5 * results["htda(1d, plain)"].hits  # a drifting working set
+    for policy in policies[2:]:  # none switched, whatever its shadows showed
+        assert policy.rating.switches == 0 and policy.rating.layout == LAYOUTS.index(policy.label[:-1].split()[-1])
+    with pytest.raises(ValueError, match="give --half-lives auto"):
+        RunSpec(capacities=[40], half_lives=[86400.0], hindsight=True)
+
+
+def test_a_fixed_candidate_keeps_its_layout_and_half_life():
+    """Sets of 20 read twice in a row, then never again: the plain shadow hits every second read, the probation
+    shadow (a queue of 4) almost none; the candidate fixed on probation stays so, its shadows still scored."""
+    fixed = AdaptiveLRFUPolicy.fixed(10.0, PROBATION)
+    fixed.set_capacity(40)
+    assert fixed.probation and fixed.layouts == (PLAIN, PROBATION)
+    names = [f"p{p}-{i}" for p in range(100) for _ in range(2) for i in range(20)]
+    for t, name in enumerate(names):
+        fixed.access(name, float(t))
+    plain, probation = fixed.candidates()
+    assert plain.total > 3 * probation.total and probation.active
+    assert fixed.switches == 0 and fixed.half_life == 10.0 and fixed.probation
+    with pytest.raises(ValueError, match="layout must be one of 0, 1, 2"):
+        AdaptiveLRFUPolicy.fixed(60.0, 3)

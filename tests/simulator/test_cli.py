@@ -228,3 +228,27 @@ def test_the_suite_replays_size_by_size_as_one_pass_would(tmp_path):
     ratio = {(r.label, r.capacity): whole.byte_hit_ratio(r) for r in whole.results}
     assert [(s["htda"], s["best_ratio"], s["bound"]) for s in verdict["sizes"]] == [
         (ratio["htda(auto)", c], max(ratio["lru", c], ratio["arc", c]), ratio["pfoo-l", c]) for c in capacities]
+
+
+def test_the_suite_names_the_best_candidate_alone_in_hindsight(tmp_path):
+    from htda.simulator.run import AUTO, RunSpec, is_hindsight_label, simulate
+    from htda.simulator.suite import SUITE_SIZES
+    from htda.simulator.trace import CsvTraceReader, footprint_bytes
+
+    trace = tmp_path / "t.csv"
+    run_cli("trace", "generate", str(trace), "--requests", "3000", "--seed", "5")
+    args = ("simulate", "--suite", str(tmp_path), "--policies", "lru", "--half-lives", "auto", "--admission", "none",
+            "--hindsight")
+    text = run_cli(*args)
+    assert "htda(1d, probation)" in text and "The best candidate alone, in hindsight: 1 % htda(" in text
+    assert "its best candidate alone, in hindsight, at or above the best baseline at " in text
+    verdict, = run_cli("--json", *args)
+    capacities = [max(1, int(f * footprint_bytes(CsvTraceReader(trace).chunks()))) for f in SUITE_SIZES]
+    whole = simulate(CsvTraceReader(trace).chunks(), RunSpec(capacities, half_lives=[AUTO], baselines=["lru"],
+                                                             belady=False, bound=False, hindsight=True))
+    ratio = {(r.label, r.capacity): whole.byte_hit_ratio(r) for r in whole.results}
+    fixed = {label for label, _ in ratio if is_hindsight_label(label)}
+    assert len(fixed) == 12
+    assert [s["hindsight"]["ratio"] for s in verdict["sizes"]] == [max(ratio[f, c] for f in fixed) for c in capacities]
+    with pytest.raises(ValueError, match="give --half-lives auto"):
+        run_cli("simulate", "--suite", str(tmp_path), "--half-lives", "1d", "--hindsight")
