@@ -329,6 +329,15 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
             self.on_switch()
 
     # -- reading --------------------------------------------------------------
+    def shadow_hit_ratios(self) -> dict[tuple[str, str], float]:
+        """Each shadow's score as a share: its decayed hits over the decayed bytes asked for, keyed by (half-life in
+        seconds, layout name).  Near-equal shares say the choice is among near-equals (it may switch often for
+        little); all 0 before the first round."""
+        nc = len(self.half_lives)
+        requested = self.choice.requested
+        return {(f"{self.half_lives[i % nc]:g}", LAYOUTS[self.layouts[i // nc]]): total / requested if requested else 0.0
+                for i, total in enumerate(self.choice.totals)}
+
     def candidates(self) -> list[Candidate]:
         """Each candidate half-life, shortest first: its keys, its shadow cache and its hits, copied (every key
         of every group: for tests and investigations, not for a hot path)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..node import plugins
 from ..node.component import Component
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from ..node.rest import Route
 
 __all__ = ["CoordinatorComponent"]
+
+T = TypeVar("T")
 
 # how the log names each layout of the adaptive rating (htda.coordinator.adaptive)
 _LAYOUT_WORDS = {PLAIN: "admitting every group", ASKING: "asking new groups to beat what they displace",
@@ -187,7 +189,15 @@ class CoordinatorComponent(Component):
                     callback=lambda: float(policy.probation))
             m.gauge("htda_coordinator_rating_switches", "switches of the adaptive rating (half-life or layout) "
                     "since start", callback=lambda: policy.switches)
+            m.gauge("htda_coordinator_rating_shadow_hit_ratio", "each candidate's miniature cache: its decayed hits "
+                    "over the decayed requests of the latest rounds (what the choice compares)",
+                    ("half_life_seconds", "layout"),
+                    callback=lambda: self._under_state_lock(policy.shadow_hit_ratios))
         self._switches_logged = 0  # the adaptive rating's switches already logged (the cycle thread's)
+
+    def _under_state_lock(self, read: Callable[[], T]) -> T:
+        with self.core.state.lock:  # the rating's lock: ingest and the cycle change it
+            return read()
 
     # -- life cycle --------------------------------------------------------------------
     def loops(self) -> list[Periodic]:

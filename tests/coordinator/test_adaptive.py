@@ -343,7 +343,14 @@ def test_the_coordinator_shows_and_logs_probation(inprocess_node, caplog):
     policy.set_capacity(60)
     for t, g in pairs_among_scans():
         policy.access(g, t)
-    assert policy.probation and "htda_coordinator_rating_probation 1" in node.metrics.render()
+    text = node.metrics.render()
+    assert policy.probation and "htda_coordinator_rating_probation 1" in text
+    shares = {(line.split('half_life_seconds="')[1].split('"')[0], line.split('layout="')[1].split('"')[0]):
+              float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith("htda_coordinator_rating_shadow_hit_ratio{")}
+    assert len(shares) == 9 and all(0.0 <= share <= 1.0 for share in shares.values())
+    assert max(shares, key=shares.__getitem__) == (f"{policy.half_life:g}", "probation")  # the winner's, shown
+    assert shares == pytest.approx({key: share for key, share in policy.shadow_hit_ratios().items()})
     with caplog.at_level("INFO"):
         coordinator._log_switches()
     said = [r.getMessage() for r in caplog.records if "rating:" in r.getMessage()]
