@@ -335,8 +335,8 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         little); all 0 before the first round."""
         nc = len(self.half_lives)
         requested = self.choice.requested
-        return {(f"{self.half_lives[i % nc]:g}", LAYOUTS[self.layouts[i // nc]]): total / requested if requested else 0.0
-                for i, total in enumerate(self.choice.totals)}
+        return {(f"{self.half_lives[i % nc]:g}", LAYOUTS[self.layouts[i // nc]]):
+                total / requested if requested else 0.0 for i, total in enumerate(self.choice.totals)}
 
     def candidates(self) -> list[Candidate]:
         """Each candidate half-life, shortest first: its keys, its shadow cache and its hits, copied (every key
