@@ -21,6 +21,7 @@ from htda.coordinator.adaptive import (
     PROBATION_SHARE,
     AdaptiveLRFUPolicy,
     DampedChoice,
+    TwoPaceChoice,
 )
 from htda.coordinator.component import CoordinatorComponent
 from htda.coordinator.rating import NEVER, LRFUPolicy, RatingPolicy, log_add
@@ -69,7 +70,8 @@ def test_a_drifting_working_set_picks_the_short_half_life():
 
 
 def test_hot_groups_among_scans_pick_the_long_half_life():
-    policy = adaptive(start=SHORT, capacity=25, start_admitting=False)  # (asking, the short one does as well)
+    # asking, or on probation, the short one does as well: this is about the half-life alone
+    policy = adaptive(start=SHORT, capacity=25, start_admitting=False, choose_probation=False)
     for t, g in hot_among_scans():
         policy.access(g, t)
     assert policy.half_life >= MIDDLE  # both are long against the hot groups' reuse interval (~40 s)
@@ -249,6 +251,44 @@ def test_a_decisive_win_switches_at_once():
     assert choice.round([960.0, 0.0, 900.0], 1000.0, long) == short  # 60 > 0.5 * 100
 
 
+def test_the_half_life_follows_a_lasting_lead_not_one_round():
+    """Two half-lives, one layout: a round in which the other half-life hits more, carried into the next by the
+    quick totals, would pass a patience of two; the slowly decayed totals hold it back.  A lead that lasts
+    switches in two rounds."""
+    short, long = 0, 1
+
+    def steady(choice) -> None:
+        for _ in range(60):  # both hit 5 of 10 a round: the totals settle
+            assert choice.round([5.0, 5.0], 10.0, long, 0) is None
+
+    two_paces = TwoPaceChoice(2, 1, hysteresis=0.05, patience=2, decay=0.5, decisive=0.5, half_life_decay=0.9)
+    one_pace = DampedChoice(2, hysteresis=0.05, patience=2, decay=0.5, decisive=0.5)
+    steady(two_paces)
+    for _ in range(60):
+        one_pace.round([5.0, 5.0], 10.0, long)
+    assert one_pace.round([7.0, 5.0], 10.0, long) is None and one_pace.round([5.0, 5.0], 10.0, long) == short
+    assert two_paces.round([7.0, 5.0], 10.0, long, 0) is None and two_paces.round([5.0, 5.0], 10.0, long, 0) is None
+    assert two_paces.quick.totals == one_pace.totals  # the quick totals are the same; the slow ones decide
+    steady(two_paces)
+    assert two_paces.round([7.0, 5.0], 10.0, long, 0) is None and two_paces.round([7.0, 5.0], 10.0, long, 0) == (
+        short, 0)
+
+
+def test_the_layout_follows_at_the_quick_pace_and_a_new_half_life_brings_its_best_layout():
+    """Two half-lives, two layouts (shadows: short plain, long plain, short asking, long asking)."""
+    choice = TwoPaceChoice(2, 2, hysteresis=0.05, patience=2, decay=0.5, decisive=10.0, half_life_decay=0.9)
+    short, long, plain, asking = 0, 1, 0, 1
+    for _ in range(60):
+        assert choice.round([5.0, 5.0, 5.0, 5.0], 10.0, long, plain) is None
+    # the long half-life's asking shadow leads: a change of layout, at the patience of the quick rule
+    assert choice.round([5.0, 5.0, 5.0, 7.0], 10.0, long, plain) is None
+    assert choice.round([5.0, 5.0, 5.0, 7.0], 10.0, long, plain) == (long, asking)
+    # then the short half-life leads, asking (its plain shadow hits no more than before): one round is not
+    # enough against the slow totals, the second is, and it comes with the layout that serves it best
+    assert choice.round([5.0, 4.0, 8.0, 5.0], 10.0, long, asking) is None
+    assert choice.round([5.0, 4.0, 8.0, 5.0], 10.0, long, asking) == (short, asking)
+
+
 def test_noise_does_not_flap_the_choice():
     """Every candidate hits alike when the working set fits: the choice stays where it started."""
     policy = adaptive(start=MIDDLE, capacity=100)
@@ -280,6 +320,7 @@ def test_without_a_capacity_it_is_plain_lrfu():
     ({"patience": 0}, "patience"),
     ({"decay": 1.0}, "decay"),
     ({"decisive": -0.5}, "decisive"),
+    ({"half_life_decay": 1.0}, "half_life_decay"),
 ])
 def test_bad_options_are_refused_by_name(options, problem):
     with pytest.raises(ValueError, match=problem):
@@ -523,7 +564,7 @@ class ShadowCache:
 
 class _Straightforward(RatingPolicy):
     """The reference for the C kernel, from the module docstring and nothing of the fast policy but its decision
-    rule (DampedChoice): every access log-adds at each candidate with :func:`log_add`, samples the group by its
+    rule (TwoPaceChoice): every access log-adds at each candidate with :func:`log_add`, samples the group by its
     hash (sample_hash), plays every shadow cache plainly (ShadowCache: push, then evict the lowest keys while
     over; an admission shadow asks ShadowCache.admit first); a switch copies the winner's keys into the ranked
     table (the same dict object)."""
@@ -544,7 +585,7 @@ class _Straightforward(RatingPolicy):
         self.asks = [layout == ASKING for layout in self.layouts for _ in self.tables]
         self.layout = PLAIN
         self.start_layout = ASKING if choose_admission and start_admitting else PLAIN
-        self.choice = DampedChoice(len(self.shadows), hysteresis, patience, decay)
+        self.choice = TwoPaceChoice(len(self.tables), len(self.layouts), hysteresis, patience, decay)
         self.round, self.round_bytes = 0, 0.0
         self.history, self.switches, self.on_switch = [], 0, None
         self.set_capacity(capacity)
@@ -601,10 +642,10 @@ class _Straightforward(RatingPolicy):
             hits = [shadow.hits for shadow in self.shadows]
             for shadow in self.shadows:
                 shadow.hits = 0.0
-            to = self.choice.round(hits, self.round_bytes, self.active + nc * self.layouts.index(self.layout))
+            to = self.choice.round(hits, self.round_bytes, self.active, self.layouts.index(self.layout))
             self.round, self.round_bytes = 0, 0.0
             if to is not None:
-                self.switch(to % nc, self.layouts[to // nc], t)
+                self.switch(to[0], self.layouts[to[1]], t)
 
     def halve(self):
         self.sample_rate /= 2
@@ -701,7 +742,7 @@ def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission
     assert len(candidates) == len(reference.shadows) == len(reference.tables) * len(reference.layouts)
     assert [c.keys for c in candidates[:len(reference.tables)]] == reference.tables  # every key, exactly
     assert fast.sampled() == reference.sampled and fast.sampled_groups == len(reference.sampled)
-    assert fast.sample_rate == reference.sample_rate and fast.scores() == reference.choice.totals
+    assert fast.sample_rate == reference.sample_rate and fast.scores() == reference.choice.quick.totals
     assert [c.layout for c in candidates] == [LAYOUTS[layout] for layout in reference.layouts for _ in reference.tables]
     for mine, theirs in zip(candidates, reference.shadows):
         assert mine.residents == theirs.resident and mine.used == theirs.used and mine.hits == theirs.hits

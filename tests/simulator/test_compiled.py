@@ -420,13 +420,14 @@ def test_a_switch_between_replays_re_keys_the_cache_as_the_reference_does():
     for policy in (compiled, reference):
         policy.replay(times[:half], ids[:half], sizes[:half], groups[:half])
     switches = compiled.rating.switches
-    assert compiled.rating.half_life == 5.0
-    for policy in (compiled, reference):  # a few hot groups among one-off ones: a longer half-life wins
+    assert compiled.rating.half_life == 200.0
+    for policy in (compiled, reference):  # a working set that moves on: the short half-life wins
         rng = random.Random(1)
         for i in range(3000):
-            group = 100_000 + rng.randrange(5) if rng.random() < 0.5 else 200_000 + i
+            group = 300_000 + (i // 300) * 20 + rng.randrange(20)
             policy.rating.access(group, times[half - 1] + 1 + i, 1.0, 300)
     assert compiled.rating.switches == reference.rating.switches > switches
+    assert compiled.rating.half_life == reference.rating.half_life == 5.0  # every key changed
     rest = (times[half:], ids[half:], sizes[half:], groups[half:])
     assert compiled.replay(*rest) == reference.replay(*rest)
     assert (compiled.staged, compiled.evicted, compiled.contents()) == (reference.staged, reference.evicted,
