@@ -111,7 +111,16 @@ def inprocess_node(tmp_path):
 
     def make(name: str, components: list[str], seeds: list[str] | None = None, sections: dict | None = None,
              clock: Clock = SYSTEM_CLOCK, **pool):
-        node = start_inprocess(_config(tmp_path, name, components, seeds, sections, pool), clock)
+        # free_port() checks a port that the node binds only later: another worker's server may take it between
+        # the two (rarely; seen once in 1,269 tests).  The node then fails to start before it has started
+        # anything (its server binds first), and it is started again on another port.
+        for attempt in range(3):
+            try:
+                node = start_inprocess(_config(tmp_path, name, components, seeds, sections, pool), clock)
+                break
+            except OSError as exc:
+                if "Address already in use" not in str(exc) or attempt == 2:
+                    raise
         nodes.append(node)
         return node
 

@@ -85,3 +85,16 @@ def test_a_client_hanging_up_mid_transfer_prints_no_traceback_but_other_errors_d
         assert "ValueError: a handler bug" in capfd.readouterr().err
     finally:
         server.stop()
+
+
+def test_an_inprocess_node_moves_to_another_port_when_its_first_is_taken(monkeypatch, inprocess_node):
+    import tests.conftest
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", free_port()))
+        taken.listen()
+        ports = iter([taken.getsockname()[1], free_port()])
+        monkeypatch.setattr(tests.conftest, "free_port", lambda: next(ports))
+        node = inprocess_node("moved", ["locator"])
+        assert node.server.port != taken.getsockname()[1]
+        assert node.url.endswith(f":{node.server.port}")
