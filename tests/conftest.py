@@ -12,6 +12,7 @@ from htda.node.client import Client
 from htda.node.clock import SYSTEM_CLOCK, Clock
 from htda.node.runtime import load_config
 from testkit.nodes import SECRET, NodeProcess, free_port, start_inprocess, wait_until, write_config
+from testkit.processes import ProcessExited
 
 ALL_IN_ONE = Path(__file__).resolve().parents[1] / "config" / "all-in-one.toml"
 #: seconds a test marked ``slow`` (an end-to-end run) may take; every other test has pyproject's 60
@@ -94,9 +95,18 @@ def node_factory(tmp_path):
 
     def make(name: str, components: list[str], seeds: list[str] | None = None,
              sections: dict | None = None, start: bool = True, **pool) -> NodeProcess:
-        proc = NodeProcess(_config(tmp_path, name, components, seeds, sections, pool))
-        started.append(proc)
-        return proc.start() if start else proc
+        for attempt in range(3):  # a port taken after free_port() checked it: again on another (see below)
+            proc = NodeProcess(_config(tmp_path, name, components, seeds, sections, pool))
+            started.append(proc)
+            if not start:
+                return proc
+            try:
+                return proc.start()
+            except ProcessExited as exc:
+                if "Address already in use" not in str(exc) or attempt == 2:
+                    raise
+                proc.log.unlink()  # the next attempt's log starts empty
+        raise AssertionError("unreachable")
 
     yield make
     for proc in started:
@@ -113,7 +123,7 @@ def inprocess_node(tmp_path):
              clock: Clock = SYSTEM_CLOCK, **pool):
         # free_port() checks a port that the node binds only later: another worker's server may take it between
         # the two (rarely; seen once in 1,269 tests).  The node then fails to start before it has started
-        # anything (its server binds first), and it is started again on another port.
+        # anything (its server binds first), and it is started again on another port (node_factory's too).
         for attempt in range(3):
             try:
                 node = start_inprocess(_config(tmp_path, name, components, seeds, sections, pool), clock)

@@ -98,3 +98,16 @@ def test_an_inprocess_node_moves_to_another_port_when_its_first_is_taken(monkeyp
         node = inprocess_node("moved", ["locator"])
         assert node.server.port != taken.getsockname()[1]
         assert node.url.endswith(f":{node.server.port}")
+
+
+def test_a_node_process_moves_to_another_port_when_its_first_is_taken(monkeypatch, node_factory):
+    import tests.conftest
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", free_port()))
+        taken.listen()
+        ports = iter([taken.getsockname()[1], free_port()])
+        monkeypatch.setattr(tests.conftest, "free_port", lambda: next(ports))
+        node = node_factory("moved", ["locator"])
+        assert not node.url.endswith(f":{taken.getsockname()[1]}")
+        assert node.get("/healthz")["status"] == "ok"
