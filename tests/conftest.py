@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -84,6 +86,25 @@ def _config(tmp_path, name: str, components: list[str], seeds: list[str] | None,
                         sections=sections, **pool)
 
 
+T = TypeVar("T")
+_PORT_TAKEN = "Address already in use"
+
+
+def _on_a_free_port(start: Callable[[Path], T], config: Callable[[], Path]) -> T:
+    """``start(config())``, again with a new config (a new port) when the port was taken.
+
+    free_port() checks a port that the node binds only later: another worker's server may take it between the
+    two (rarely; seen once in 1,269 tests).  The node then fails to start before it has started anything (its
+    server binds first), in process (OSError) or as a subprocess (ProcessExited, its log saying so)."""
+    for attempt in range(3):
+        try:
+            return start(config())
+        except (OSError, ProcessExited) as exc:
+            if _PORT_TAKEN not in str(exc) or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture
 def node_factory(tmp_path):
     """Start ``htda-node`` subprocesses: ``node_factory(name, components, seeds=None, sections=None)``.
@@ -95,18 +116,19 @@ def node_factory(tmp_path):
 
     def make(name: str, components: list[str], seeds: list[str] | None = None,
              sections: dict | None = None, start: bool = True, **pool) -> NodeProcess:
-        for attempt in range(3):  # a port taken after free_port() checked it: again on another (see below)
-            proc = NodeProcess(_config(tmp_path, name, components, seeds, sections, pool))
+        def started_process(config: Path) -> NodeProcess:
+            proc = NodeProcess(config)
             started.append(proc)
             if not start:
                 return proc
             try:
                 return proc.start()
             except ProcessExited as exc:
-                if "Address already in use" not in str(exc) or attempt == 2:
-                    raise
-                proc.log.unlink()  # the next attempt's log starts empty
-        raise AssertionError("unreachable")
+                if _PORT_TAKEN in str(exc):
+                    proc.log.unlink()  # the next attempt's log starts empty
+                raise
+
+        return _on_a_free_port(started_process, lambda: _config(tmp_path, name, components, seeds, sections, pool))
 
     yield make
     for proc in started:
@@ -121,16 +143,8 @@ def inprocess_node(tmp_path):
 
     def make(name: str, components: list[str], seeds: list[str] | None = None, sections: dict | None = None,
              clock: Clock = SYSTEM_CLOCK, **pool):
-        # free_port() checks a port that the node binds only later: another worker's server may take it between
-        # the two (rarely; seen once in 1,269 tests).  The node then fails to start before it has started
-        # anything (its server binds first), and it is started again on another port (node_factory's too).
-        for attempt in range(3):
-            try:
-                node = start_inprocess(_config(tmp_path, name, components, seeds, sections, pool), clock)
-                break
-            except OSError as exc:
-                if "Address already in use" not in str(exc) or attempt == 2:
-                    raise
+        node = _on_a_free_port(lambda config: start_inprocess(config, clock),
+                               lambda: _config(tmp_path, name, components, seeds, sections, pool))
         nodes.append(node)
         return node
 

@@ -9,6 +9,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,18 +44,25 @@ def test_waiting_for_a_dead_process_stops_at_once():
 
 
 @pytest.mark.skipif(shutil.which("xrootd") is None or os.geteuid() != 0, reason="needs xrootd-server and root")
-def test_xrootd_moves_to_another_port_when_its_first_is_taken(monkeypatch):
+@contextmanager
+def first_port_taken(monkeypatch, module, address: str = "127.0.0.1") -> Iterator[int]:
+    """``module``'s free_port() hands out a port something listens on first, then a free one: the taken port."""
     with socket.socket() as taken:
-        taken.bind(("0.0.0.0", free_port()))  # xrootd listens on every address
+        taken.bind((address, free_port()))
         taken.listen()
         ports = iter([taken.getsockname()[1], free_port()])
-        monkeypatch.setattr(testkit.storage, "free_port", lambda: next(ports))
+        monkeypatch.setattr(module, "free_port", lambda: next(ports))
+        yield taken.getsockname()[1]
+
+
+def test_xrootd_moves_to_another_port_when_its_first_is_taken(monkeypatch):
+    with first_port_taken(monkeypatch, testkit.storage, "0.0.0.0") as taken:  # xrootd listens on every address
         workdir = Path(tempfile.mkdtemp(prefix="htda-testkit-"))
         os.chmod(workdir, 0o755)
         try:
             server = XRootDServer(workdir / "export", workdir / "xrd").start()
             try:
-                assert server.port != taken.getsockname()[1]
+                assert server.port != taken
                 assert server.url == f"root://127.0.0.1:{server.port}/"
                 assert server.proc is not None and server.proc.poll() is None
             finally:
@@ -90,24 +99,16 @@ def test_a_client_hanging_up_mid_transfer_prints_no_traceback_but_other_errors_d
 def test_an_inprocess_node_moves_to_another_port_when_its_first_is_taken(monkeypatch, inprocess_node):
     import tests.conftest
 
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", free_port()))
-        taken.listen()
-        ports = iter([taken.getsockname()[1], free_port()])
-        monkeypatch.setattr(tests.conftest, "free_port", lambda: next(ports))
+    with first_port_taken(monkeypatch, tests.conftest) as taken:
         node = inprocess_node("moved", ["locator"])
-        assert node.server.port != taken.getsockname()[1]
+        assert node.server.port != taken
         assert node.url.endswith(f":{node.server.port}")
 
 
 def test_a_node_process_moves_to_another_port_when_its_first_is_taken(monkeypatch, node_factory):
     import tests.conftest
 
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", free_port()))
-        taken.listen()
-        ports = iter([taken.getsockname()[1], free_port()])
-        monkeypatch.setattr(tests.conftest, "free_port", lambda: next(ports))
+    with first_port_taken(monkeypatch, tests.conftest) as taken:
         node = node_factory("moved", ["locator"])
-        assert not node.url.endswith(f":{taken.getsockname()[1]}")
+        assert not node.url.endswith(f":{taken}")
         assert node.get("/healthz")["status"] == "ok"
