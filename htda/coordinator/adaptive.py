@@ -132,7 +132,7 @@ except ImportError as exc:
     raise not_built(exc) from exc
 
 __all__ = ["AdaptiveLRFUPolicy", "Candidate", "DEFAULT_HALF_LIVES", "DampedChoice", "TwoPaceChoice", "LAYOUTS",
-           "PLAIN", "ASKING", "PROBATION", "PROBATION_SHARE", "placement_admission"]
+           "PLAIN", "ASKING", "PROBATION", "PROBATION_SHARE", "SHORTEST_ROUND", "placement_admission", "round_length"]
 
 #: candidate half-lives: 5 minutes, 1 hour, 1 day, 7 days
 DEFAULT_HALF_LIVES = (300.0, 3600.0, 86400.0, 604800.0)
@@ -142,10 +142,23 @@ DEFAULT_HALF_LIVES = (300.0, 3600.0, 86400.0, 604800.0)
 #: queue (PROBATION)
 PLAIN, ASKING, PROBATION = 0, 1, 2
 LAYOUTS = ("plain", "asking", "probation")
+#: the fewest sampled accesses in a round, however small the shadow caches (see :func:`round_length`)
+SHORTEST_ROUND = 100
 #: the share of the cache a probation queue may fill (S3-FIFO's small queue); the kernels' HTDA_PROBATION_SHARE
 #: (_adaptive_api.h) is the same number: their tests against the Python references, which use this one, fail
 #: if they differ
 PROBATION_SHARE = 0.1
+
+
+def round_length(longest: int, shadow_capacity: float, accesses: int, requested: float) -> int:
+    """How many sampled accesses the next round lasts: about one turnover of the shadow caches, as many accesses as
+    they hold groups of the round's mean size (``requested`` bytes over ``accesses``), at least
+    :data:`SHORTEST_ROUND` and at most ``longest``.  A round much longer than the turnover of a small cache
+    averages its phases away (and a short trace ends before the choice has seen a few rounds); one much shorter
+    than a large cache's turnover judges it before its choices show."""
+    if requested <= 0 or accesses <= 0:
+        return longest
+    return min(longest, max(SHORTEST_ROUND, int(shadow_capacity * accesses / requested)))
 
 
 class DampedChoice:
@@ -286,7 +299,9 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         self.sample_rate = sample_rate
         self._threshold = int(sample_rate * (1 << 64))  # sampled: the group's mixed hash is below this
         self.max_sampled = max_sampled
-        self.decision_every = decision_every
+        #: the longest round, in sampled accesses; :attr:`decision_every`, the current round's length, is shorter
+        #: while the shadow caches hold fewer groups (:func:`round_length`)
+        self.longest_round = self.decision_every = decision_every
         # the decisions, from every shadow's hits; their quick totals: scores()
         self.choice = TwoPaceChoice(len(candidates), len(self.layouts), hysteresis, patience, decay, decisive,
                                     half_life_decay)
@@ -367,8 +382,9 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
 
     def _decide(self, hits: Sequence[float]) -> None:
         """The end of a round (the kernel calls it): ``hits`` are the bytes each shadow hit in it."""
-        self._sampled = 0
+        accesses, self._sampled = self._sampled, 0
         requested, self._round_bytes = self._round_bytes, 0.0
+        self.decision_every = round_length(self.longest_round, self._shadow_capacity, accesses, requested)
         to = self.choice.round(hits, requested, self.active, self.layouts.index(self.layout))
         if to is not None and not self._fixed:
             self._switch(to[0], self.layouts[to[1]])

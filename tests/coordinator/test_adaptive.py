@@ -19,9 +19,11 @@ from htda.coordinator.adaptive import (
     PLAIN,
     PROBATION,
     PROBATION_SHARE,
+    SHORTEST_ROUND,
     AdaptiveLRFUPolicy,
     DampedChoice,
     TwoPaceChoice,
+    round_length,
 )
 from htda.coordinator.component import CoordinatorComponent
 from htda.coordinator.rating import NEVER, LRFUPolicy, RatingPolicy, log_add
@@ -296,6 +298,32 @@ def test_noise_does_not_flap_the_choice():
     for t in range(1, 20_001):
         policy.access(rng.randrange(60), t)
     assert policy.switches == 0
+
+
+@pytest.mark.parametrize("longest, shadow_capacity, accesses, requested, length", [
+    (1000, 500.0, 1000, 1000.0, 500),  # as many accesses as the shadows hold groups of size 1
+    (1000, 500.0, 100, 1000.0, SHORTEST_ROUND),  # groups of 10 bytes: 50 fit, but a round is never that short
+    (1000, 5000.0, 1000, 2000.0, 1000),  # 2,500 groups: at most the longest round
+    (1000, 500.0, 0, 0.0, 1000),  # nothing asked for in the round: nothing to go by
+    (50, 500.0, 1000, 1000.0, 50),  # a longest round below the shortest is still the longest
+])
+def test_a_round_lasts_about_one_turnover_of_the_shadow_caches(longest, shadow_capacity, accesses, requested,
+                                                               length):
+    assert round_length(longest, shadow_capacity, accesses, requested) == length
+
+
+def test_a_small_cache_decides_in_shorter_rounds_than_a_large_one():
+    """After its first round, a policy whose shadows hold 300 groups decides every 300 sampled accesses; one
+    whose shadows could hold more groups than a round has decides every ``decision_every``."""
+    small, large = adaptive(start=MIDDLE, capacity=300, decision_every=1000), \
+        adaptive(start=MIDDLE, capacity=5000, decision_every=1000)
+    rng = random.Random(4)
+    for t in range(1, 1001):
+        group = rng.randrange(2000)
+        small.access(group, t)
+        large.access(group, t)
+    assert (small.decision_every, large.decision_every) == (300, 1000)
+    assert small.longest_round == large.longest_round == 1000
 
 
 def test_the_sample_halves_to_its_budget():
@@ -579,6 +607,7 @@ class _Straightforward(RatingPolicy):
         self.befores = [{} for _ in self.half_lives]  # each group's key before its latest access
         self.sample_rate, self.threshold = sample_rate, int(sample_rate * (1 << 64))
         self.max_sampled, self.decision_every = max_sampled, decision_every
+        self.round_length = decision_every
         self.sampled = set()
         self.layouts = [PLAIN] + [ASKING] * choose_admission + [PROBATION] * choose_probation
         self.shadows = [ShadowCache(table, layout == PROBATION) for layout in self.layouts for table in self.tables]
@@ -638,11 +667,12 @@ class _Straightforward(RatingPolicy):
                 shadow.evict(capacity)
         self.round += 1
         self.round_bytes += size
-        if self.round >= self.decision_every:
+        if self.round >= self.round_length:
             hits = [shadow.hits for shadow in self.shadows]
             for shadow in self.shadows:
                 shadow.hits = 0.0
             to = self.choice.round(hits, self.round_bytes, self.active, self.layouts.index(self.layout))
+            self.round_length = round_length(self.decision_every, capacity, self.round, self.round_bytes)
             self.round, self.round_bytes = 0, 0.0
             if to is not None:
                 self.switch(to[0], self.layouts[to[1]], t)
@@ -707,7 +737,7 @@ def _random_trace(n: int = 30_000, seed: int = 3):
 
 
 def _options() -> dict:
-    return {"half_lives": (SHORT, MIDDLE, LONG), "decision_every": 100, "max_sampled": 2000, "capacity": 400.0,
+    return {"half_lives": (SHORT, MIDDLE, LONG), "decision_every": 300, "max_sampled": 2000, "capacity": 400.0,
             "patience": 1, "hysteresis": 0.02}
 
 
