@@ -55,8 +55,16 @@ and ranks with the one that is currently best:
   half-life (database objects, web pages, OLTP pages) this is what was
   missing (``docs/simulator.rst``, *Probation chosen online*);
 - **decisions** (:class:`TwoPaceChoice`), at two paces, because the two kinds
-  of switch cost the cache differently.  Every ``decision_every`` sampled
-  accesses the hit counts of the round are added to decayed totals:
+  of switch cost the cache differently.  At the end of every *round* the hit
+  counts of the round are added to decayed totals.  A round lasts about one
+  turnover of the shadow caches (:func:`round_length`): as many sampled
+  accesses as they hold groups of the round's mean size, at least
+  :data:`SHORTEST_ROUND` and at most ``decision_every`` (1,000): a small
+  cache's shadows show which wins long before 1,000 accesses, and rounds
+  much longer than their turnover average the phases away (over twelve
+  public traces: 33 cells at or above the best baseline instead of 32, and
+  on three held out the worst cell 0.0046 below it instead of 0.0085;
+  ``docs/simulator.rst``, *Rounds as long as a turnover*):
 
   - **the layout** of the active half-life follows its shadows quickly
     (:class:`DampedChoice`, totals decayed by ``decay`` a round): one of them
