@@ -217,34 +217,30 @@ class DampedChoice:
 class TwoPaceChoice:
     """The shadow that ranks, as (candidate half-life, layout): the half-life at a slow pace, the layout at a quick
     one (see the module docstring).  ``quick`` is the :class:`DampedChoice` of every shadow (a block of
-    ``candidates`` per layout), whose rule picks the layout among the active half-life's shadows; ``slow`` are
-    the shadows' hits decayed by ``half_life_decay`` a round and ``slow_requested`` the bytes asked for."""
+    ``candidates`` per layout), whose rule picks the layout among the active half-life's shadows; ``slow`` is
+    another over the same shadows, its totals decayed by ``half_life_decay`` a round, which switches at once
+    (patience 1) among each half-life's best shadow."""
 
     def __init__(self, candidates: int, layouts: int, hysteresis: float = 0.05, patience: int = 2,
                  decay: float = 0.5, decisive: float = 0.5, half_life_decay: float = 0.9):
         self.candidates, self.layouts = candidates, layouts
         self.quick = DampedChoice(candidates * layouts, hysteresis, patience, decay, decisive)
-        self.half_life_decay = half_life_decay
-        self.slow = [0.0] * (candidates * layouts)
-        self.slow_requested = 0.0
+        self.slow = DampedChoice(candidates * layouts, hysteresis, 1, half_life_decay, decisive)
 
     def round(self, hits: Sequence[float], requested: float, candidate: int, layout: int) -> tuple[int, int] | None:
         """Take one round (each shadow's bytes hit, the bytes asked for) while ``candidate`` ranks laid out as the
         ``layout``-th layout.  The (candidate, layout) to switch to, else None: another half-life once its best
         layout's slow total beats the active half-life's best by the margin, with that layout; else another
         layout of the active half-life as :class:`DampedChoice` picks it among them."""
-        quick, nc = self.quick, self.candidates
+        quick, slow, nc = self.quick, self.slow, self.candidates
         quick.add(hits, requested)
-        decay = self.half_life_decay
-        slow = self.slow = [decay * total + hit for total, hit in zip(self.slow, hits)]
-        self.slow_requested = decay * self.slow_requested + requested
-        best_layout = [max(range(self.layouts), key=lambda lay: slow[c + nc * lay]) for c in range(nc)]
-        lead = [slow[c + nc * best_layout[c]] for c in range(nc)]
-        best = max(range(nc), key=lead.__getitem__)
-        mine = lead[candidate]
-        if best != candidate and lead[best] - mine > quick.hysteresis * min(mine, self.slow_requested - mine):
+        slow.add(hits, requested)
+        totals = slow.totals
+        leads = [max((c + nc * lay for lay in range(self.layouts)), key=totals.__getitem__) for c in range(nc)]
+        to = slow.verdict(leads[candidate], leads)
+        if to is not None:
             quick.challenger, quick.wins = -1, 0
-            return best, best_layout[best]
+            return to % nc, to // nc
         to = quick.verdict(candidate + nc * layout, [candidate + nc * lay for lay in range(self.layouts)])
         return None if to is None else (candidate, to // nc)
 
