@@ -90,6 +90,7 @@ typedef struct {
     Entry *heap;
     Py_ssize_t n, cap;
     double used, hits;
+    double scale; /* its size as a share of shadow_capacity: 1, or the smaller shadows' share */
     int layout;
     /* a probation shadow's: its queue and ghost list, the bytes in each, the ghost entries stamped so far, and a
      * record per sampled index (NULL for the other layouts) */
@@ -107,7 +108,8 @@ typedef struct {
     PyObject **held; /* slot -> the float _keys holds for its group (a reference), or NULL */
     PyObject **owner; /* slot -> its group (the key `index` holds; NULL once forgotten) */
     double epoch, now;
-    int nc, ns, active, busy, failed; /* candidates, shadows (nc per layout) */
+    int nc, ns, active, busy, failed; /* candidates, shadows (nc per layout, per size) */
+    int nlive; /* the shadows replayed: the first nlive (smaller ones past them are retired: empty, never hit) */
     int layout; /* how the cache around the rating should lay itself out now (the policy sets it) */
     double *inverse; /* 1 / half-life of each candidate */
     /* slots */
@@ -233,7 +235,7 @@ sync_cells(Kernel *self, Py_ssize_t slot)
 {
     Py_ssize_t s = self->sidx[slot];
     if (s >= 0)
-        for (int k = 0; k < self->ns; k++)
+        for (int k = 0; k < self->nlive; k++)
             CELL(self, s, k)->key = self->K[slot * self->nc + k % self->nc];
 }
 
@@ -642,7 +644,7 @@ halve(Kernel *self)
         leaving[s] = self->s_group[s] != NULL && !in_sample(self, self->mix[self->s_slot[s]]);
     int failed = drop_from_shadows(self, leaving, -1, 1);
     for (int c = 0; c < self->ns && !failed; c++)
-        failed = evict(self, c, self->shadow_capacity);
+        failed = evict(self, c, self->shadow_capacity * self->shadows[c].scale);
     for (Py_ssize_t s = 0; s < self->s_top; s++)
         if (leaving[s])
             leave_sample(self, s);
@@ -656,11 +658,11 @@ halve(Kernel *self)
 static int
 replay_sampled(Kernel *self, Py_ssize_t s, double size)
 {
-    double capacity = self->shadow_capacity;
     Cell *cells = CELL(self, s, 0);
     const double *before = self->P == NULL ? NULL : &self->P[self->s_slot[s] * self->nc];
-    for (int c = 0; c < self->ns; c++) {
+    for (int c = 0; c < self->nlive; c++) {
         Shadow *shadow = &self->shadows[c];
+        double capacity = self->shadow_capacity * shadow->scale;
         Cell *cell = &cells[c];
         Extra *extra = shadow->extra == NULL ? NULL : &shadow->extra[s];
         double old = cell->size;
@@ -1003,23 +1005,30 @@ free_state(Kernel *self)
     self->mix = NULL;
     self->sidx = self->free_slots = self->s_slot = self->s_free = NULL;
     self->s_group = NULL;
-    self->nc = self->ns = self->keeps_before = 0;
+    self->nc = self->ns = self->nlive = self->keeps_before = 0;
     self->nslots = self->slot_cap = self->nfree = self->free_cap = 0;
     self->s_top = self->s_cap = self->s_nfree = self->nsampled = 0;
 }
 
 PyDoc_STRVAR(configure_doc,
-"_configure(inverses, active, layouts=(0,))\n--\n\n"
+"_configure(inverses, active, layouts=(0,), smaller=0.0)\n--\n\n"
 "Start empty with one candidate per 1 / half-life of ``inverses``, ``active`` the one whose keys are _keys, and\n"
-"a shadow per candidate and layout of ``layouts`` (distinct, of 0 plain, 1 asking, 2 probation), in that order.");
+"a shadow per candidate and layout of ``layouts`` (distinct, of 0 plain, 1 asking, 2 probation), in that order;\n"
+"with ``smaller`` (in (0, 1)) as many again after them, each ``smaller`` times the size.");
 
 static PyObject *
 Kernel_configure(Kernel *self, PyObject *args)
 {
     PyObject *inverses, *layout_arg = NULL;
     int active, layouts[3] = {PLAIN}, nl = 1, seen = 0;
-    if (!PyArg_ParseTuple(args, "Oi|O:_configure", &inverses, &active, &layout_arg))
+    double smaller = 0.0;
+    if (!PyArg_ParseTuple(args, "Oi|Od:_configure", &inverses, &active, &layout_arg, &smaller))
         return NULL;
+    if (!(smaller >= 0.0 && smaller < 1.0)) {
+        PyErr_SetString(PyExc_ValueError, "smaller: the smaller shadows' share of the size, in [0, 1)");
+        return NULL;
+    }
+    int sizes = smaller > 0.0 ? 2 : 1;
     if (layout_arg != NULL) {
         PyObject *given = PySequence_Fast(layout_arg, "layouts must be a sequence");
         if (given == NULL)
@@ -1054,7 +1063,7 @@ Kernel_configure(Kernel *self, PyObject *args)
     Py_CLEAR(self->index);
     self->index = PyDict_New();
     self->inverse = PyMem_Calloc((size_t)nc, sizeof(double));
-    self->shadows = PyMem_Calloc((size_t)nc * (size_t)nl, sizeof(Shadow));
+    self->shadows = PyMem_Calloc((size_t)nc * (size_t)nl * (size_t)sizes, sizeof(Shadow));
     if (self->index == NULL || self->inverse == NULL || self->shadows == NULL) {
         Py_DECREF(seq);
         if (!PyErr_Occurred())
@@ -1070,11 +1079,12 @@ Kernel_configure(Kernel *self, PyObject *args)
     }
     Py_DECREF(seq);
     self->nc = (int)nc;
-    self->ns = (int)nc * nl;
+    self->ns = self->nlive = (int)nc * nl * sizes;
     self->keeps_before = 0;
     for (int k = 0; k < self->ns; k++) {
-        self->shadows[k].layout = layouts[k / nc];
-        self->keeps_before |= layouts[k / nc] != PLAIN; /* the question, and probation in a placement */
+        self->shadows[k].layout = layouts[(k / nc) % nl];
+        self->shadows[k].scale = k < nc * nl ? 1.0 : smaller;
+        self->keeps_before |= layouts[(k / nc) % nl] != PLAIN; /* the question, and probation in a placement */
     }
     self->active = active;
     Py_RETURN_NONE;
@@ -1192,7 +1202,41 @@ Kernel_activate(Kernel *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(evict_doc, "_evict(capacity)\n--\n\nEvict from every shadow down to ``capacity``.");
+PyDoc_STRVAR(retire_doc,
+"_retire(first)\n--\n\nEmpty the shadows from index ``first`` on (>= 1) and replay them no more: their hits are 0 from\n"
+"now on.");
+
+static PyObject *
+Kernel_retire(Kernel *self, PyObject *arg)
+{
+    Py_ssize_t first = PyLong_AsSsize_t(arg);
+    if ((first == -1 && PyErr_Occurred()) || !ready(self))
+        return NULL;
+    if (first < 1 || first > self->ns) {
+        PyErr_SetString(PyExc_ValueError, "no such shadow");
+        return NULL;
+    }
+    for (int k = (int)first; k < self->nlive; k++) {
+        Shadow *shadow = &self->shadows[k];
+        for (Py_ssize_t s = 0; s < self->s_top; s++) {
+            CELL(self, s, k)->size = OUT;
+            if (shadow->extra != NULL)
+                shadow->extra[s] = (Extra){0, 0.0, MAIN};
+        }
+        PyMem_Free(shadow->heap);
+        PyMem_Free(shadow->queue.a);
+        PyMem_Free(shadow->ghost.a);
+        shadow->heap = NULL;
+        shadow->n = shadow->cap = 0;
+        shadow->queue = shadow->ghost = (Ring){0};
+        shadow->used = shadow->hits = shadow->queued = shadow->ghosted = 0.0;
+    }
+    if (first < self->nlive)
+        self->nlive = (int)first;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(evict_doc, "_evict(capacity)\n--\n\nEvict from every shadow down to its share of ``capacity``.");
 
 static PyObject *
 Kernel_evict(Kernel *self, PyObject *arg)
@@ -1203,7 +1247,7 @@ Kernel_evict(Kernel *self, PyObject *arg)
     int failed = 0;
     self->busy = 1;
     for (int c = 0; c < self->ns && !failed; c++)
-        failed = evict(self, c, capacity);
+        failed = evict(self, c, capacity * self->shadows[c].scale);
     self->busy = self->failed = 0;
     if (failed)
         return NULL;
@@ -1303,6 +1347,7 @@ static PyMethodDef Kernel_methods[] = {
     {"_forget", (PyCFunction)Kernel_forget, METH_O, forget_doc},
     {"_activate", (PyCFunction)Kernel_activate, METH_O, activate_doc},
     {"_evict", (PyCFunction)Kernel_evict, METH_O, evict_doc},
+    {"_retire", (PyCFunction)Kernel_retire, METH_O, retire_doc},
     {"table", (PyCFunction)Kernel_table, METH_O, table_doc},
     {"shadow", (PyCFunction)Kernel_shadow, METH_O, shadow_doc},
     {"sampled", (PyCFunction)Kernel_sample, METH_NOARGS, sample_doc},

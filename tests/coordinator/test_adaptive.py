@@ -20,6 +20,7 @@ from htda.coordinator.adaptive import (
     PROBATION,
     PROBATION_SHARE,
     SHORTEST_ROUND,
+    SMALLER_SHARE,
     AdaptiveLRFUPolicy,
     DampedChoice,
     TwoPaceChoice,
@@ -166,7 +167,7 @@ def test_a_working_set_that_moves_on_admits_every_group():
     policy = adaptive(start=SHORT, half_lives=(SHORT,), start_admitting=False)
     for t, g in drifting():
         policy.access(g, t)
-    assert not policy.admitting and policy.switches == 0
+    assert not policy.admitting and all(layout != "asking" for _, _, layout in policy.history)  # it never asked
 
 
 def test_it_asks_only_while_it_has_shadows():
@@ -292,12 +293,76 @@ def test_the_layout_follows_at_the_quick_pace_and_a_new_half_life_brings_its_bes
 
 
 def test_noise_does_not_flap_the_choice():
-    """Every candidate hits alike when the working set fits: the choice stays where it started."""
+    """Every candidate hits alike when the working set fits: the choice stays where it started (the layout is the
+    smaller shadows' pick, which is no switch: nothing tells the cache's own shadows apart)."""
     policy = adaptive(start=MIDDLE, capacity=100)
     rng = random.Random(2)
     for t in range(1, 20_001):
         policy.access(rng.randrange(60), t)
-    assert policy.switches == 0
+    assert policy.switches == 0 and policy.half_life == MIDDLE and policy.smaller is not None
+
+
+def read_twice_at_once(groups: int, start: int = 0):
+    """Each group read twice in a row, and never again: a cache that admits it at once hits its second read."""
+    t = 0
+    for g in range(start, start + groups):
+        for _ in range(2):
+            t += 1
+            yield t, g
+
+
+def test_the_smaller_shadows_replay_what_a_policy_of_their_size_would():
+    """The shadows of SMALLER_SHARE of the size hold what a policy of that size holds, through a halving of the
+    sample, and their hits go to a choice of their own (in the larger policy's rounds)."""
+    policy = adaptive(start=MIDDLE, capacity=800, max_sampled=150)
+    alone = adaptive(start=MIDDLE, capacity=800 * SMALLER_SHARE, max_sampled=150, smaller_share=0.0)
+    rng = random.Random(4)
+    for t in range(1, 6001):
+        group = rng.randrange(250)
+        for p in (policy, alone):
+            p.access(group, t, size=float(1 + group % 3))
+    assert policy.smaller is not None and policy.sample_rate == alone.sample_rate == 0.5  # it halved, still level
+    mine = len(policy.scores())
+    for k in range(mine):
+        held, used, _ = policy.shadow(mine + k)
+        theirs, their_used, _ = alone.shadow(k)
+        assert held == theirs and used == their_used and 0 < used <= 800 * SMALLER_SHARE * policy.sample_rate
+    assert policy.smaller.quick.requested > 0 and max(policy.smaller.quick.totals) > 0  # judged by their own choice
+
+
+def test_until_its_own_shadows_differ_the_cache_starts_from_the_smaller_ones_pick():
+    """A cache eight times larger than what is read so far has nothing to tell its shadows apart: it starts asking,
+    but the smaller shadows have seen the question keep every group out until its second read, which comes at
+    once, so it stops asking without a switch.  Once its own shadows differ, they decide, and the smaller ones are
+    retired (empty, their hits 0)."""
+    policy = adaptive(start=MIDDLE, capacity=4000)
+    assert policy.admitting and policy.smaller is not None
+    for t, g in read_twice_at_once(3000):
+        policy.access(g, t)
+    assert not policy.admitting and policy.switches == 0 and policy.smaller is not None
+    for t, g in read_twice_at_once(20_000, start=3000):
+        policy.access(g, 6000 + t)
+    assert policy.smaller is None and not policy.admitting
+    mine = len(policy.scores())
+    assert all(policy.shadow(mine + k) == ({}, 0.0, 0.0) for k in range(mine))
+    assert policy.candidates()[0].residents  # its own shadows go on
+
+
+def test_the_kernel_refuses_a_smaller_share_out_of_range_and_a_shadow_it_does_not_have():
+    policy = adaptive(start=MIDDLE)
+    for share in (-0.1, 1.0, math.nan):
+        with pytest.raises(ValueError, match="smaller"):
+            policy._configure([1.0], 0, (PLAIN,), share)
+    for first in (0, 10_000):
+        with pytest.raises(ValueError, match="no such shadow"):
+            policy._retire(first)
+
+
+def test_without_smaller_shadows_it_asks_until_its_own_shadows_tell():
+    policy = adaptive(start=MIDDLE, capacity=4000, smaller_share=0.0)
+    for t, g in read_twice_at_once(3000):
+        policy.access(g, t)
+    assert policy.admitting and policy.smaller is None
 
 
 @pytest.mark.parametrize("longest, shadow_capacity, accesses, requested, length", [
@@ -349,6 +414,7 @@ def test_without_a_capacity_it_is_plain_lrfu():
     ({"decay": 1.0}, "decay"),
     ({"decisive": -0.5}, "decisive"),
     ({"half_life_decay": 1.0}, "half_life_decay"),
+    ({"smaller_share": 1.0}, "smaller_share"),
 ])
 def test_bad_options_are_refused_by_name(options, problem):
     with pytest.raises(ValueError, match=problem):
@@ -594,12 +660,12 @@ class _Straightforward(RatingPolicy):
     """The reference for the C kernel, from the module docstring and nothing of the fast policy but its decision
     rule (TwoPaceChoice): every access log-adds at each candidate with :func:`log_add`, samples the group by its
     hash (sample_hash), plays every shadow cache plainly (ShadowCache: push, then evict the lowest keys while
-    over; an admission shadow asks ShadowCache.admit first); a switch copies the winner's keys into the ranked
-    table (the same dict object)."""
+    over; an admission shadow asks ShadowCache.admit first), the smaller shadows as the others at their share of
+    the size; a switch copies the winner's keys into the ranked table (the same dict object)."""
 
     def __init__(self, half_life, half_lives, capacity=0.0, sample_rate=1.0, max_sampled=16384, decision_every=1000,
                  hysteresis=0.05, patience=2, decay=0.5, choose_admission=True, start_admitting=True,
-                 choose_probation=True):
+                 choose_probation=True, smaller_share=SMALLER_SHARE):
         super().__init__(half_life)
         self.half_lives = sorted({float(h) for h in half_lives} | {self.half_life})
         self.active = self.half_lives.index(self.half_life)
@@ -610,11 +676,17 @@ class _Straightforward(RatingPolicy):
         self.round_length = decision_every
         self.sampled = set()
         self.layouts = [PLAIN] + [ASKING] * choose_admission + [PROBATION] * choose_probation
-        self.shadows = [ShadowCache(table, layout == PROBATION) for layout in self.layouts for table in self.tables]
-        self.asks = [layout == ASKING for layout in self.layouts for _ in self.tables]
+        shares = (1.0, smaller_share) if smaller_share else (1.0,)
+        self.shadows = [ShadowCache(table, layout == PROBATION) for _ in shares for layout in self.layouts
+                        for table in self.tables]
+        self.asks = [layout == ASKING for _ in shares for layout in self.layouts for _ in self.tables]
+        self.shares = [share for share in shares for _ in self.layouts for _ in self.tables]
         self.layout = PLAIN
         self.start_layout = ASKING if choose_admission and start_admitting else PLAIN
         self.choice = TwoPaceChoice(len(self.tables), len(self.layouts), hysteresis, patience, decay)
+        self.smaller = TwoPaceChoice(len(self.tables), len(self.layouts), hysteresis, patience, decay) \
+            if smaller_share else None
+        self.smaller_pick = (self.active, self.layouts.index(self.start_layout))
         self.round, self.round_bytes = 0, 0.0
         self.history, self.switches, self.on_switch = [], 0, None
         self.set_capacity(capacity)
@@ -627,8 +699,8 @@ class _Straightforward(RatingPolicy):
         if not capacity or not getattr(self, "capacity", 0):  # no shadows: plain; shadows anew: as at start
             self.layout = self.start_layout if capacity else PLAIN
         self.capacity = capacity
-        for shadow in self.shadows:
-            shadow.evict(self.sample_rate * capacity)
+        for shadow, share in zip(self.shadows, self.shares):
+            shadow.evict(self.sample_rate * capacity * share)
 
     def _key_after(self, key, t, weight):
         raise AssertionError("access() is the reference's own")
@@ -653,7 +725,8 @@ class _Straightforward(RatingPolicy):
                     return
         capacity = self.sample_rate * self.capacity
         nc = len(self.tables)
-        for k, (shadow, asks) in enumerate(zip(self.shadows, self.asks)):
+        for k, (shadow, asks, share) in enumerate(zip(self.shadows, self.asks, self.shares)):
+            capacity = self.sample_rate * self.capacity * share
             if group in shadow.resident:
                 shadow.hit(group, size)
             elif size <= capacity and shadow.probation:
@@ -668,23 +741,40 @@ class _Straightforward(RatingPolicy):
         self.round += 1
         self.round_bytes += size
         if self.round >= self.round_length:
-            hits = [shadow.hits for shadow in self.shadows]
-            for shadow in self.shadows:
-                shadow.hits = 0.0
-            to = self.choice.round(hits, self.round_bytes, self.active, self.layouts.index(self.layout))
-            self.round_length = round_length(self.decision_every, capacity, self.round, self.round_bytes)
-            self.round, self.round_bytes = 0, 0.0
-            if to is not None:
-                self.switch(to[0], self.layouts[to[1]], t)
+            self.decide(t)
+
+    def decide(self, t):
+        """The end of a round: the smaller shadows' choice, then the cache's own; while its own shadows have all hit
+        alike so far its layout is the smaller ones' pick (if at its half-life), and once they differ the smaller
+        ones go."""
+        mine = len(self.tables) * len(self.layouts)
+        hits = [shadow.hits for shadow in self.shadows]
+        for shadow in self.shadows:
+            shadow.hits = 0.0
+        level = len(set(hits[:mine])) == 1 and len(set(self.choice.quick.totals)) == 1
+        if self.smaller is not None:
+            to = self.smaller.round(hits[mine:], self.round_bytes, *self.smaller_pick)
+            self.smaller_pick = to or self.smaller_pick
+        to = self.choice.round(hits[:mine], self.round_bytes, self.active, self.layouts.index(self.layout))
+        self.round_length = round_length(self.decision_every, self.sample_rate * self.capacity, self.round,
+                                         self.round_bytes)
+        self.round, self.round_bytes = 0, 0.0
+        if to is not None:
+            self.switch(to[0], self.layouts[to[1]], t)
+        if self.smaller is not None and not level:
+            self.smaller = None
+            del self.shadows[mine:], self.asks[mine:], self.shares[mine:]
+        elif self.smaller is not None and self.smaller_pick[0] == self.active:
+            self.layout = self.layouts[self.smaller_pick[1]]
 
     def halve(self):
         self.sample_rate /= 2
         self.threshold //= 2
         left = {g for g in self.sampled if sample_hash(g) >= self.threshold}
         self.sampled -= left
-        for shadow in self.shadows:
+        for shadow, share in zip(self.shadows, self.shares):
             shadow.discard(left)
-            shadow.evict(self.sample_rate * self.capacity)
+            shadow.evict(self.sample_rate * self.capacity * share)
 
     def set_key(self, group, key):
         super().set_key(group, key)
@@ -764,6 +854,7 @@ def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission
         if choose_admission and i % 1009 == 0:
             assert fast.before(group) == reference.before(group) and fast.before(-1 - i) == reference.before(-1 - i)
     assert fast.switches >= 5 and fast.sample_rate < 0.5  # the trace exercises switches and halvings
+    assert fast.smaller is None and reference.smaller is None  # and the smaller shadows, until they were retired
     # ... and every layout it may choose
     assert {layout for _, _, layout in fast.history} == {LAYOUTS[layout] for layout in reference.layouts}
     assert list(fast.history) == reference.history
