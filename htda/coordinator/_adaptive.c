@@ -18,7 +18,8 @@
  *   that candidate's shadow holds of it (OUT when it does not hold it) and when it came in there (the order of
  *   a Python dict of residents, for sums in that order);
  * - the shadows are ns, one per candidate and *layout* (the policy's `layouts`, a block of nc shadows
- *   each): shadow k evicts by candidate k % nc, laid out as its block says:
+ *   each), and, if asked for, one per layout at the active candidate, smaller by a share (`scale`): a shadow
+ *   evicts by its `candidate` (k % nc in the blocks), laid out as its `layout` says:
  *   - PLAIN: it admits every group and evicts the lowest keys;
  *   - ASKING: it admits a missed group only if the group's key before this access beats the key of each victim
  *     it would displace (TinyLFU's question, asked of LRFU keys: a group read once never displaces one read
@@ -34,6 +35,9 @@
  *   grow: an entry whose group's key has changed is re-pushed with the current key when it reaches the top.
  *   The heap pops the least (key, group), ties broken by comparing the groups as Python does for tuples: so
  *   the victims are those of a heapq of (key, group) tuples, whatever the heap's layout.
+ *
+ * The smaller shadows serve while the others have all hit alike (the policy's rule); then they are retired:
+ * emptied, and past `nlive`, never replayed again.
  *
  * Compile without floating-point contraction (setup.py: -ffp-contract=off), so that a*b+c rounds twice as
  * in Python. */
@@ -91,7 +95,7 @@ typedef struct {
     Py_ssize_t n, cap;
     double used, hits;
     double scale; /* its size as a share of shadow_capacity: 1, or the smaller shadows' share */
-    int layout;
+    int candidate, layout; /* whose keys it evicts by, and how it lays itself out */
     /* a probation shadow's: its queue and ghost list, the bytes in each, the ghost entries stamped so far, and a
      * record per sampled index (NULL for the other layouts) */
     Ring queue, ghost;
@@ -229,14 +233,14 @@ slot_of(Kernel *self, PyObject *group)
     return PyLong_AsSsize_t(slot);
 }
 
-/* a sampled group's cells get its keys (shadow k evicts by candidate k % nc) */
+/* a sampled group's cells get its keys (each shadow's at its candidate) */
 static inline void
 sync_cells(Kernel *self, Py_ssize_t slot)
 {
     Py_ssize_t s = self->sidx[slot];
     if (s >= 0)
         for (int k = 0; k < self->nlive; k++)
-            CELL(self, s, k)->key = self->K[slot * self->nc + k % self->nc];
+            CELL(self, s, k)->key = self->K[slot * self->nc + self->shadows[k].candidate];
 }
 
 static Py_ssize_t
@@ -603,7 +607,7 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
     Py_INCREF(group);
     self->s_group[s] = group;
     for (int k = 0; k < self->ns; k++) {
-        CELL(self, s, k)->key = self->K[slot * self->nc + k % self->nc];
+        CELL(self, s, k)->key = self->K[slot * self->nc + self->shadows[k].candidate];
         CELL(self, s, k)->size = OUT;
         if (self->shadows[k].extra != NULL)
             self->shadows[k].extra[s] = (Extra){0, 0.0, MAIN};
@@ -705,7 +709,7 @@ replay_sampled(Kernel *self, Py_ssize_t s, double size)
                 && entry_lt(self, &entry, &shadow->heap[0]))
                 continue; /* the lowest entry: evicting would drop it first and nothing else: it never enters */
             if (shadow->layout == ASKING) { /* it asks its question before anything goes */
-                int room = make_room(self, c, size, capacity, 1, before[c % self->nc]);
+                int room = make_room(self, c, size, capacity, 1, before[shadow->candidate]);
                 if (room < 0)
                     return -1;
                 if (!room)
@@ -1014,7 +1018,7 @@ PyDoc_STRVAR(configure_doc,
 "_configure(inverses, active, layouts=(0,), smaller=0.0)\n--\n\n"
 "Start empty with one candidate per 1 / half-life of ``inverses``, ``active`` the one whose keys are _keys, and\n"
 "a shadow per candidate and layout of ``layouts`` (distinct, of 0 plain, 1 asking, 2 probation), in that order;\n"
-"with ``smaller`` (in (0, 1)) as many again after them, each ``smaller`` times the size.");
+"with ``smaller`` (in (0, 1)) one more per layout after them, at ``active``, each ``smaller`` times the size.");
 
 static PyObject *
 Kernel_configure(Kernel *self, PyObject *args)
@@ -1028,7 +1032,7 @@ Kernel_configure(Kernel *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "smaller: the smaller shadows' share of the size, in [0, 1)");
         return NULL;
     }
-    int sizes = smaller > 0.0 ? 2 : 1;
+
     if (layout_arg != NULL) {
         PyObject *given = PySequence_Fast(layout_arg, "layouts must be a sequence");
         if (given == NULL)
@@ -1063,7 +1067,7 @@ Kernel_configure(Kernel *self, PyObject *args)
     Py_CLEAR(self->index);
     self->index = PyDict_New();
     self->inverse = PyMem_Calloc((size_t)nc, sizeof(double));
-    self->shadows = PyMem_Calloc((size_t)nc * (size_t)nl * (size_t)sizes, sizeof(Shadow));
+    self->shadows = PyMem_Calloc(((size_t)nc + (smaller > 0.0)) * (size_t)nl, sizeof(Shadow));
     if (self->index == NULL || self->inverse == NULL || self->shadows == NULL) {
         Py_DECREF(seq);
         if (!PyErr_Occurred())
@@ -1079,12 +1083,14 @@ Kernel_configure(Kernel *self, PyObject *args)
     }
     Py_DECREF(seq);
     self->nc = (int)nc;
-    self->ns = self->nlive = (int)nc * nl * sizes;
+    self->ns = self->nlive = ((int)nc + (smaller > 0.0)) * nl;
     self->keeps_before = 0;
     for (int k = 0; k < self->ns; k++) {
-        self->shadows[k].layout = layouts[(k / nc) % nl];
-        self->shadows[k].scale = k < nc * nl ? 1.0 : smaller;
-        self->keeps_before |= layouts[(k / nc) % nl] != PLAIN; /* the question, and probation in a placement */
+        int mine = k < nc * nl; /* else one of the smaller shadows, at the active candidate */
+        self->shadows[k].candidate = mine ? k % (int)nc : active;
+        self->shadows[k].layout = layouts[mine ? k / nc : k - nc * nl];
+        self->shadows[k].scale = mine ? 1.0 : smaller;
+        self->keeps_before |= self->shadows[k].layout != PLAIN; /* the question, and probation in a placement */
     }
     self->active = active;
     Py_RETURN_NONE;

@@ -312,8 +312,9 @@ def read_twice_at_once(groups: int, start: int = 0):
 
 
 def test_the_smaller_shadows_replay_what_a_policy_of_their_size_would():
-    """The shadows of SMALLER_SHARE of the size hold what a policy of that size holds, through a halving of the
-    sample, and their hits go to a choice of their own (in the larger policy's rounds)."""
+    """The smaller shadows (one per layout at the starting half-life, SMALLER_SHARE of the size) hold what a
+    policy of that size holds there, through a halving of the sample, and their hits go to a layout choice of
+    their own (in the larger policy's rounds)."""
     policy = adaptive(start=MIDDLE, capacity=800, max_sampled=150)
     alone = adaptive(start=MIDDLE, capacity=800 * SMALLER_SHARE, max_sampled=150, smaller_share=0.0)
     rng = random.Random(4)
@@ -322,12 +323,12 @@ def test_the_smaller_shadows_replay_what_a_policy_of_their_size_would():
         for p in (policy, alone):
             p.access(group, t, size=float(1 + group % 3))
     assert policy.smaller is not None and policy.sample_rate == alone.sample_rate == 0.5  # it halved, still level
-    mine = len(policy.scores())
-    for k in range(mine):
-        held, used, _ = policy.shadow(mine + k)
-        theirs, their_used, _ = alone.shadow(k)
+    mine, nc = len(policy.scores()), len(policy.half_lives)
+    for layout in range(len(policy.layouts)):
+        held, used, _ = policy.shadow(mine + layout)
+        theirs, their_used, _ = alone.shadow(policy.active + nc * layout)
         assert held == theirs and used == their_used and 0 < used <= 800 * SMALLER_SHARE * policy.sample_rate
-    assert policy.smaller.quick.requested > 0 and max(policy.smaller.quick.totals) > 0  # judged by their own choice
+    assert policy.smaller.requested > 0 and max(policy.smaller.totals) > 0  # judged by their own choice
 
 
 def test_until_its_own_shadows_differ_the_cache_starts_from_the_smaller_ones_pick():
@@ -344,7 +345,7 @@ def test_until_its_own_shadows_differ_the_cache_starts_from_the_smaller_ones_pic
         policy.access(g, 6000 + t)
     assert policy.smaller is None and not policy.admitting
     mine = len(policy.scores())
-    assert all(policy.shadow(mine + k) == ({}, 0.0, 0.0) for k in range(mine))
+    assert all(policy.shadow(mine + layout) == ({}, 0.0, 0.0) for layout in range(len(policy.layouts)))
     assert policy.candidates()[0].residents  # its own shadows go on
 
 
@@ -676,17 +677,19 @@ class _Straightforward(RatingPolicy):
         self.round_length = decision_every
         self.sampled = set()
         self.layouts = [PLAIN] + [ASKING] * choose_admission + [PROBATION] * choose_probation
-        shares = (1.0, smaller_share) if smaller_share else (1.0,)
-        self.shadows = [ShadowCache(table, layout == PROBATION) for _ in shares for layout in self.layouts
-                        for table in self.tables]
-        self.asks = [layout == ASKING for _ in shares for layout in self.layouts for _ in self.tables]
-        self.shares = [share for share in shares for _ in self.layouts for _ in self.tables]
+        # a shadow per layout and candidate, then (smaller_share) one more per layout at the starting candidate
+        nc = len(self.tables)
+        self.befores_of = [c for _ in self.layouts for c in range(nc)]  # each shadow's candidate
+        self.befores_of += [self.active] * len(self.layouts) * bool(smaller_share)
+        layouts = [layout for layout in self.layouts for _ in self.tables] + self.layouts * bool(smaller_share)
+        self.shares = [1.0] * nc * len(self.layouts) + [smaller_share] * len(self.layouts) * bool(smaller_share)
+        self.shadows = [ShadowCache(self.tables[c], layout == PROBATION) for c, layout in zip(self.befores_of, layouts)]
+        self.asks = [layout == ASKING for layout in layouts]
         self.layout = PLAIN
         self.start_layout = ASKING if choose_admission and start_admitting else PLAIN
         self.choice = TwoPaceChoice(len(self.tables), len(self.layouts), hysteresis, patience, decay)
-        self.smaller = TwoPaceChoice(len(self.tables), len(self.layouts), hysteresis, patience, decay) \
-            if smaller_share else None
-        self.smaller_pick = (self.active, self.layouts.index(self.start_layout))
+        self.smaller = DampedChoice(len(self.layouts), hysteresis, patience, decay) if smaller_share else None
+        self.smaller_pick, self.smaller_at = self.layouts.index(self.start_layout), self.active
         self.round, self.round_bytes = 0, 0.0
         self.history, self.switches, self.on_switch = [], 0, None
         self.set_capacity(capacity)
@@ -723,8 +726,6 @@ class _Straightforward(RatingPolicy):
                 self.halve()
                 if sample_hash(group) >= self.threshold:
                     return
-        capacity = self.sample_rate * self.capacity
-        nc = len(self.tables)
         for k, (shadow, asks, share) in enumerate(zip(self.shadows, self.asks, self.shares)):
             capacity = self.sample_rate * self.capacity * share
             if group in shadow.resident:
@@ -732,7 +733,7 @@ class _Straightforward(RatingPolicy):
             elif size <= capacity and shadow.probation:
                 shadow.enter(group, size, capacity)
             elif size <= capacity:
-                if asks and not shadow.admit(self.befores[k % nc][group], size, capacity):
+                if asks and not shadow.admit(self.befores[self.befores_of[k]][group], size, capacity):
                     continue
                 shadow.resident[group] = size
                 heapq.heappush(shadow.heap, (shadow.keys[group], group))
@@ -753,8 +754,8 @@ class _Straightforward(RatingPolicy):
             shadow.hits = 0.0
         level = len(set(hits[:mine])) == 1 and len(set(self.choice.quick.totals)) == 1
         if self.smaller is not None:
-            to = self.smaller.round(hits[mine:], self.round_bytes, *self.smaller_pick)
-            self.smaller_pick = to or self.smaller_pick
+            to = self.smaller.round(hits[mine:], self.round_bytes, self.smaller_pick)
+            self.smaller_pick = self.smaller_pick if to is None else to
         to = self.choice.round(hits[:mine], self.round_bytes, self.active, self.layouts.index(self.layout))
         self.round_length = round_length(self.decision_every, self.sample_rate * self.capacity, self.round,
                                          self.round_bytes)
@@ -763,9 +764,9 @@ class _Straightforward(RatingPolicy):
             self.switch(to[0], self.layouts[to[1]], t)
         if self.smaller is not None and not level:
             self.smaller = None
-            del self.shadows[mine:], self.asks[mine:], self.shares[mine:]
-        elif self.smaller is not None and self.smaller_pick[0] == self.active:
-            self.layout = self.layouts[self.smaller_pick[1]]
+            del self.shadows[mine:], self.asks[mine:], self.shares[mine:], self.befores_of[mine:]
+        elif self.smaller is not None and self.smaller_at == self.active:
+            self.layout = self.layouts[self.smaller_pick]
 
     def halve(self):
         self.sample_rate /= 2
