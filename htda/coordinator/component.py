@@ -189,6 +189,9 @@ class CoordinatorComponent(Component):
                     callback=lambda: float(policy.probation))
             m.gauge("htda_coordinator_rating_switches", "switches of the adaptive rating (half-life or layout) "
                     "since start", callback=lambda: policy.switches)
+            m.gauge("htda_coordinator_rating_smaller_shadows", "1 while the adaptive rating's miniature caches have "
+                    "all hit alike (the placement has not filled) and the layout is the smaller ones' pick",
+                    callback=lambda: float(policy.smaller is not None))
             m.gauge("htda_coordinator_rating_shadow_hit_ratio", "each candidate's miniature cache: its decayed hits "
                     "over the decayed requests of the latest rounds (what the choice compares)",
                     ("half_life_seconds", "layout"),

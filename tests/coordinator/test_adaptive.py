@@ -458,10 +458,13 @@ def test_the_coordinator_shows_and_logs_what_its_rating_chose(inprocess_node, ca
     text = node.metrics.render()
     assert "htda_coordinator_rating_half_life_seconds 5" in text
     assert "htda_coordinator_rating_admitting 1" in text and "htda_coordinator_rating_switches 0" in text
+    assert "htda_coordinator_rating_smaller_shadows 1" in text
     policy.set_capacity(50)
     for t, g in drifting():  # a working set that moves on: asking only delays the new groups
         policy.access(g, t)
-    assert not policy.admitting and "htda_coordinator_rating_admitting 0" in node.metrics.render()
+    text = node.metrics.render()
+    assert not policy.admitting and "htda_coordinator_rating_admitting 0" in text
+    assert "htda_coordinator_rating_smaller_shadows 0" in text  # the placement filled: its own shadows tell
     with caplog.at_level("INFO"):
         coordinator._log_switches()
         coordinator._log_switches()  # once per switch
