@@ -313,8 +313,9 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         # a reader may hold it, as the simulator does)
         #: the layouts the shadows replay, in the order of their blocks of shadows (PLAIN first)
         self.layouts = (PLAIN,) + ((ASKING,) if choose_admission else ()) + ((PROBATION,) if choose_probation else ())
-        self._configure([1.0 / h for h in candidates], candidates.index(self.half_life), self.layouts,
-                        float(smaller_share))
+        # smaller shadows only where there is a layout to choose
+        smaller_share = float(smaller_share) if len(self.layouts) > 1 else 0.0
+        self._configure([1.0 / h for h in candidates], candidates.index(self.half_life), self.layouts, smaller_share)
         #: how the cache around the rating should lay itself out now (PLAIN, ASKING or PROBATION): as the winning
         #: shadow does, or as at the start (``start_admitting``: ASKING) while none has won; PLAIN without shadows
         self.layout = PLAIN

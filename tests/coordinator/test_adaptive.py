@@ -359,6 +359,13 @@ def test_the_kernel_refuses_a_smaller_share_out_of_range_and_a_shadow_it_does_no
             policy._retire(first)
 
 
+def test_with_one_layout_there_are_no_smaller_shadows():
+    policy = adaptive(start=MIDDLE, choose_admission=False, choose_probation=False)
+    assert policy.smaller is None and len(policy.scores()) == 3
+    with pytest.raises(ValueError, match="no such candidate"):
+        policy.shadow(3)  # three shadows: one per candidate
+
+
 def test_without_smaller_shadows_it_asks_until_its_own_shadows_tell():
     policy = adaptive(start=MIDDLE, capacity=4000, smaller_share=0.0)
     for t, g in read_twice_at_once(3000):
@@ -680,7 +687,9 @@ class _Straightforward(RatingPolicy):
         self.round_length = decision_every
         self.sampled = set()
         self.layouts = [PLAIN] + [ASKING] * choose_admission + [PROBATION] * choose_probation
-        # a shadow per layout and candidate, then (smaller_share) one more per layout at the starting candidate
+        # a shadow per layout and candidate, then (smaller_share) one more per layout at the starting candidate,
+        # if there are layouts to choose among
+        smaller_share = smaller_share if len(self.layouts) > 1 else 0.0
         nc = len(self.tables)
         self.befores_of = [c for _ in self.layouts for c in range(nc)]  # each shadow's candidate
         self.befores_of += [self.active] * len(self.layouts) * bool(smaller_share)
