@@ -150,6 +150,7 @@ def cmd_suite(args: argparse.Namespace) -> Any:
                                hindsight=args.hindsight)
     if args.json:
         return [{"trace": v.name, "wins_everywhere": v.wins_everywhere, "gap_closed": v.gap_closed,
+                 "summed_gap_closed": v.summed_gap_closed,
                  "sizes": [{"fraction": f, "htda": h, "best_baseline": b, "best_ratio": r, "bound": bound}
                            | ({"hindsight": {"policy": v.hindsight[i][0], "ratio": v.hindsight[i][1]}}
                               if v.hindsight else {})

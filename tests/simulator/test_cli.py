@@ -206,6 +206,9 @@ def test_suite_judges_htda_against_the_best_baseline_on_every_trace(tmp_path):
     assert [s["fraction"] for s in loop["sizes"]] == [0.01, 0.05, 0.1, 0.2, 0.5]
     assert all(s["best_baseline"] == "lru" and s["best_ratio"] == 0.0 for s in loop["sizes"])
     assert all(s["bound"] >= s["htda"] for s in loop["sizes"])
+    gap = sum(s["bound"] - s["best_ratio"] for s in loop["sizes"])
+    assert loop["summed_gap_closed"] == pytest.approx(sum(s["htda"] - s["best_ratio"] for s in loop["sizes"]) / gap)
+    assert "% (of the gap summed over the sizes: " in summary
 
 
 def test_suite_needs_traces(tmp_path):
