@@ -335,7 +335,6 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         if smaller_share:
             self.smaller = DampedChoice(len(self.layouts), hysteresis, patience, decay, decisive)
         self.smaller_pick = self.layouts.index(self._start_layout)
-        self._smaller_candidate = self.active
         self.switches = 0
         # the latest switches: (time, new half-life, new layout's name)
         self.history: deque[tuple[float, float, str]] = deque(maxlen=100)
@@ -434,8 +433,9 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         if not level:  # the shadows of the cache's own size tell now: the smaller ones have served
             self._retire(mine)
             self.smaller = None
-        elif self._smaller_candidate == self.active:
-            # no switch: nothing tells the cache's own shadows apart yet, so it starts from the smaller ones' pick
+        else:
+            # no switch: nothing tells the cache's own shadows apart yet (so the half-life is still the starting
+            # one, the smaller shadows'), and it starts from the smaller ones' pick
             self.layout = self.layouts[self.smaller_pick]
 
     def _switch(self, to: int, layout: int) -> None:

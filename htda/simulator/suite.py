@@ -119,10 +119,10 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
     for v in verdicts:
         where = "at every size" if v.wins_everywhere else "below the best baseline at " + ", ".join(
             f"{100 * f:g} %" for f, htda, _, best, _ in v.rows if htda < best - 1e-9)
-        summed = v.summed_gap_closed
+        summed = ("no gap to close" if v.summed_gap_closed is None
+                  else f"of the gap summed over the sizes: {100 * v.summed_gap_closed:+.0f} %")
         line = (f"- {v.name}: HTDA {where}; mean share of the baseline-to-bound gap closed "
-                f"{100 * v.gap_closed:+.0f} % (" + ("no gap to close" if summed is None else
-                                                   f"of the gap summed over the sizes: {100 * summed:+.0f} %") + ")")
+                f"{100 * v.gap_closed:+.0f} % ({summed})")
         if v.hindsight:
             line += (f"; its best candidate alone, in hindsight, at or above the best baseline at "
                      f"{v.hindsight_wins} of {len(v.rows)} sizes")

@@ -701,7 +701,7 @@ class _Straightforward(RatingPolicy):
         self.start_layout = ASKING if choose_admission and start_admitting else PLAIN
         self.choice = TwoPaceChoice(len(self.tables), len(self.layouts), hysteresis, patience, decay)
         self.smaller = DampedChoice(len(self.layouts), hysteresis, patience, decay) if smaller_share else None
-        self.smaller_pick, self.smaller_at = self.layouts.index(self.start_layout), self.active
+        self.smaller_pick = self.layouts.index(self.start_layout)
         self.round, self.round_bytes = 0, 0.0
         self.history, self.switches, self.on_switch = [], 0, None
         self.set_capacity(capacity)
@@ -777,7 +777,7 @@ class _Straightforward(RatingPolicy):
         if self.smaller is not None and not level:
             self.smaller = None
             del self.shadows[mine:], self.asks[mine:], self.shares[mine:], self.befores_of[mine:]
-        elif self.smaller is not None and self.smaller_at == self.active:
+        elif self.smaller is not None:
             self.layout = self.layouts[self.smaller_pick]
 
     def halve(self):
