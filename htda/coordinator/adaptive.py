@@ -199,6 +199,8 @@ class DampedChoice:
         self.requested = 0.0
         self.challenger = -1
         self.wins = 0
+        #: whether the latest switch :meth:`verdict` gave was decisive (one round, before ``patience`` of them)
+        self.at_once = False
 
     def round(self, hits: Sequence[float], requested: float, active: int) -> int | None:
         """Take one round: each candidate's bytes hit and the bytes asked for, while ``active`` ranks.  The
@@ -225,9 +227,11 @@ class DampedChoice:
             return None
         self.wins = self.wins + 1 if best == self.challenger else 1
         self.challenger = best
-        if self.wins < self.patience and gain <= self.decisive * scale:
+        at_once = self.wins < self.patience
+        if at_once and gain <= self.decisive * scale:
             return None
         self.challenger, self.wins = -1, 0
+        self.at_once = at_once
         return best
 
 
@@ -236,11 +240,13 @@ class TwoPaceChoice:
     one (see the module docstring).  ``quick`` is the :class:`DampedChoice` of every shadow (a block of
     ``candidates`` per layout), whose rule picks the layout among the active half-life's shadows; ``slow`` is
     another over the same shadows, its totals decayed by ``half_life_decay`` a round, which switches at once
-    (patience 1) among each half-life's best shadow."""
+    (patience 1) among each half-life's best shadow.  The ``held``-th layout (the admission question's, if any)
+    is left at once, in one decisive round, only if the slow totals agree: it pays late, so one round against it
+    is not evidence enough (see the module docstring)."""
 
     def __init__(self, candidates: int, layouts: int, hysteresis: float = 0.05, patience: int = 2,
-                 decay: float = 0.5, decisive: float = 0.5, half_life_decay: float = 0.9):
-        self.candidates, self.layouts = candidates, layouts
+                 decay: float = 0.5, decisive: float = 0.5, half_life_decay: float = 0.9, held: int | None = None):
+        self.candidates, self.layouts, self.held = candidates, layouts, held
         self.quick = DampedChoice(candidates * layouts, hysteresis, patience, decay, decisive)
         self.slow = DampedChoice(candidates * layouts, hysteresis, 1, half_life_decay, decisive)
 
@@ -258,8 +264,11 @@ class TwoPaceChoice:
         if to is not None:
             quick.challenger, quick.wins = -1, 0
             return to % nc, to // nc
-        to = quick.verdict(candidate + nc * layout, [candidate + nc * lay for lay in range(self.layouts)])
-        return None if to is None else (candidate, to // nc)
+        mine = candidate + nc * layout
+        to = quick.verdict(mine, [candidate + nc * lay for lay in range(self.layouts)])
+        if to is None or (layout == self.held and quick.at_once and totals[to] <= totals[mine]):
+            return None
+        return candidate, to // nc
 
 
 @dataclass(frozen=True)
@@ -328,7 +337,7 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         self.longest_round = self.decision_every = decision_every
         # the decisions, from every shadow's hits; their quick totals: scores()
         self.choice = TwoPaceChoice(len(candidates), len(self.layouts), hysteresis, patience, decay, decisive,
-                                    half_life_decay)
+                                    half_life_decay, self.layouts.index(ASKING) if ASKING in self.layouts else None)
         #: the layout choice among the smaller shadows (one per layout, at the starting half-life), and the index
         #: of the layout it picks, while they are replayed (None once retired, or with no smaller shadows)
         self.smaller: DampedChoice | None = None
