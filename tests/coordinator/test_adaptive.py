@@ -292,18 +292,19 @@ def test_the_layout_follows_at_the_quick_pace_and_a_new_half_life_brings_its_bes
     assert choice.round([5.0, 4.0, 8.0, 5.0], 10.0, long, asking) == (short, asking)
 
 
-
 def test_one_round_against_the_question_leaves_it_only_if_the_slow_totals_agree():
     """One half-life, two layouts (shadows: plain, asking), the question held.  A scan read again at once is one
     round in which plain hits far more: decisive, but the slow totals still favour asking, so the question stays;
     the same lead in ``patience`` rounds in a row leaves it.  From plain, one such round switches at once."""
     plain, asking = 0, 1
 
-    def settled(held: int | None) -> TwoPaceChoice:
+    def settled(held: int | None, layout: int = asking) -> TwoPaceChoice:
+        """A choice whose totals settled while ``layout`` ranked and hit 6 of 10 a round, the other layout 4."""
         choice = TwoPaceChoice(1, 2, hysteresis=0.05, patience=2, decay=0.5, decisive=0.5, half_life_decay=0.9,
                                held=held)
-        for _ in range(60):  # asking hits 6 of 10 a round, plain 4: the totals settle
-            assert choice.round([4.0, 6.0], 10.0, 0, asking) is None
+        hits = [4.0, 6.0] if layout == asking else [6.0, 4.0]
+        for _ in range(60):
+            assert choice.round(hits, 10.0, 0, layout) is None
         return choice
 
     burst = [10.0, 0.0]  # plain hits all 10 of the round, asking none
@@ -316,11 +317,9 @@ def test_one_round_against_the_question_leaves_it_only_if_the_slow_totals_agree(
     lead = [7.0, 3.0]  # a lasting lead, not decisive: leaves in two rounds, whatever the slow totals say
     assert held.round(lead, 10.0, 0, asking) is None and held.round(lead, 10.0, 0, asking) == (0, plain)
     assert held.slow.totals[plain] < held.slow.totals[asking]
-    from_plain = TwoPaceChoice(1, 2, hysteresis=0.05, patience=2, decay=0.5, decisive=0.5, half_life_decay=0.9,
-                               held=asking)
-    for _ in range(60):
-        assert from_plain.round([6.0, 4.0], 10.0, 0, plain) is None
+    from_plain = settled(held=asking, layout=plain)
     assert from_plain.round([0.0, 10.0], 10.0, 0, plain) == (0, asking)  # only the question is held
+
 
 def test_noise_does_not_flap_the_choice():
     """Every candidate hits alike when the working set fits: the choice stays where it started (the layout is the
