@@ -15,8 +15,10 @@ enum { HTDA_PLAIN = 0, HTDA_ASKING = 1, HTDA_PROBATION = 2 };
 #define HTDA_PROBATION_SHARE 0.1
 
 typedef struct {
-    /* kernel.access(group, t, 1.0, size); *slot is where the kernel keeps group if the caller knows it (-1 if
-     * not; any stale value is looked up again), and is set to it.  0, or -1 with an exception set. */
+    /* kernel.access(group, t, 1.0, size), except that group does not join _touched (the simulator never takes
+     * it: a set insertion a request, and a set as large as the groups a chunk reads, for nothing); *slot is
+     * where the kernel keeps group if the caller knows it (-1 if not; any stale value is looked up again), and
+     * is set to it.  0, or -1 with an exception set. */
     int (*access)(PyObject *kernel, PyObject *group, Py_ssize_t *slot, double t, double size);
     /* kernel.keys()[group] into *key if slot is still group's: 1; else 0 (look the key up in the dict). */
     int (*key)(PyObject *kernel, PyObject *group, Py_ssize_t slot, double *key);

@@ -7,9 +7,9 @@
  * tests keep as a reference (tests/coordinator/test_adaptive.py).
  *
  * Layout:
- * - every group has a slot (the dict `index`: group -> slot) holding its keys at the `nc` candidates (`K`, a
- *   row of doubles), its mixed hash (`mix`: the sampling hash, computed once) and its sampled index (`sidx`,
- *   -1 when it is not in the sample);
+ * - every group has a slot (the dict `index`: group -> slot), a Slot record holding its keys at the `nc`
+ *   candidates (`keys`, KEYS()), its mixed hash (`mix`: the sampling hash, computed once) and its sampled index
+ *   (`sidx`, -1 when it is not in the sample);
  * - the active candidate's keys are also in the dict `_keys` (the policy's keys(), read by the coordinator
  *   and the simulator), in the order groups were first keyed; the slot holds a reference to its group's float
  *   there (`held`), which it updates in place while nobody else holds it (see set_active_key);
@@ -23,8 +23,8 @@
  *   - PLAIN: it admits every group and evicts the lowest keys;
  *   - ASKING: it admits a missed group only if the group's key before this access beats the key of each victim
  *     it would displace (TinyLFU's question, asked of LRFU keys: a group read once never displaces one read
- *     before); with it (or PROBATION) every group also has the keys it had before its latest access (`P`, a
- *     row like K's; -inf for a group accessed once: the coordinator's placement on probation asks for them);
+ *     before); with it (or PROBATION) every group also has the keys it had before its latest access (BEFORE(),
+ *     after its keys in its slot; -inf for a group accessed once: the coordinator's placement on probation asks for them);
  *   - PROBATION: S3-FIFO's quick demotion (Yang et al., SOSP'23) in front of the lowest-key order: a missed
  *     group enters a FIFO queue (`queue`), where it stays until PROBATION_SHARE of the capacity is queued;
  *     leaving the queue it goes to the main part (the heap) if it was read again meanwhile, else out, its
@@ -104,24 +104,30 @@ typedef struct {
     Extra *extra;
 } Shadow;
 
+/* A group's slot: what an access of it reads and writes, side by side (one record, not one array each: on a
+ * large trace every array is a cache miss of its own). */
+typedef struct {
+    PyObject *owner; /* its group (the key `index` holds; NULL once forgotten) */
+    PyObject *held; /* the float _keys holds for its group (a reference), or NULL */
+    uint64_t mix; /* its sampling hash */
+    Py_ssize_t sidx; /* its sampled index, -1 when it is not in the sample */
+    double keys[]; /* its key at each candidate; then, if the kernel keeps_before, its keys before its latest access */
+} Slot;
+
 typedef struct {
     PyObject_HEAD
     PyObject *keys; /* _keys: group -> its key at the active candidate (dict) */
     PyObject *touched; /* _touched: groups accessed since take_touched (set) */
     PyObject *index; /* group -> slot (dict of ints) */
-    PyObject **held; /* slot -> the float _keys holds for its group (a reference), or NULL */
-    PyObject **owner; /* slot -> its group (the key `index` holds; NULL once forgotten) */
     double epoch, now;
     int nc, ns, active, busy, failed; /* candidates, shadows (nc per layout, per size) */
     int nlive; /* the shadows replayed: the first nlive (smaller ones past them are retired: empty, never hit) */
     int layout; /* how the cache around the rating should lay itself out now (the policy sets it) */
     double *inverse; /* 1 / half-life of each candidate */
-    /* slots */
-    double *K; /* slot * nc + candidate -> key */
-    double *P; /* slot * nc + candidate -> its key before its latest access (kept unless every layout is PLAIN) */
-    int keeps_before; /* P is kept */
-    uint64_t *mix;
-    Py_ssize_t *sidx;
+    /* slots: one Slot record each, slot_size bytes apart */
+    char *slots;
+    size_t slot_size;
+    int keeps_before; /* the slots keep the keys before the latest access too */
     Py_ssize_t nslots, slot_cap, *free_slots, nfree, free_cap; /* slots of forgotten groups, to reuse */
     /* the sample */
     int sample_all; /* the threshold is 2**64: every group */
@@ -140,6 +146,9 @@ typedef struct {
 static PyObject *str_decide;
 
 #define CELL(self, s, k) (&(self)->cells[(s) * (self)->ns + (k)])
+#define SLOT(self, i) ((Slot *)((self)->slots + (size_t)(i) * (self)->slot_size))
+#define KEYS(self, i) (SLOT(self, i)->keys) /* its keys at the nc candidates */
+#define BEFORE(self, i) (SLOT(self, i)->keys + (self)->nc) /* its keys before its latest access (keeps_before) */
 
 static int ready(Kernel *self);
 
@@ -184,7 +193,7 @@ add_key(double old, double x)
 static int
 set_active_key(Kernel *self, PyObject *group, Py_ssize_t slot, double key)
 {
-    PyObject *held = self->held[slot];
+    PyObject *held = SLOT(self, slot)->held;
     if (held != NULL && Py_REFCNT(held) == 2) {
         ((PyFloatObject *)held)->ob_fval = key;
         return 0;
@@ -196,7 +205,7 @@ set_active_key(Kernel *self, PyObject *group, Py_ssize_t slot, double key)
         Py_DECREF(value);
         return -1;
     }
-    Py_XSETREF(self->held[slot], value);
+    Py_XSETREF(SLOT(self, slot)->held, value);
     return 0;
 }
 
@@ -220,7 +229,7 @@ candidate(Kernel *self, PyObject *arg, int shadows)
 static inline int
 owns(const Kernel *self, Py_ssize_t slot, PyObject *group)
 {
-    return slot >= 0 && slot < self->nslots && self->owner[slot] == group;
+    return slot >= 0 && slot < self->nslots && SLOT(self, slot)->owner == group;
 }
 
 /* the slot of group, or -1 when it has none (-2 on error) */
@@ -237,10 +246,10 @@ slot_of(Kernel *self, PyObject *group)
 static inline void
 sync_cells(Kernel *self, Py_ssize_t slot)
 {
-    Py_ssize_t s = self->sidx[slot];
+    Py_ssize_t s = SLOT(self, slot)->sidx;
     if (s >= 0)
         for (int k = 0; k < self->nlive; k++)
-            CELL(self, s, k)->key = self->K[slot * self->nc + self->shadows[k].candidate];
+            CELL(self, s, k)->key = KEYS(self, slot)[self->shadows[k].candidate];
 }
 
 static Py_ssize_t
@@ -257,12 +266,7 @@ new_slot(Kernel *self, PyObject *group)
     else {
         if (self->nslots == self->slot_cap) {
             Py_ssize_t cap = self->slot_cap ? 2 * self->slot_cap : 1024;
-            if (htda_grow((void **)&self->K, cap * self->nc, sizeof(double)) < 0
-                || (self->keeps_before && htda_grow((void **)&self->P, cap * self->nc, sizeof(double)) < 0)
-                || htda_grow((void **)&self->mix, cap, sizeof(uint64_t)) < 0
-                || htda_grow((void **)&self->sidx, cap, sizeof(Py_ssize_t)) < 0
-                || htda_grow((void **)&self->held, cap, sizeof(PyObject *)) < 0
-                || htda_grow((void **)&self->owner, cap, sizeof(PyObject *)) < 0)
+            if (htda_grow((void **)&self->slots, cap, self->slot_size) < 0)
                 return -1;
             self->slot_cap = cap;
         }
@@ -278,13 +282,14 @@ new_slot(Kernel *self, PyObject *group)
         return -1;
     }
     Py_DECREF(number);
-    self->mix[slot] = mix;
-    self->sidx[slot] = -1;
-    self->held[slot] = NULL;
-    self->owner[slot] = group;
-    if (self->P != NULL)
+    Slot *record = SLOT(self, slot);
+    record->mix = mix;
+    record->sidx = -1;
+    record->held = NULL;
+    record->owner = group;
+    if (self->keeps_before)
         for (int c = 0; c < self->nc; c++)
-            self->P[slot * self->nc + c] = -INFINITY;
+            BEFORE(self, slot)[c] = -INFINITY;
     return slot;
 }
 
@@ -607,12 +612,12 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
     Py_INCREF(group);
     self->s_group[s] = group;
     for (int k = 0; k < self->ns; k++) {
-        CELL(self, s, k)->key = self->K[slot * self->nc + self->shadows[k].candidate];
+        CELL(self, s, k)->key = KEYS(self, slot)[self->shadows[k].candidate];
         CELL(self, s, k)->size = OUT;
         if (self->shadows[k].extra != NULL)
             self->shadows[k].extra[s] = (Extra){0, 0.0, MAIN};
     }
-    self->sidx[slot] = s;
+    SLOT(self, slot)->sidx = s;
     self->nsampled++;
     return 0;
 }
@@ -620,7 +625,7 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
 static void
 leave_sample(Kernel *self, Py_ssize_t s)
 {
-    self->sidx[self->s_slot[s]] = -1;
+    SLOT(self, self->s_slot[s])->sidx = -1;
     Py_CLEAR(self->s_group[s]);
     self->s_free[self->s_nfree++] = s;
     self->nsampled--;
@@ -645,7 +650,7 @@ halve(Kernel *self)
         return -1;
     }
     for (Py_ssize_t s = 0; s < self->s_top; s++)
-        leaving[s] = self->s_group[s] != NULL && !in_sample(self, self->mix[self->s_slot[s]]);
+        leaving[s] = self->s_group[s] != NULL && !in_sample(self, SLOT(self, self->s_slot[s])->mix);
     int failed = drop_from_shadows(self, leaving, -1, 1);
     for (int c = 0; c < self->ns && !failed; c++)
         failed = evict(self, c, self->shadow_capacity * self->shadows[c].scale);
@@ -663,7 +668,7 @@ static int
 replay_sampled(Kernel *self, Py_ssize_t s, double size)
 {
     Cell *cells = CELL(self, s, 0);
-    const double *before = self->P == NULL ? NULL : &self->P[self->s_slot[s] * self->nc];
+    const double *before = self->keeps_before ? BEFORE(self, self->s_slot[s]) : NULL;
     for (int c = 0; c < self->nlive; c++) {
         Shadow *shadow = &self->shadows[c];
         double capacity = self->shadow_capacity * shadow->scale;
@@ -786,7 +791,7 @@ ready(Kernel *self)
 }
 
 static int
-record(Kernel *self, PyObject *group, Py_ssize_t *hint, double t, double lw, double size)
+record(Kernel *self, PyObject *group, Py_ssize_t *hint, double t, double lw, double size, int touch)
 {
     self->now = t;
     double base = t - self->epoch;
@@ -798,9 +803,9 @@ record(Kernel *self, PyObject *group, Py_ssize_t *hint, double t, double lw, dou
             return -1;
     }
     if (slot >= 0) {
-        double *row = &self->K[slot * nc], was = row[active];
-        if (self->P != NULL)
-            memcpy(&self->P[slot * nc], row, (size_t)nc * sizeof(double));
+        double *row = KEYS(self, slot), was = row[active];
+        if (self->keeps_before)
+            memcpy(BEFORE(self, slot), row, (size_t)nc * sizeof(double));
         for (int c = 0; c < nc; c++)
             row[c] = add_key(row[c], lw + base * self->inverse[c]);
         sync_cells(self, slot);
@@ -811,26 +816,26 @@ record(Kernel *self, PyObject *group, Py_ssize_t *hint, double t, double lw, dou
         slot = new_slot(self, group);
         if (slot < 0)
             return -1;
-        double *row = &self->K[slot * nc];
+        double *row = KEYS(self, slot);
         for (int c = 0; c < nc; c++)
             row[c] = lw + base * self->inverse[c];
         if (set_active_key(self, group, slot, row[active]) < 0)
             return -1;
     }
     *hint = slot;
-    if (PySet_Add(self->touched, group) < 0)
+    if (touch && PySet_Add(self->touched, group) < 0)
         return -1;
     if (self->shadow_capacity == 0.0)
         return 0;
-    Py_ssize_t s = self->sidx[slot];
+    Py_ssize_t s = SLOT(self, slot)->sidx;
     if (s < 0) {
-        if (!in_sample(self, self->mix[slot]))
+        if (!in_sample(self, SLOT(self, slot)->mix))
             return 0;
         if (join_sample(self, group, slot) < 0)
             return -1;
         if (self->nsampled > self->max_sampled && halve(self) < 0)
             return -1;
-        s = self->sidx[slot];
+        s = SLOT(self, slot)->sidx;
         if (s < 0)
             return 0;
     }
@@ -865,9 +870,10 @@ PyDoc_STRVAR(access_doc,
 "unit of the capacity, for the shadow caches.  Every ``decision_every`` sampled accesses it calls\n"
 "``self._decide(hits)`` with the bytes each shadow hit in the round.");
 
-/* One access of group at t worth 2**lw (see record; *slot as there), then the round's decision if it ended. */
+/* One access of group at t worth 2**lw (see record; *slot as there; touch: group joins _touched), then the round's
+ * decision if it ended. */
 static int
-access_at(Kernel *self, PyObject *group, Py_ssize_t *slot, double t, double lw, double size)
+access_at(Kernel *self, PyObject *group, Py_ssize_t *slot, double t, double lw, double size, int touch)
 {
     if (!(size >= 0)) {
         PyErr_SetString(PyExc_ValueError, "access size must be >= 0");
@@ -876,7 +882,7 @@ access_at(Kernel *self, PyObject *group, Py_ssize_t *slot, double t, double lw, 
     if (!ready(self))
         return -1;
     self->busy = 1;
-    int sampled = record(self, group, slot, t, lw, size);
+    int sampled = record(self, group, slot, t, lw, size, touch);
     self->busy = 0;
     if (self->failed) {
         self->failed = 0;
@@ -913,7 +919,7 @@ Kernel_access(Kernel *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         lw = log2(weight);
     }
     Py_ssize_t slot = -1;
-    if (access_at(self, arg[0], &slot, t, lw, size) < 0)
+    if (access_at(self, arg[0], &slot, t, lw, size, 1) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -923,7 +929,7 @@ Kernel_access(Kernel *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
 static int
 api_access(PyObject *kernel, PyObject *group, Py_ssize_t *slot, double t, double size)
 {
-    return access_at((Kernel *)kernel, group, slot, t, 0.0, size);
+    return access_at((Kernel *)kernel, group, slot, t, 0.0, size, 0);
 }
 
 static int
@@ -932,7 +938,7 @@ api_key(PyObject *kernel, PyObject *group, Py_ssize_t slot, double *key)
     Kernel *self = (Kernel *)kernel;
     if (!owns(self, slot, group))
         return 0;
-    *key = self->K[slot * self->nc + self->active]; /* what set_active_key put in _keys */
+    *key = KEYS(self, slot)[self->active]; /* what set_active_key put in _keys */
     return 1;
 }
 
@@ -976,13 +982,10 @@ free_state(Kernel *self)
 {
     for (Py_ssize_t s = 0; s < self->s_top; s++)
         Py_CLEAR(self->s_group[s]);
-    if (self->held != NULL)
-        for (Py_ssize_t slot = 0; slot < self->nslots; slot++)
-            Py_CLEAR(self->held[slot]);
-    PyMem_Free(self->held);
-    self->held = NULL;
-    PyMem_Free(self->owner);
-    self->owner = NULL;
+    for (Py_ssize_t slot = 0; slot < self->nslots; slot++)
+        Py_CLEAR(SLOT(self, slot)->held);
+    PyMem_Free(self->slots);
+    self->slots = NULL;
     if (self->shadows) {
         for (int c = 0; c < self->ns; c++) {
             PyMem_Free(self->shadows[c].heap);
@@ -993,11 +996,6 @@ free_state(Kernel *self)
     }
     PyMem_Free(self->shadows);
     PyMem_Free(self->inverse);
-    PyMem_Free(self->K);
-    PyMem_Free(self->P);
-    self->P = NULL;
-    PyMem_Free(self->mix);
-    PyMem_Free(self->sidx);
     PyMem_Free(self->free_slots);
     PyMem_Free(self->s_slot);
     PyMem_Free(self->s_group);
@@ -1005,9 +1003,8 @@ free_state(Kernel *self)
     PyMem_Free(self->cells);
     self->cells = NULL;
     self->shadows = NULL;
-    self->inverse = self->K = NULL;
-    self->mix = NULL;
-    self->sidx = self->free_slots = self->s_slot = self->s_free = NULL;
+    self->inverse = NULL;
+    self->free_slots = self->s_slot = self->s_free = NULL;
     self->s_group = NULL;
     self->nc = self->ns = self->nlive = self->keeps_before = 0;
     self->nslots = self->slot_cap = self->nfree = self->free_cap = 0;
@@ -1092,6 +1089,7 @@ Kernel_configure(Kernel *self, PyObject *args)
         self->shadows[k].scale = mine ? 1.0 : smaller;
         self->keeps_before |= self->shadows[k].layout != PLAIN; /* the question, and probation in a placement */
     }
+    self->slot_size = sizeof(Slot) + (size_t)nc * (self->keeps_before ? 2 : 1) * sizeof(double);
     self->active = active;
     Py_RETURN_NONE;
 }
@@ -1127,7 +1125,7 @@ Kernel_set_keys(Kernel *self, PyObject *args)
         slot = new_slot(self, group);
     if (slot < 0)
         return NULL;
-    memcpy(&self->K[slot * self->nc], row, (size_t)self->nc * sizeof(double));
+    memcpy(KEYS(self, slot), row, (size_t)self->nc * sizeof(double));
     sync_cells(self, slot);
     if (set_active_key(self, group, slot, row[self->active]) < 0 || PySet_Add(self->touched, group) < 0)
         return NULL;
@@ -1150,7 +1148,7 @@ forget(Kernel *self, PyObject *group)
                 return -1;
             self->free_cap = cap;
         }
-        Py_ssize_t s = self->sidx[slot];
+        Py_ssize_t s = SLOT(self, slot)->sidx;
         if (s >= 0) {
             if (drop_from_shadows(self, NULL, s, 0) < 0)
                 return -1;
@@ -1158,8 +1156,8 @@ forget(Kernel *self, PyObject *group)
         }
         if (PyDict_DelItem(self->index, group) < 0)
             return -1;
-        Py_CLEAR(self->held[slot]);
-        self->owner[slot] = NULL;
+        Py_CLEAR(SLOT(self, slot)->held);
+        SLOT(self, slot)->owner = NULL;
         self->free_slots[self->nfree++] = slot;
     }
     PyObject *gone = PyObject_CallMethod(self->keys, "pop", "OO", group, Py_None);
@@ -1200,7 +1198,7 @@ Kernel_activate(Kernel *self, PyObject *arg)
         Py_ssize_t slot = slot_of(self, group);
         if (slot < 0 && !PyErr_Occurred())
             PyErr_SetString(PyExc_RuntimeError, "a key the adaptive rating does not know");
-        failed = slot < 0 || set_active_key(self, group, slot, self->K[slot * self->nc + to]) < 0;
+        failed = slot < 0 || set_active_key(self, group, slot, KEYS(self, slot)[to]) < 0;
     }
     self->busy = 0;
     if (failed)
@@ -1273,7 +1271,7 @@ Kernel_table(Kernel *self, PyObject *arg)
     PyObject *group, *value;
     while (table != NULL && PyDict_Next(self->keys, &pos, &group, &value)) {
         Py_ssize_t slot = slot_of(self, group);
-        PyObject *key = slot >= 0 ? PyFloat_FromDouble(self->K[slot * self->nc + c]) : NULL;
+        PyObject *key = slot >= 0 ? PyFloat_FromDouble(KEYS(self, slot)[c]) : NULL;
         if (key == NULL || PyDict_SetItem(table, group, key) < 0) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_RuntimeError, "a key the adaptive rating does not know");
@@ -1331,7 +1329,7 @@ Kernel_before(Kernel *self, PyObject *group)
     Py_ssize_t slot = slot_of(self, group);
     if (slot == -2)
         return NULL;
-    return PyFloat_FromDouble(slot < 0 ? -INFINITY : self->P[slot * self->nc + self->active]);
+    return PyFloat_FromDouble(slot < 0 ? -INFINITY : BEFORE(self, slot)[self->active]);
 }
 
 PyDoc_STRVAR(sample_doc, "sampled()\n--\n\nThe groups whose accesses the shadow caches replay (a new set).");
