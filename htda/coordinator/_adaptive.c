@@ -104,6 +104,13 @@ typedef struct {
     Extra *extra;
 } Shadow;
 
+/* A sampled group's number when it is an int (as the simulator's groups are), so that entries of equal keys
+ * compare in C: many do (every group read once at the same second has the same key) */
+typedef struct {
+    long long number;
+    int is_int; /* the group is an int (exactly; bool compares otherwise) of 64 bits */
+} Tiebreak;
+
 /* A group's slot: what an access of it reads and writes, side by side (one record, not one array each: on a
  * large trace every array is a cache miss of its own). */
 typedef struct {
@@ -136,6 +143,7 @@ typedef struct {
     Py_ssize_t max_sampled, nsampled;
     Py_ssize_t *s_slot, s_top, s_cap, *s_free, s_nfree;
     PyObject **s_group;
+    Tiebreak *s_tiebreak; /* sampled index -> its group as a C integer, if it is an int */
     Cell *cells; /* sampled index * ns + shadow */
     /* the shadows, one per candidate and layout */
     Shadow *shadows;
@@ -302,6 +310,9 @@ entry_lt(Kernel *self, const Entry *a, const Entry *b)
     if (a->key < b->key)
         return 1;
     if (a->key == b->key && a->s != b->s) {
+        const Tiebreak *x = &self->s_tiebreak[a->s], *y = &self->s_tiebreak[b->s];
+        if (x->is_int && y->is_int)
+            return x->number < y->number;
         int lt = PyObject_RichCompareBool(self->s_group[a->s], self->s_group[b->s], Py_LT);
         if (lt < 0) {
             self->failed = 1;
@@ -597,6 +608,7 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
             Py_ssize_t cap = self->s_cap ? 2 * self->s_cap : 1024;
             if (htda_grow((void **)&self->s_slot, cap, sizeof(Py_ssize_t)) < 0
                 || htda_grow((void **)&self->s_group, cap, sizeof(PyObject *)) < 0
+                || htda_grow((void **)&self->s_tiebreak, cap, sizeof(Tiebreak)) < 0
                 || htda_grow((void **)&self->s_free, cap, sizeof(Py_ssize_t)) < 0
                 || htda_grow((void **)&self->cells, cap * self->ns, sizeof(Cell)) < 0)
                 return -1;
@@ -611,6 +623,9 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
     self->s_slot[s] = slot;
     Py_INCREF(group);
     self->s_group[s] = group;
+    int overflow = 0;
+    self->s_tiebreak[s].number = PyLong_CheckExact(group) ? PyLong_AsLongLongAndOverflow(group, &overflow) : 0;
+    self->s_tiebreak[s].is_int = PyLong_CheckExact(group) && !overflow;
     for (int k = 0; k < self->ns; k++) {
         CELL(self, s, k)->key = KEYS(self, slot)[self->shadows[k].candidate];
         CELL(self, s, k)->size = OUT;
@@ -999,6 +1014,8 @@ free_state(Kernel *self)
     PyMem_Free(self->free_slots);
     PyMem_Free(self->s_slot);
     PyMem_Free(self->s_group);
+    PyMem_Free(self->s_tiebreak);
+    self->s_tiebreak = NULL;
     PyMem_Free(self->s_free);
     PyMem_Free(self->cells);
     self->cells = NULL;
