@@ -41,6 +41,8 @@ still Python, over the dicts below.
 from __future__ import annotations
 
 import heapq
+import weakref
+from collections.abc import Callable
 
 import numpy as np
 
@@ -58,6 +60,20 @@ except ImportError as exc:
 __all__ = ["HTDAPolicy", "ACCESS_MODES"]
 
 ACCESS_MODES = ("job", "request")
+
+
+def _weak_callback(method: Callable[[], None]) -> Callable[[], None]:
+    """A callback to a bound ``method`` that does not keep its object alive.  The rating calls the policy back on a
+    switch and the policy holds the rating: a strong reference would make the two a cycle, and a replay's tables
+    (hundreds of MB on a large trace) would outlive it until the garbage collector's next full pass, so that a
+    suite's later traces replayed in a process grown by the earlier ones' (each slower for it)."""
+    method_ref = weakref.WeakMethod(method)
+
+    def call() -> None:
+        bound = method_ref()
+        if bound is not None:
+            bound()
+    return call
 
 
 class HTDAPolicy(CachePolicy):
@@ -88,7 +104,7 @@ class HTDAPolicy(CachePolicy):
         self._group_bytes: dict[int, int] | None = None
         if callable(getattr(rating, "set_capacity", None)):
             rating.set_capacity(capacity)  # type: ignore[attr-defined]
-            rating.on_switch = self._rekey  # type: ignore[attr-defined]
+            rating.on_switch = _weak_callback(self._rekey)  # type: ignore[attr-defined]
             self._group_bytes = {}  # group -> bytes of the files first requested in it (its shadows' size)
         # without admission the cache is the compiled one, with its own tables (the ones above stay empty)
         self._loop = None if admission is not None else Loop(

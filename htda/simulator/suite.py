@@ -13,7 +13,6 @@ policy wins, so every table says so.
 
 from __future__ import annotations
 
-import gc
 import os
 import resource
 import time
@@ -152,8 +151,7 @@ def _size_by_size(chunks: Callable[[], Iterable[Chunk]], spec: RunSpec) -> Repla
     millions of objects, HTDA keeps hundreds of bytes per object and policy)."""
     parts = []
     for capacity in spec.capacities:
-        parts.append(simulate(chunks(), replace(spec, capacities=[capacity])))
-        gc.collect()  # the policies of this size form cycles (a rating calls back its cache on a switch)
+        parts.append(simulate(chunks(), replace(spec, capacities=[capacity])))  # its policies freed as it returns
     whole = parts[0]
     for part in parts[1:]:
         whole.results.extend(part.results)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import gc
+import weakref
 
 import pytest
 
@@ -97,3 +99,21 @@ def test_a_fixed_candidate_keeps_its_layout_and_half_life():
     assert fixed.switches == 0 and fixed.half_life == 10.0 and fixed.probation
     with pytest.raises(ValueError, match="layout must be one of 0, 1, 2"):
         AdaptiveLRFUPolicy.fixed(60.0, 3)
+
+
+def test_a_replayed_policy_is_freed_without_the_cycle_collector():
+    """The rating calls its cache back on a switch and the cache holds the rating: the callback must not make the
+    two a cycle, or a replay's tables outlive it until the collector's next full pass (RSS grew by the whole
+    replay's tables on every trace of a suite replayed in one process)."""
+    names = _drifting()
+    rating = AdaptiveLRFUPolicy(half_life=100_000.0, half_lives=(10.0, 100_000.0), decision_every=200)
+    policy = HTDAPolicy(40, rating, label="auto")
+    run(chunk_of(names), [policy], 40, bound=False)
+    assert rating.switches == 1  # its callback was used
+    gone, rating_gone = weakref.ref(policy), weakref.ref(rating)
+    gc.disable()
+    try:
+        del policy, rating
+        assert gone() is None and rating_gone() is None
+    finally:
+        gc.enable()
