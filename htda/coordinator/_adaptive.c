@@ -260,6 +260,16 @@ sync_cells(Kernel *self, Py_ssize_t slot)
             CELL(self, s, k)->key = KEYS(self, slot)[self->shadows[k].candidate];
 }
 
+/* room for cap slots (cap > slot_cap) */
+static int
+grow_slots(Kernel *self, Py_ssize_t cap)
+{
+    if (htda_grow((void **)&self->slots, cap, self->slot_size) < 0)
+        return -1;
+    self->slot_cap = cap;
+    return 0;
+}
+
 static Py_ssize_t
 new_slot(Kernel *self, PyObject *group)
 {
@@ -272,12 +282,8 @@ new_slot(Kernel *self, PyObject *group)
         slot = self->free_slots[--self->nfree];
     }
     else {
-        if (self->nslots == self->slot_cap) {
-            Py_ssize_t cap = self->slot_cap ? 2 * self->slot_cap : 1024;
-            if (htda_grow((void **)&self->slots, cap, self->slot_size) < 0)
-                return -1;
-            self->slot_cap = cap;
-        }
+        if (self->nslots == self->slot_cap && grow_slots(self, self->slot_cap ? 2 * self->slot_cap : 1024) < 0)
+            return -1;
         slot = self->nslots++;
     }
     PyObject *number = PyLong_FromSsize_t(slot);
@@ -1111,6 +1117,20 @@ Kernel_configure(Kernel *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(reserve_doc,
+"_reserve(groups)\n--\n\nRoom for ``groups`` groups' slots before they grow (a hint: growing copies every slot).");
+
+static PyObject *
+Kernel_reserve(Kernel *self, PyObject *arg)
+{
+    Py_ssize_t groups = PyLong_AsSsize_t(arg);
+    if ((groups == -1 && PyErr_Occurred()) || !ready(self))
+        return NULL;
+    if (groups > self->slot_cap && grow_slots(self, groups) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(set_keys_doc,
 "_set_keys(group, keys)\n--\n\n"
 "Set the keys of ``group`` at every candidate (a new group is added); the active one goes to _keys and the\n"
@@ -1364,6 +1384,7 @@ Kernel_sample(Kernel *self, PyObject *Py_UNUSED(ignored))
 static PyMethodDef Kernel_methods[] = {
     {"access", (PyCFunction)(void (*)(void))Kernel_access, METH_FASTCALL | METH_KEYWORDS, access_doc},
     {"_configure", (PyCFunction)Kernel_configure, METH_VARARGS, configure_doc},
+    {"_reserve", (PyCFunction)Kernel_reserve, METH_O, reserve_doc},
     {"_set_keys", (PyCFunction)Kernel_set_keys, METH_VARARGS, set_keys_doc},
     {"_forget", (PyCFunction)Kernel_forget, METH_O, forget_doc},
     {"_activate", (PyCFunction)Kernel_activate, METH_O, activate_doc},

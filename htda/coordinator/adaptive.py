@@ -402,6 +402,13 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         self._shadow_capacity = self.sample_rate * self.capacity
         self._evict(self._shadow_capacity)
 
+    def reserve(self, groups: int) -> None:
+        """Make room for ``groups`` groups at the start (a hint, from a caller that knows how many groups are coming:
+        the simulator does; the tables then do not grow, copying every group's slot each time)."""
+        if groups < 0:
+            raise ValueError("groups must be >= 0")
+        self._reserve(groups)
+
     # -- updating -------------------------------------------------------------
     def _key_after(self, key: float, t: float, weight: float) -> float:  # the active candidate's rule
         return log_add(key, math.log2(weight) + (t - self.epoch) / self.half_life)

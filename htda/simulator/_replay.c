@@ -77,8 +77,8 @@ typedef struct {
 typedef struct {
     Head head; /* flag: accessed */
     PyObject *group; /* the object the rating gets for this group, always the same one */
-    PyObject *bytes; /* its size for the rating: bytes of the files first requested in it (an int), or NULL */
-    long long nbytes;
+    PyObject *bytes; /* nbytes as an int, for a rating called through Python (a kernel reads nbytes), or NULL */
+    long long nbytes; /* its size for the rating: bytes of the files first requested in it */
     double last; /* time of its last recorded access, if accessed */
     Py_ssize_t slot; /* where an adaptive kernel keeps its keys (its hint, kept up to date by it; -1: unknown) */
 } Group;
@@ -114,13 +114,17 @@ find(const Table *table, int64_t id)
     }
 }
 
+/* an empty table with room for `reserve` records before it grows (at least 512) */
 static int
-table_init(Table *table, size_t stride)
+table_init(Table *table, size_t stride, long long reserve)
 {
+    Py_ssize_t slots = 1024;
+    while (slots < 2 * reserve && slots < ((Py_ssize_t)1 << 40))
+        slots *= 2;
     table->stride = stride;
-    table->mask = 1023;
+    table->mask = slots - 1;
     table->count = 0;
-    table->slots = PyMem_Calloc(1024, stride);
+    table->slots = PyMem_Calloc((size_t)slots, stride);
     if (table->slots == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -379,8 +383,12 @@ note_file(Loop *self, int64_t id, Group *group, long long size)
         file->slot = -1;
         if (!self->sized)
             return file;
-        PyObject *bytes;
-        if (add_checked(&group->nbytes, size) < 0 || (bytes = PyLong_FromLongLong(group->nbytes)) == NULL)
+        if (add_checked(&group->nbytes, size) < 0)
+            return NULL;
+        if (self->kernel != NULL) /* it takes nbytes as a double: no int object a new file */
+            return file;
+        PyObject *bytes = PyLong_FromLongLong(group->nbytes);
+        if (bytes == NULL)
             return NULL;
         Py_XSETREF(group->bytes, bytes);
         return file;
@@ -836,12 +844,12 @@ kernel_api(PyObject *rating, const HtdaAdaptiveAPI **api)
 static PyObject *
 Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *names[] = {"rating", "capacity", "per_job", "per_size", "sized", NULL};
+    static char *names[] = {"rating", "capacity", "per_job", "per_size", "sized", "reserve", NULL};
     PyObject *rating;
-    long long capacity;
+    long long capacity, reserve;
     int per_job, per_size, sized;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$OLppp:Loop", names, &rating, &capacity, &per_job, &per_size,
-                                     &sized))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$OLpppL:Loop", names, &rating, &capacity, &per_job, &per_size,
+                                     &sized, &reserve))
         return NULL;
     Loop *self = (Loop *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -856,15 +864,17 @@ Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         Py_DECREF(self);
         return NULL;
     }
-    if (table_init(&self->files, sizeof(File)) < 0 || table_init(&self->groups, sizeof(Group)) < 0) {
+    /* tables sized for the files the caller expects (and as many groups, at most): growing one moves every record,
+     * a cache miss each, and a trace of many objects grew them a dozen times */
+    if (table_init(&self->files, sizeof(File), reserve) < 0 || table_init(&self->groups, sizeof(Group), reserve) < 0) {
         Py_DECREF(self);
         return NULL;
     }
     return (PyObject *)self;
 }
 
-/* the policy holds the loop, the loop the rating, the rating (on_switch) the policy: a cycle the collector
- * breaks.  The records' objects are ints and sets of ints: no cycle goes through them. */
+/* the policy holds the loop and the loop the rating, whose on_switch holds the policy weakly: no cycle, unless a
+ * caller makes one.  The records' objects are ints and sets of ints: no cycle goes through them. */
 static int
 Loop_traverse(Loop *self, visitproc visit, void *arg)
 {
@@ -922,8 +932,9 @@ static PyMethodDef Loop_methods[] = {
 };
 
 static PyType_Slot Loop_slots[] = {
-    {Py_tp_doc, "Loop(*, rating, capacity, per_job, per_size, sized)\n--\n\n"
-                "The cache of HTDAPolicy without admission: its tables and its request loop."},
+    {Py_tp_doc, "Loop(*, rating, capacity, per_job, per_size, sized, reserve)\n--\n\n"
+                "The cache of HTDAPolicy without admission: its tables (sized for ``reserve`` files) and its request\n"
+                "loop."},
     {Py_tp_new, Loop_new},
     {Py_tp_dealloc, Loop_dealloc},
     {Py_tp_traverse, Loop_traverse},

@@ -176,15 +176,15 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
               "(pip install 'htda[plots]')", file=sys.stderr)
     progress = Progress(total or 0, enabled=True if args.progress else None)
     with ExitStack() as stack:
-        footprint, chunks = None, source.chunks()
+        footprint, objects, chunks = None, 0, source.chunks()
         if any(s.strip().endswith("%") for s in size_texts):  # a first pass, for the footprint
             first = stack.enter_context(footprint_and_replay(
                 source.chunks, lambda done: progress(done, "reading") if total else None))
-            footprint, chunks = first.footprint, first.replay()
+            footprint, objects, chunks = first.footprint, first.objects, first.replay()
             if not footprint:
                 raise ValueError(f"{description} has no requests: nothing to simulate")
             description += f" (percentages of its footprint, {human_bytes(footprint)})"
-        spec = _spec(args, size_texts, footprint, candidates)
+        spec = _spec(args, size_texts, footprint, candidates, objects)
         window = args.window or (max(1000, total // 100) if total else args.chunk)
         result = simulate(chunks, spec, progress=progress if total else None, window=window)
     progress.close()
@@ -202,7 +202,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
 
 
 def _spec(args: argparse.Namespace, size_texts: list[str], footprint: int | None,
-          candidates: list[float] | None) -> RunSpec:
+          candidates: list[float] | None, objects: int = 0) -> RunSpec:
     from .report import parse_size
     from .run import RunSpec
 
@@ -212,7 +212,7 @@ def _spec(args: argparse.Namespace, size_texts: list[str], footprint: int | None
                    accesses=args.accesses, nodes=args.nodes, belady=not args.no_belady, bound=not args.no_bound,
                    cycle=parse_duration(args.cycle, "cycle") if args.cycle else None, hysteresis=args.hysteresis,
                    admissions=_split(args.admission), candidates=candidates, without_groups=args.without_groups,
-                   hindsight=args.hindsight)
+                   hindsight=args.hindsight, objects=objects)
 
 
 def _write_outputs(out: str, result, spec: RunSpec, footprint: int | None, text: str, plots: bool) -> list[str]:

@@ -82,7 +82,9 @@ class HTDAPolicy(CachePolicy):
     name = "htda"
 
     def __init__(self, capacity: int, rating: RatingPolicy[int], label: str | None = None, per_size: bool = False,
-                 accesses: str = "job", admission: TinyLFUAdmission | None = None):
+                 accesses: str = "job", admission: TinyLFUAdmission | None = None, objects: int = 0):
+        """``objects``: the distinct objects of the trace, if known (0 if not): the tables start with room for
+        them (and as many groups) instead of growing, which moves every entry each time."""
         if accesses not in ACCESS_MODES:
             raise ValueError(f"accesses must be one of {', '.join(ACCESS_MODES)}")
         super().__init__(capacity, label)
@@ -106,10 +108,12 @@ class HTDAPolicy(CachePolicy):
             rating.set_capacity(capacity)  # type: ignore[attr-defined]
             rating.on_switch = _weak_callback(self._rekey)  # type: ignore[attr-defined]
             self._group_bytes = {}  # group -> bytes of the files first requested in it (its shadows' size)
+        if objects and callable(getattr(rating, "reserve", None)):
+            rating.reserve(objects)  # type: ignore[attr-defined]
         # without admission the cache is the compiled one, with its own tables (the ones above stay empty)
         self._loop = None if admission is not None else Loop(
             rating=rating, capacity=self.capacity, per_job=accesses == "job", per_size=per_size,
-            sized=self._group_bytes is not None)
+            sized=self._group_bytes is not None, reserve=objects)
 
     def contents(self) -> dict[int, int]:
         """The cached files and their sizes (a copy)."""

@@ -65,6 +65,8 @@ class RunSpec:
     #: also replay each of the candidates "auto" chooses among alone (every half-life in every layout, never
     #: switching): the best of them in hindsight beside the online choice
     hindsight: bool = False
+    #: the trace's distinct objects, if known (0: not known): HTDA's tables start with room for them
+    objects: int = 0
 
     def __post_init__(self) -> None:
         if self.cycle is None and self.nodes > 1:
@@ -181,11 +183,12 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
 
     def htda(h: float, label: str, admission: str) -> Callable[[int], CachePolicy]:
         return lambda cap: HTDAPolicy(cap, rating(h), label=label, per_size=spec.per_size,
-                                      accesses=spec.accesses, admission=make_admission(admission))
+                                      accesses=spec.accesses, admission=make_admission(admission),
+                                      objects=spec.objects)
 
     def fixed_candidate(h: float, layout: int) -> Callable[[int], CachePolicy]:
         return lambda cap: HTDAPolicy(cap, AdaptiveLRFUPolicy.fixed(h, layout), label=hindsight_label(h, layout),
-                                      per_size=spec.per_size, accesses=spec.accesses)
+                                      per_size=spec.per_size, accesses=spec.accesses, objects=spec.objects)
 
     def without_groups(make: Callable[[int], CachePolicy]) -> Callable[[int], CachePolicy]:
         return lambda cap: WithoutGroups(make(cap))

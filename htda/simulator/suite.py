@@ -107,7 +107,7 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
             spec = RunSpec(capacities=capacities, half_lives=half_lives, baselines=baselines, rating=rating,
                            belady=False, admissions=admissions or ["none"], candidates=candidates,
                            without_groups=first.grouped,  # the group rule's effect, where it has one
-                           hindsight=hindsight)
+                           hindsight=hindsight, objects=first.objects)
             started = time.process_time()
             result = _size_by_size(first.replay, spec)
             cpu = time.process_time() - started

@@ -188,6 +188,11 @@ def first_timestamp(path: str | os.PathLike) -> float | None:
 
 def footprint_bytes(chunks: Iterable[Chunk]) -> int:
     """Bytes of the distinct objects requested in ``chunks``: the footprint cache sizes are compared with."""
+    return footprint_and_objects(chunks)[0]
+
+
+def footprint_and_objects(chunks: Iterable[Chunk]) -> tuple[int, int]:
+    """The footprint of ``chunks`` (:func:`footprint_bytes`) and how many distinct objects it has."""
     sizes = np.full(0, -1, dtype=np.int64)
     for chunk in chunks:
         if not len(chunk):
@@ -196,7 +201,8 @@ def footprint_bytes(chunks: Iterable[Chunk]) -> int:
         if top > len(sizes):
             sizes = np.concatenate([sizes, np.full(max(top, 2 * len(sizes)) - len(sizes), -1, dtype=np.int64)])
         sizes[chunk.ids] = chunk.sizes
-    return int(sizes[sizes >= 0].sum())
+    seen = sizes >= 0
+    return int(sizes[seen].sum()), int(np.count_nonzero(seen))
 
 
 class Recording:
@@ -260,6 +266,7 @@ class FirstPass(NamedTuple):
     footprint: int  # bytes of the distinct objects
     grouped: bool  # some request has a group
     replay: Callable[[], Iterable[Chunk]]  # the trace's chunks again, as often as asked
+    objects: int  # how many distinct objects
 
 
 @contextmanager
@@ -281,8 +288,8 @@ def footprint_and_replay(chunks: Callable[[], Iterable[Chunk]],
                     reading(requests)
                 yield chunk
 
-        footprint = footprint_bytes(passing())
-        yield FirstPass(footprint, grouped, recording.replay if recording.complete else chunks)
+        footprint, objects = footprint_and_objects(passing())
+        yield FirstPass(footprint, grouped, recording.replay if recording.complete else chunks, objects)
 
 
 def write_csv(path: str | os.PathLike, rows: Iterable[tuple[float, str, int, str | None]],

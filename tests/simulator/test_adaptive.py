@@ -117,3 +117,17 @@ def test_a_replayed_policy_is_freed_without_the_cycle_collector():
         assert gone() is None and rating_gone() is None
     finally:
         gc.enable()
+
+
+def test_tables_sized_for_the_trace_at_the_start_replay_the_same():
+    """``objects`` (the simulator knows the count from its footprint pass) only sizes the tables."""
+    names = _drifting()
+
+    def replayed(objects: int) -> tuple[float, int]:
+        rating = AdaptiveLRFUPolicy(half_life=100_000.0, half_lives=(10.0, 100_000.0), decision_every=200)
+        policy = HTDAPolicy(40, rating, label="auto", objects=objects)
+        return run(chunk_of(names), [policy], 40, bound=False)["auto"].hit_bytes, rating.switches
+
+    assert replayed(len(set(names))) == replayed(0) == replayed(3)  # too few: the tables grow as before
+    with pytest.raises(ValueError, match="groups must be >= 0"):
+        AdaptiveLRFUPolicy().reserve(-1)
