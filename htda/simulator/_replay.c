@@ -404,7 +404,7 @@ note_file(Loop *self, int64_t id, Group *group, long long size)
 
 /* Record the access of group at t with the rating, unless (one access per job) it was already accessed at t. */
 static int
-record_access(Loop *self, PyObject *access, Group *group, PyObject *t_object, double t)
+record_access(Loop *self, PyObject *access, Group *group, double t)
 {
     if (self->per_job && ACCESSED(group) && group->last == t)
         return 0;
@@ -413,8 +413,12 @@ record_access(Loop *self, PyObject *access, Group *group, PyObject *t_object, do
     if (self->kernel != NULL) /* the same access, without a call through Python */
         return self->kernel->access(self->rating, group->group, &group->slot, t,
                                     self->sized ? (double)group->nbytes : 1.0);
+    PyObject *t_object = PyFloat_FromDouble(t);
+    if (t_object == NULL)
+        return -1;
     PyObject *args[4] = {group->group, t_object, unit_weight, group->bytes ? group->bytes : zero_bytes};
     PyObject *done = PyObject_Vectorcall(access, args, self->sized ? 4 : 2, NULL);
+    Py_DECREF(t_object);
     Py_XDECREF(done);
     return done == NULL ? -1 : 0;
 }
@@ -652,14 +656,11 @@ stage(Loop *self, Totals *totals, File *file, const Group *group, long long size
 
 /* One request: its group's and file's bookkeeping and the access, then a hit, or a miss that may stage it. */
 static int
-request(Loop *self, PyObject *access, Totals *totals, PyObject *t_object, int64_t id, long long size, int64_t gid)
+request(Loop *self, PyObject *access, Totals *totals, double t, int64_t id, long long size, int64_t gid)
 {
-    double t = PyFloat_AsDouble(t_object);
-    if (t == -1.0 && PyErr_Occurred())
-        return -1;
     Group *group = group_of_request(self, gid);
     File *file = group == NULL ? NULL : note_file(self, id, group, size);
-    if (file == NULL || record_access(self, access, group, t_object, t) < 0)
+    if (file == NULL || record_access(self, access, group, t) < 0)
         return -1;
     if (file->group == group->group)
         file->slot = group->slot;
@@ -682,14 +683,32 @@ as_int(PyObject *value, long long *out)
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
-/* the request's group id: its own, or (none) the file's own group, -2 - id */
+/* the request's group id: its own (group), or (none) the file's own group, -2 - id */
 static int
-gid_of_request(PyObject *group, long long id, long long *gid)
+gid_of_request(int64_t group, int64_t id, int64_t *gid)
 {
-    if (as_int(group, gid) < 0)
-        return -1;
-    if (*gid == NO_GROUP && __builtin_sub_overflow(-2LL, id, gid)) {
+    *gid = group;
+    if (group == NO_GROUP && __builtin_sub_overflow((int64_t)-2, id, gid)) {
         PyErr_SetString(PyExc_OverflowError, "a file id out of range");
+        return -1;
+    }
+    return 0;
+}
+
+/* a column of a replay into *view: n items of 8 bytes in a row, doubles if `doubles` else signed ints (a numpy
+ * float64 or int64 array); -1 with TypeError if it is not one */
+static int
+column(PyObject *array, Py_buffer *view, int doubles, Py_ssize_t n)
+{
+    if (PyObject_GetBuffer(array, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    const char *format = view->format == NULL ? "B" : view->format;
+    if (format[0] == '<' || format[0] == '=' || format[0] == '@')
+        format++;
+    int kind_ok = doubles ? strcmp(format, "d") == 0 : strcmp(format, "q") == 0 || strcmp(format, "l") == 0;
+    if (view->ndim != 1 || view->itemsize != 8 || !kind_ok || view->shape[0] != n) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_TypeError, "times (float64), ids, sizes, groups (int64): arrays of one length");
         return -1;
     }
     return 0;
@@ -712,8 +731,31 @@ start(Loop *self)
 
 PyDoc_STRVAR(replay_doc,
 "replay(times, ids, sizes, groups, used, /)\n--\n\n"
-"Serve the requests (lists of one length) in order, ``used`` bytes already cached; returns\n"
+"Serve the requests (contiguous arrays of one length: times float64, the rest int64) in order, ``used`` bytes\n"
+"already cached; returns\n"
 "``(hits, hit_bytes, staged, evicted, used)`` of these requests (used: the bytes cached after them).");
+
+/* The requests of the replay's columns (held), once start() has fetched the keys; returns replay()'s tuple. */
+static PyObject *
+serve(Loop *self, Py_buffer *views, Py_ssize_t n, Totals *totals)
+{
+    const double *times = views[0].buf;
+    const int64_t *ids = views[1].buf, *sizes = views[2].buf, *groups = views[3].buf;
+    PyObject *access = PyObject_GetAttrString(self->rating, "access");
+    int failed = access == NULL;
+    self->busy = 1;
+    for (Py_ssize_t i = 0; i < n && !failed; i++) {
+        int64_t gid;
+        failed = gid_of_request(groups[i], ids[i], &gid) < 0
+                 || request(self, access, totals, times[i], ids[i], sizes[i], gid) < 0;
+    }
+    self->busy = 0;
+    Py_XDECREF(access);
+    Py_CLEAR(self->keys);
+    if (failed)
+        return NULL;
+    return Py_BuildValue("(LLLLL)", totals->hits, totals->hit_bytes, totals->staged, totals->evicted, totals->used);
+}
 
 static PyObject *
 Loop_replay(Loop *self, PyObject *const *args, Py_ssize_t nargs)
@@ -722,34 +764,20 @@ Loop_replay(Loop *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "replay(times, ids, sizes, groups, used)");
         return NULL;
     }
-    Py_ssize_t n = PyList_Check(args[0]) ? PyList_GET_SIZE(args[0]) : -1;
-    for (int i = 0; i < 4; i++) {
-        if (!PyList_Check(args[i]) || PyList_GET_SIZE(args[i]) != n) {
-            PyErr_SetString(PyExc_TypeError, "times, ids, sizes and groups must be lists of one length");
-            return NULL;
-        }
-    }
+    /* the arrays are read in place, not as lists of an object an item: their exports stay held (they cannot be
+     * resized) across the accesses, which may run Python */
+    Py_buffer views[4];
+    Py_ssize_t n = PyObject_Length(args[0]);
+    int held = 0;
+    while (n >= 0 && held < 4 && column(args[held], &views[held], held == 0, n) == 0)
+        held++;
     Totals totals = {0, 0, 0, 0, 0};
-    if (as_int(args[4], &totals.used) < 0 || start(self) < 0)
-        return NULL;
-    PyObject *access = PyObject_GetAttrString(self->rating, "access");
-    int failed = access == NULL;
-    self->busy = 1;
-    /* the lists are the caller's: an item is held across the access, which runs Python */
-    for (Py_ssize_t i = 0; i < n && !failed; i++) {
-        PyObject *t = Py_NewRef(PyList_GET_ITEM(args[0], i));
-        long long id, size, gid;
-        failed = as_int(PyList_GET_ITEM(args[1], i), &id) < 0 || as_int(PyList_GET_ITEM(args[2], i), &size) < 0
-                 || gid_of_request(PyList_GET_ITEM(args[3], i), id, &gid) < 0
-                 || request(self, access, &totals, t, id, size, gid) < 0;
-        Py_DECREF(t);
-    }
-    self->busy = 0;
-    Py_XDECREF(access);
-    Py_CLEAR(self->keys);
-    if (failed)
-        return NULL;
-    return Py_BuildValue("(LLLLL)", totals.hits, totals.hit_bytes, totals.staged, totals.evicted, totals.used);
+    PyObject *result = NULL;
+    if (held == 4 && as_int(args[4], &totals.used) == 0 && start(self) == 0)
+        result = serve(self, views, n, &totals);
+    while (held > 0)
+        PyBuffer_Release(&views[--held]);
+    return result;
 }
 
 PyDoc_STRVAR(rekey_doc,

@@ -2,10 +2,12 @@
 
 from typing import Any
 
+import numpy as np
+
 class Loop:
     def __init__(self, *, rating: Any, capacity: int, per_job: bool, per_size: bool, sized: bool,
                  reserve: int) -> None: ...
-    def replay(self, times: list[float], ids: list[int], sizes: list[int], groups: list[int],
+    def replay(self, times: np.ndarray, ids: np.ndarray, sizes: np.ndarray, groups: np.ndarray,
                used: int, /) -> tuple[int, int, int, int, int]: ...
     def rekey(self) -> None: ...
     def file_key(self, file: int, /) -> float: ...

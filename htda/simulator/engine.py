@@ -151,10 +151,11 @@ def replay(chunks: Iterable[Chunk], policies: Sequence[CachePolicy], offline: Se
     for chunk in chunks:
         if not len(chunk):
             continue
-        lists = (chunk.times.tolist(), chunk.ids.tolist(), chunk.sizes.tolist(), chunk.groups.tolist())
+        arrays = (chunk.times, chunk.ids, chunk.sizes, chunk.groups)
+        lists = None if all(p.takes_arrays for p in policies) else tuple(column.tolist() for column in arrays)
         for policy, res in zip(policies, online):
             started, cpu_started = time.perf_counter(), time.thread_time()
-            hits, hit_bytes = policy.replay(*lists)
+            hits, hit_bytes = policy.replay(*(arrays if policy.takes_arrays or lists is None else lists))
             res.seconds += time.perf_counter() - started
             res.cpu_seconds += time.thread_time() - cpu_started
             _add(res, hits, hit_bytes)

@@ -62,6 +62,14 @@ __all__ = ["HTDAPolicy", "ACCESS_MODES"]
 ACCESS_MODES = ("job", "request")
 
 
+def _column(values, dtype) -> np.ndarray:
+    """``values`` (the engine's array, or any sequence or iterable) as the contiguous array the compiled loop reads
+    in place."""
+    if not isinstance(values, (np.ndarray, list, tuple)):
+        values = list(values)
+    return np.ascontiguousarray(values, dtype=dtype)
+
+
 def _weak_callback(method: Callable[[], None]) -> Callable[[], None]:
     """A callback to a bound ``method`` that does not keep its object alive.  The rating calls the policy back on a
     switch and the policy holds the rating: a strong reference would make the two a cycle, and a replay's tables
@@ -115,6 +123,10 @@ class HTDAPolicy(CachePolicy):
             rating=rating, capacity=self.capacity, per_job=accesses == "job", per_size=per_size,
             sized=self._group_bytes is not None, reserve=objects)
 
+    @property
+    def takes_arrays(self) -> bool:  # type: ignore[override]
+        return self._loop is not None  # the compiled cache reads the chunk's arrays in place
+
     def contents(self) -> dict[int, int]:
         """The cached files and their sizes (a copy)."""
         return dict(self._sizes) if self._loop is None else self._loop.contents()
@@ -146,9 +158,9 @@ class HTDAPolicy(CachePolicy):
         if self._loop is None:
             assert self.admission is not None
             return self._replay_admitted(times, ids, sizes, groups, self.admission)
-        times, ids, sizes, groups = (column if isinstance(column, list) else list(column)  # (the engine gives lists)
-                                     for column in (times, ids, sizes, groups))
-        hits, hit_bytes, staged, evicted, self.used = self._loop.replay(times, ids, sizes, groups, self.used)
+        hits, hit_bytes, staged, evicted, self.used = self._loop.replay(
+            _column(times, np.float64), _column(ids, np.int64), _column(sizes, np.int64), _column(groups, np.int64),
+            self.used)
         self.rating.take_touched()  # the coordinator's incremental bookkeeping; the simulator does not need it
         self.staged += staged
         self.evicted += evicted

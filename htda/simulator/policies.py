@@ -26,6 +26,8 @@ class CachePolicy(ABC):
     name = ""
     #: offline policies need the index of each request's next use (see :mod:`.offline`)
     needs_future = False
+    #: :meth:`replay` also takes the chunk's numpy arrays (a compiled loop reads them in place); the others get lists
+    takes_arrays = False
 
     def __init__(self, capacity: int, label: str | None = None):
         if capacity < 0:
@@ -38,7 +40,8 @@ class CachePolicy(ABC):
 
     @abstractmethod
     def replay(self, times: list[float], ids: list[int], sizes: list[int], groups: list[int]) -> tuple[int, int]:
-        """Serve the requests in order; return ``(hits, hit_bytes)``."""
+        """Serve the requests in order (lists, or the chunk's arrays if :attr:`takes_arrays`); return
+        ``(hits, hit_bytes)``."""
 
     def finish(self) -> None:
         """Called once after the last request (policies that batch work flush it here)."""

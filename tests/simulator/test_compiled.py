@@ -17,6 +17,7 @@ import random
 from collections import OrderedDict
 from typing import Any
 
+import numpy as np
 import pytest
 
 from htda.coordinator.adaptive import ASKING, PLAIN, PROBATION, PROBATION_SHARE, AdaptiveLRFUPolicy
@@ -397,6 +398,17 @@ def test_the_compiled_loop_takes_any_sequences_and_reports_a_bad_key():
 
     with pytest.raises(TypeError, match="keys must be floats"):
         HTDAPolicy(2_000, TextKeys(half_life=30.0)).replay(times, ids, sizes, groups)
+
+
+def test_the_compiled_loop_reads_arrays_of_its_types_and_one_length_only():
+    loop = HTDAPolicy(2_000, LRFUPolicy(half_life=30.0))._loop
+    assert loop is not None
+    times, ids = np.zeros(3), np.arange(3, dtype=np.int64)
+    for bad in ((times, ids.astype(np.float64), ids, ids), (times.astype(np.float32), ids, ids, ids),
+                (times, ids, ids[:2], ids), (times, ids[::2], ids, ids), (list(times), ids, ids, ids)):
+        with pytest.raises((TypeError, BufferError, ValueError)):
+            loop.replay(*bad, 0)
+    assert loop.replay(times, ids, ids + 1, np.full(3, NO_GROUP, dtype=np.int64), 0)[0] == 0  # and it still works
 
 
 def test_a_rating_without_the_adaptive_hooks_is_called_as_before():
