@@ -31,7 +31,7 @@ import numpy as np
 from htda.simulator.generator import AnalysisWorkload
 from htda.simulator.report import best_half_lives, sweep_table
 from htda.simulator.run import AUTO, RunSpec, simulate
-from htda.simulator.trace import NO_GROUP, Chunk, footprint_bytes
+from htda.simulator.trace import NO_GROUP, Chunk, footprint_and_objects
 
 # of the footprint: the synthetic workload supersedes datasets, so over 1M requests its footprint is ~20x the
 # bytes live at one time; these sizes span 5-100 % of that live working set, where the policies differ
@@ -86,8 +86,9 @@ def many_objects_trace(requests: int, seed: int, phases: int = 5, chunk: int = 6
 def many_objects_child(requests: int, seed: int) -> dict:
     """htda(auto) and LRU at 10 % of the footprint of :func:`many_objects_trace`: speeds and peak RSS."""
     chunks = many_objects_trace(requests, seed)
-    spec = RunSpec(capacities=[int(0.1 * footprint_bytes(chunks))], half_lives=[AUTO], baselines=["lru"],
-                   belady=False, bound=False)
+    footprint, objects = footprint_and_objects(chunks)  # as htda simulate's first pass counts them
+    spec = RunSpec(capacities=[int(0.1 * footprint)], half_lives=[AUTO], baselines=["lru"], belady=False,
+                   bound=False, objects=objects)
     result = simulate(iter(chunks), spec)
     return {
         "requests": result.requests, "objects": result.objects,
