@@ -221,8 +221,10 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
     return policies
 
 
-def simulate(chunks: Iterable[Chunk], spec: RunSpec, progress=None, window: int | None = None) -> ReplayResult:
-    """Replay ``chunks`` through every policy of ``spec``, then Belady and the PFOO-L bound; ``window``
+def simulate(chunks: Iterable[Chunk] | Callable[[], Iterable[Chunk]], spec: RunSpec, progress=None,
+             window: int | None = None) -> ReplayResult:
+    """Replay ``chunks`` (or, a function giving them again, each policy in turn over all of them:
+    :func:`~.engine.replay`) through every policy of ``spec``, then Belady and the PFOO-L bound; ``window``
     requests per point of the time series."""
     offline = [BeladyPolicy(c) for c in spec.capacities] if spec.belady else []
     bounds = spec.capacities if spec.bound else []

@@ -267,6 +267,7 @@ class FirstPass(NamedTuple):
     grouped: bool  # some request has a group
     replay: Callable[[], Iterable[Chunk]]  # the trace's chunks again, as often as asked
     objects: int  # how many distinct objects
+    recorded: bool  # replay() reads the recording back (fast), not the trace again
 
 
 @contextmanager
@@ -289,7 +290,8 @@ def footprint_and_replay(chunks: Callable[[], Iterable[Chunk]],
                 yield chunk
 
         footprint, objects = footprint_and_objects(passing())
-        yield FirstPass(footprint, grouped, recording.replay if recording.complete else chunks, objects)
+        yield FirstPass(footprint, grouped, recording.replay if recording.complete else chunks, objects,
+                        recording.complete)
 
 
 def write_csv(path: str | os.PathLike, rows: Iterable[tuple[float, str, int, str | None]],

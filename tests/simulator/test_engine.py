@@ -9,7 +9,7 @@ import pytest
 from htda.simulator.engine import replay, windows_of
 from htda.simulator.generator import AnalysisWorkload
 from htda.simulator.policies import LRUPolicy
-from htda.simulator.run import RunSpec, htda_label, simulate
+from htda.simulator.run import AUTO, RunSpec, htda_label, simulate
 
 
 def test_series_add_up_to_totals_and_windows_are_exact():
@@ -92,3 +92,29 @@ def test_labels():
     assert [htda_label(h) for h in (300, 3600, 86400, 90.5)] == ["htda(5m)", "htda(1h)", "htda(1d)", "htda(90.5s)"]
     with pytest.raises(ValueError):
         RunSpec(capacities=[])
+
+
+def test_each_policy_in_turn_over_a_trace_read_again_gives_the_same_results():
+    """Given a way to read the trace again, each policy replays all of it before the next starts (its tables stay
+    in the CPU's caches): the same hits, series and churn as chunk by chunk, and the trace read once more than
+    there are policies (the first pass keeps the series and the offline bounds' ids)."""
+    workload = AnalysisWorkload(requests=30_000, seed=4, chunk_size=4000)
+    spec = RunSpec(capacities=[workload.footprint_bytes() // 10, workload.footprint_bytes() // 3],
+                   half_lives=[AUTO, 3600.0], baselines=["lru", "s3fifo", "wtinylfu"])
+    reads = []
+
+    def again():
+        reads.append(1)
+        return workload.chunks()
+
+    progress = []
+    by_chunk = simulate(workload.chunks(), spec, window=3000)
+    in_turn = simulate(again, spec, window=3000, progress=lambda done, what: progress.append(what))
+    assert len(reads) == 1 + 2 * 5  # once, then once per online policy (two sizes of five), not for the bounds
+    assert [r.label for r in in_turn.results] == [r.label for r in by_chunk.results]
+    for a, b in zip(by_chunk.results, in_turn.results):
+        assert (a.hits, a.hit_bytes, a.staged, a.evicted) == (b.hits, b.hit_bytes, b.staged, b.evicted)
+        assert a.hit_bytes_series == b.hit_bytes_series and a.hits_series == b.hits_series
+    assert all(len(r.hits_series) == 10 for r in in_turn.results if not r.bound)
+    assert in_turn.requests_series == by_chunk.requests_series and in_turn.objects == by_chunk.objects
+    assert progress[0] == "reading" and "htda(auto)" in progress

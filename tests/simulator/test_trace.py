@@ -134,8 +134,9 @@ def test_the_footprint_pass_feeds_the_replay_even_when_it_cannot_record(tmpfs, m
             opened.append(1)
             return workload.chunks()
 
-        with footprint_and_replay(trace, seen.append) as (footprint, grouped, replay, objects):
+        with footprint_and_replay(trace, seen.append) as (footprint, grouped, replay, objects, recorded):
             assert footprint == workload.footprint_bytes() and grouped  # the synthetic workload's datasets
+            assert recorded == (directory is None)  # the full disk stopped the recording
             assert objects == len(np.unique(np.concatenate([chunk.ids for chunk in workload.chunks()])))
             for _ in range(2):  # as often as asked
                 assert all(np.array_equal(a, b) for a, b in zip(columns(replay()), expected))
