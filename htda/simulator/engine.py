@@ -147,7 +147,7 @@ def replay(chunks: Iterable[Chunk] | Callable[[], Iterable[Chunk]], policies: Se
     again as often as asked: then each policy replays the whole trace before the next one starts, so that its
     tables stay in the CPU's caches instead of being evicted by the other policies' at every chunk (the same
     hits; a policy's measured speed is its own, and the run is faster)."""
-    again = chunks if callable(chunks) else None
+    again, first_pass = (chunks, chunks()) if callable(chunks) else (None, chunks)
 
     def windowed(pass_: Iterable[Chunk]) -> Iterable[Chunk]:
         return pass_ if window is None else windows_of(pass_, window)
@@ -157,7 +157,7 @@ def replay(chunks: Iterable[Chunk] | Callable[[], Iterable[Chunk]], policies: Se
     keep_ids = bool(offline or bound_capacities)
     ids_seen = _GrowingArray(np.int32 if keep_ids else np.int64)
     object_sizes = np.zeros(0, dtype=np.int64)
-    for chunk in windowed(again() if again is not None else chunks):  # type: ignore[arg-type]
+    for chunk in windowed(first_pass):
         if not len(chunk):
             continue
         if again is None:

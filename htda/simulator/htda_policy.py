@@ -73,8 +73,8 @@ def _column(values, dtype) -> np.ndarray:
 def _weak_callback(method: Callable[[], None]) -> Callable[[], None]:
     """A callback to a bound ``method`` that does not keep its object alive.  The rating calls the policy back on a
     switch and the policy holds the rating: a strong reference would make the two a cycle, and a replay's tables
-    (hundreds of MB on a large trace) would outlive it until the garbage collector's next full pass, so that a
-    suite's later traces replayed in a process grown by the earlier ones' (each slower for it)."""
+    (hundreds of MB on a large trace) would outlive it until the garbage collector's next full pass: replays
+    repeated in one process each started with more memory, and ran slower."""
     method_ref = weakref.WeakMethod(method)
 
     def call() -> None:
