@@ -30,6 +30,8 @@ QUICK: dict[str, tuple[list[str], bool]] = {
     "pool": ([str(BENCH / "pool_bench.py"), "--seconds", "5"], False),
     "halfopen": ([str(BENCH / "halfopen_bench.py"), "--seconds", "5", "--connections", "100"], False),
     "simulator": ([str(BENCH / "simulator_bench.py")], False),
+    # this checkout (with what is not committed yet) against its last commit
+    "simulator-ab": ([str(BENCH / "simulator_ab.py"), "HEAD", "--many-objects", "100000", "--runs", "1"], False),
     "scale": ([str(BENCH / "scale.py"), "--quick"], False),
     "state-memory": ([str(BENCH / "state_memory.py"), "--files", "20000"], False),
     "protocol": ([str(BENCH / "protocol_bench.py")], False),
