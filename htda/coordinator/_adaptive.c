@@ -24,7 +24,8 @@
  *   - ASKING: it admits a missed group only if the group's key before this access beats the key of each victim
  *     it would displace (TinyLFU's question, asked of LRFU keys: a group read once never displaces one read
  *     before); with it (or PROBATION) every group also has the keys it had before its latest access (BEFORE(),
- *     after its keys in its slot; -inf for a group accessed once: the coordinator's placement on probation asks for them);
+ *     after its keys in its slot; -inf for a group accessed once: the coordinator's placement on probation asks
+ *     for them);
  *   - PROBATION: S3-FIFO's quick demotion (Yang et al., SOSP'23) in front of the lowest-key order: a missed
  *     group enters a FIFO queue (`queue`), where it stays until PROBATION_SHARE of the capacity is queued;
  *     leaving the queue it goes to the main part (the heap) if it was read again meanwhile, else out, its
@@ -629,9 +630,9 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
     self->s_slot[s] = slot;
     Py_INCREF(group);
     self->s_group[s] = group;
-    int overflow = 0;
-    self->s_tiebreak[s].number = PyLong_CheckExact(group) ? PyLong_AsLongLongAndOverflow(group, &overflow) : 0;
-    self->s_tiebreak[s].is_int = PyLong_CheckExact(group) && !overflow;
+    int overflow = 1; /* (stays 1 for a group that is not an int) */
+    long long number = PyLong_CheckExact(group) ? PyLong_AsLongLongAndOverflow(group, &overflow) : 0;
+    self->s_tiebreak[s] = (Tiebreak){number, !overflow};
     for (int k = 0; k < self->ns; k++) {
         CELL(self, s, k)->key = KEYS(self, slot)[self->shadows[k].candidate];
         CELL(self, s, k)->size = OUT;

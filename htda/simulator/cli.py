@@ -180,9 +180,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         if any(s.strip().endswith("%") for s in size_texts):  # a first pass, for the footprint
             first = stack.enter_context(footprint_and_replay(
                 source.chunks, lambda done: progress(done, "reading") if total else None))
-            footprint, objects = first.footprint, first.objects
-            # each policy replays the recording in turn; a trace read again would cost a parse per policy
-            chunks = first.replay if first.recorded else first.replay()
+            footprint, objects, chunks = first.footprint, first.objects, first.for_replay()
             if not footprint:
                 raise ValueError(f"{description} has no requests: nothing to simulate")
             description += f" (percentages of its footprint, {human_bytes(footprint)})"

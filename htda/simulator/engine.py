@@ -18,7 +18,7 @@ import numpy as np
 
 from .offline import BeladyPolicy, pfoo_lower_bound
 from .policies import CachePolicy
-from .trace import Chunk
+from .trace import Chunk, record_sizes
 
 __all__ = ["PolicyResult", "Progress", "ReplayResult", "replay", "windows_of"]
 
@@ -167,7 +167,7 @@ def replay(chunks: Iterable[Chunk] | Callable[[], Iterable[Chunk]], policies: Se
         result.requests_series.append(len(chunk))
         result.bytes_series.append(int(chunk.sizes.sum()))
         result.start_series.append(float(chunk.times[0]))
-        object_sizes = _record_sizes(object_sizes, chunk)
+        object_sizes = record_sizes(object_sizes, chunk)
         if keep_ids:
             ids_seen.extend(chunk.ids)
         if progress is not None:
@@ -209,17 +209,6 @@ def _add(res: PolicyResult, hits: float, hit_bytes: float) -> None:
     res.hit_bytes += hit_bytes
     res.hits_series.append(hits)
     res.hit_bytes_series.append(hit_bytes)
-
-
-def _record_sizes(object_sizes: np.ndarray, chunk: Chunk) -> np.ndarray:
-    """Per object id, its size (-1 for ids not seen yet)."""
-    top = int(chunk.ids.max()) + 1
-    if top > len(object_sizes):
-        grown = np.full(max(top, 2 * len(object_sizes)), -1, dtype=np.int64)
-        grown[: len(object_sizes)] = object_sizes
-        object_sizes = grown
-    object_sizes[chunk.ids] = chunk.sizes
-    return object_sizes
 
 
 def _offline(result: ReplayResult, ids: np.ndarray, object_sizes: np.ndarray, offline: Sequence[BeladyPolicy],

@@ -109,7 +109,7 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
                            without_groups=first.grouped,  # the group rule's effect, where it has one
                            hindsight=hindsight, objects=first.objects)
             started = time.process_time()
-            result = _size_by_size(first.replay, spec, first.recorded)
+            result = _size_by_size(first.for_replay, spec)
             cpu = time.process_time() - started
         verdict = verdict_of(trace.name, result, capacities, fractions, baselines, half_lives, spec.admissions[0])
         verdicts.append(verdict)
@@ -145,14 +145,14 @@ def verdict_of(name: str, result: ReplayResult, capacities: list[int], fractions
     return TraceVerdict(name, rows, hindsight)
 
 
-def _size_by_size(chunks: Callable[[], Iterable[Chunk]], spec: RunSpec, recorded: bool = False) -> ReplayResult:
-    """``spec`` replayed one cache size at a time, each over ``chunks()`` again (a recording, read back fast),
-    as one result: the policies of one size at a time are in memory, not those of all five (on a trace of
-    millions of objects, HTDA keeps hundreds of bytes per object and policy).  If ``recorded``, each policy of a
-    size also replays the recording in turn (see :func:`~.engine.replay`)."""
+def _size_by_size(replayed: Callable[[], Iterable[Chunk] | Callable[[], Iterable[Chunk]]],
+                  spec: RunSpec) -> ReplayResult:
+    """``spec`` replayed one cache size at a time, each over ``replayed()`` (the first pass's
+    :meth:`~.trace.FirstPass.for_replay`), as one result: the policies of one size at a time are in memory, not
+    those of all five (on a trace of millions of objects, HTDA keeps hundreds of bytes per object and policy)."""
     parts = []
     for capacity in spec.capacities:  # each size's policies freed as it returns
-        parts.append(simulate(chunks if recorded else chunks(), replace(spec, capacities=[capacity])))
+        parts.append(simulate(replayed(), replace(spec, capacities=[capacity])))
     whole = parts[0]
     for part in parts[1:]:
         whole.results.extend(part.results)

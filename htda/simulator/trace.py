@@ -28,7 +28,7 @@ import numpy as np
 from . import DEFAULT_CHUNK
 
 __all__ = ["Chunk", "CsvTraceReader", "FirstPass", "Interner", "Recording", "TraceError", "first_timestamp",
-           "footprint_and_replay", "footprint_bytes", "write_csv",
+           "footprint_and_objects", "footprint_and_replay", "footprint_bytes", "record_sizes", "write_csv",
            "NO_GROUP"]
 
 #: group id of a request without a group (the object is its own group)
@@ -186,6 +186,18 @@ def first_timestamp(path: str | os.PathLike) -> float | None:
     return None
 
 
+def record_sizes(object_sizes: np.ndarray, chunk: Chunk) -> np.ndarray:
+    """``object_sizes`` (per object id, its size; -1 for ids not seen yet) with the (non-empty) ``chunk``'s, grown
+    as its ids need."""
+    top = int(chunk.ids.max()) + 1
+    if top > len(object_sizes):
+        grown = np.full(max(top, 2 * len(object_sizes)), -1, dtype=np.int64)
+        grown[: len(object_sizes)] = object_sizes
+        object_sizes = grown
+    object_sizes[chunk.ids] = chunk.sizes
+    return object_sizes
+
+
 def footprint_bytes(chunks: Iterable[Chunk]) -> int:
     """Bytes of the distinct objects requested in ``chunks``: the footprint cache sizes are compared with."""
     return footprint_and_objects(chunks)[0]
@@ -195,12 +207,8 @@ def footprint_and_objects(chunks: Iterable[Chunk]) -> tuple[int, int]:
     """The footprint of ``chunks`` (:func:`footprint_bytes`) and how many distinct objects it has."""
     sizes = np.full(0, -1, dtype=np.int64)
     for chunk in chunks:
-        if not len(chunk):
-            continue
-        top = int(chunk.ids.max()) + 1
-        if top > len(sizes):
-            sizes = np.concatenate([sizes, np.full(max(top, 2 * len(sizes)) - len(sizes), -1, dtype=np.int64)])
-        sizes[chunk.ids] = chunk.sizes
+        if len(chunk):
+            sizes = record_sizes(sizes, chunk)
     seen = sizes >= 0
     return int(sizes[seen].sum()), int(np.count_nonzero(seen))
 
@@ -268,6 +276,11 @@ class FirstPass(NamedTuple):
     replay: Callable[[], Iterable[Chunk]]  # the trace's chunks again, as often as asked
     objects: int  # how many distinct objects
     recorded: bool  # replay() reads the recording back (fast), not the trace again
+
+    def for_replay(self) -> Iterable[Chunk] | Callable[[], Iterable[Chunk]]:
+        """What :func:`~.engine.replay` takes: the recording, read again by each policy in turn; or, without
+        one, the trace's chunks once (read again per policy, it would cost a parse each)."""
+        return self.replay if self.recorded else self.replay()
 
 
 @contextmanager
