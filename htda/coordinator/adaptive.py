@@ -37,7 +37,7 @@ and ranks with the one that is currently best:
   larger than the cache comes back to what asking kept, too late for a cache
   that did not ask (over fourteen public traces: a mean of 0.002 below the
   best baseline starting to ask, 0.006 starting not to; the worst cell 0.03
-  below it against 0.08; ``docs/simulator.rst``);
+  below it against 0.08; ``docs/simulator-history.rst``);
 - **probation shadows** (``choose_probation``, on by default): a third shadow
   per candidate lays its cache out as S3-FIFO does (Yang et al., *FIFO
   queues are all you need for cache eviction*, SOSP'23) in front of the
@@ -53,7 +53,7 @@ and ranks with the one that is currently best:
   coordinator's placement places the best groups filling the queue's share
   unasked and the others only once read again).  Where S3-FIFO beat every
   half-life (database objects, web pages, OLTP pages) this is what was
-  missing (``docs/simulator.rst``, *Probation chosen online*);
+  missing (``docs/simulator-history.rst``, *Probation chosen online*);
 - **smaller shadows** (``smaller_share``, :data:`SMALLER_SHARE` of the size): until the cache first fills,
   its shadows have evicted nothing, so all of them have hit the same bytes and the choice has nothing to go
   by; for a large cache that is a fifth to two fifths of a trace, and the layout it fills with (the start)
@@ -64,7 +64,7 @@ and ranks with the one that is currently best:
   differ they decide, and the smaller ones are retired (:meth:`~._adaptive.Kernel._retire`: emptied, never
   replayed again).  Over twelve public traces: 33 cells at or above the best baseline, as before, with a
   mean difference of +0.0034 instead of +0.0031; over nine more not looked at before: 23 of 45 instead of 15
-  (``docs/simulator.rst``, *Smaller shadows first*);
+  (``docs/simulator-history.rst``, *Smaller shadows first*);
 - **decisions** (:class:`TwoPaceChoice`), at two paces, because the two kinds
   of switch cost the cache differently.  At the end of every *round* the hit
   counts of the round are added to decayed totals.  A round lasts about one
@@ -75,7 +75,7 @@ and ranks with the one that is currently best:
   much longer than their turnover average the phases away (over twelve
   public traces: 33 cells at or above the best baseline instead of 32, and
   on three held out the worst cell 0.0046 below it instead of 0.0085;
-  ``docs/simulator.rst``, *Rounds as long as a turnover*):
+  ``docs/simulator-history.rst``, *Rounds as long as a turnover*):
 
   - **the layout** of the active half-life follows its shadows quickly
     (:class:`DampedChoice`, totals decayed by ``decay`` a round): one of them
@@ -92,7 +92,7 @@ and ranks with the one that is currently best:
     only when it has gone past them), so waiting ``patience`` rounds when an
     admission shadow wins clearly lets the scan evict what the shadow kept
     (CloudPhysics at 20 %: 0.108 waiting, 0.164 switching at once;
-    ``docs/simulator.rst``).  For the same reason one round is not evidence
+    ``docs/simulator-history.rst``).  For the same reason one round is not evidence
     enough *against* the question: a scan read again at once is a round in
     which every shadow that admitted it hits far more, though over the
     following rounds the question wins.  So the question's layout is left at
@@ -100,7 +100,7 @@ and ranks with the one that is currently best:
     ``patience`` rounds (``held`` of :class:`TwoPaceChoice`; CloudPhysics at
     20 %: 0.173 leaving it on such a round, 0.221 holding it; over all 23
     public traces 62 of 115 cells at or above the best baseline instead of
-    60, no cell lower by more than 0.002; ``docs/simulator.rst``, *Holding
+    60, no cell lower by more than 0.002; ``docs/simulator-history.rst``, *Holding
     the question*);
   - **the half-life** follows slowly: each half-life is scored by its best
     layout's totals decayed by ``half_life_decay`` a round (0.9: about ten
@@ -111,7 +111,7 @@ and ranks with the one that is currently best:
     over before any quick rule could confirm them, so following them costs
     the rounds after (P12 at 10 %: 0.4824 following them, 0.5043 at this
     pace; over twelve public traces the mean difference to the best baseline
-    went from +0.0010 to +0.0029; ``docs/simulator.rst``, *Two paces*).
+    went from +0.0010 to +0.0029; ``docs/simulator-history.rst``, *Two paces*).
 
 Time is only ever the accesses' own timestamps (the keys); decisions count
 accesses, never seconds, so a replay gives the same choices whatever the
