@@ -30,7 +30,7 @@ def test_auto_is_a_half_life_of_the_command_line_and_a_label():
     assert [type(p.rating).__name__ for p in policies] == ["AdaptiveLRFUPolicy", "LRFUPolicy"]
     assert policies[0].rating.capacity == 100  # its miniature caches are scaled from the cache's size
     # the coordinator's default
-    assert policies[0].rating.half_lives == [60.0, 300.0, 3600.0, 86400.0, 604800.0, 2592000.0]
+    assert policies[0].rating.half_lives == [300.0, 3600.0, 86400.0, 604800.0, 2592000.0]
 
 
 def test_the_candidates_of_auto_are_those_given_as_the_coordinator_would_configure_them():
