@@ -15,11 +15,11 @@ $(BIN)/python:
 
 # the daemon's own dependencies only: what `make run` needs; the install builds HTDA's C kernel in place (a C
 # compiler and Python's headers: scripts/install-build-deps), again whenever its source changes
-$(VENV)/.runtime: setup.py pyproject.toml htda/coordinator/_adaptive.c htda/simulator/_replay.c htda/_kernel.h | $(BIN)/python
+$(VENV)/.runtime: setup.py pyproject.toml constraints.txt htda/coordinator/_adaptive.c htda/simulator/_replay.c htda/_kernel.h | $(BIN)/python
 	./scripts/install-build-deps $(BIN)/python
 	@echo "make: installing HTDA and what its daemon needs (CherryPy, PycURL, msgspec, SQLAlchemy, htcondor, uproot," \
 	      "numpy; about a minute the first time)..."
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -c constraints.txt -e .
 	@echo "make: HTDA installed in $(VENV)"
 	touch $@
 
@@ -27,7 +27,7 @@ $(VENV)/.runtime: setup.py pyproject.toml htda/coordinator/_adaptive.c htda/simu
 $(VENV)/.installed: $(VENV)/.runtime
 	@echo "make: installing what the tests, docs and benches need (pytest, hypothesis, schemathesis, matplotlib," \
 	      "sphinx, ruff, psycopg2; a few minutes the first time)..."
-	$(BIN)/pip install -q -e '.[test,docs,postgres]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,docs,postgres]'
 	touch $@
 
 run: $(VENV)/.runtime
