@@ -8,7 +8,6 @@ reader sees its fields at once), the types it and the answers refer to under ``c
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -37,7 +36,6 @@ def document(routes: Iterable[Route], title: str, version: str) -> dict[str, Any
     kinds = sorted({kind for route in routes for kind in (route.body, route.response) if kind is not None},
                    key=repr)
     refs, components = schemas(kinds)
-    components = _cleaned(components)
     by_kind = dict(zip(kinds, refs))
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
@@ -118,14 +116,3 @@ def _in_place(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, A
     ref = schema.get("$ref", "")
     return dict(components[ref.rsplit("/", 1)[1]]) if ref.startswith("#/components/schemas/") else schema
 
-
-def _cleaned(value: Any) -> Any:
-    """Every ``description`` as :func:`inspect.cleandoc` leaves it: msgspec writes a class's docstring as
-    Python keeps it, which is indented up to 0.22 and dedented from 0.23 (and from Python 3.13), so the
-    document would depend on the versions installed."""
-    if isinstance(value, dict):
-        return {key: inspect.cleandoc(item) if key == "description" and isinstance(item, str) else _cleaned(item)
-                for key, item in value.items()}
-    if isinstance(value, list):
-        return [_cleaned(item) for item in value]
-    return value

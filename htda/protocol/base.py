@@ -10,6 +10,7 @@ Schema, which the OpenAPI document carries.
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Generic, TypeVar
@@ -162,7 +163,19 @@ def schemas(kinds: list[type[Any]], template: str = "#/components/schemas/{name}
         list[dict[str, Any]], dict[str, Any]]:
     """JSON Schemas of ``kinds`` (references to ``template``) and the named schemas they refer to."""
     refs, components = msgspec.json.schema_components(kinds, ref_template=template)
-    return list(refs), components
+    return _cleaned(list(refs)), _cleaned(components)
+
+
+def _cleaned(value: Any) -> Any:
+    """Every ``description`` as :func:`inspect.cleandoc` leaves it: msgspec writes a class's docstring as
+    Python keeps it, which is indented up to 0.22 and dedented from 0.23 (and from Python 3.13), so the
+    schemas would depend on the versions installed."""
+    if isinstance(value, dict):
+        return {key: inspect.cleandoc(item) if key == "description" and isinstance(item, str) else _cleaned(item)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [_cleaned(item) for item in value]
+    return value
 
 
 def unset_or(value: T | UnsetType, default: T) -> T:
