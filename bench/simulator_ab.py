@@ -14,7 +14,10 @@ both alike.  Each run prints both speeds (requests a second of CPU time over
 the sizes), this checkout's over REV's, and whether every size's hits are
 the same (a change meant to be faster should not change them).  Both get the
 trace's object count when their ``HTDAPolicy`` takes it (``objects``), as
-``htda simulate`` gives it.
+``htda simulate`` gives it, and this checkout's candidate half-lives
+(``DEFAULT_HALF_LIVES``): the bench compares code, so a change of the
+default candidates shows as the same speed and hits here; compare those
+with ``htda simulate --candidates``.
 """
 
 from __future__ import annotations
