@@ -43,6 +43,14 @@ def parse_duration(text: str, what: str = "half-life") -> float:
     return seconds
 
 
+def duration_text(seconds: float) -> str:
+    """``5m``, ``30d``, ``90s``: a duration in its largest whole unit, as :func:`parse_duration` reads it."""
+    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= length and seconds % length == 0:
+            return f"{int(seconds // length)}{unit}"
+    return f"{seconds:g}s"
+
+
 def _count(minimum: int, what: str):
     """An argparse type: an integer >= ``minimum``, refused with a message naming ``what``."""
 
@@ -259,6 +267,8 @@ def _workload_options(p: argparse.ArgumentParser) -> None:
 
 def add_parser(subparsers) -> None:
     """Register ``htda simulate`` and ``htda trace generate``."""
+    from ..coordinator.adaptive import DEFAULT_HALF_LIVES
+
     p = subparsers.add_parser(
         "simulate", help="replay an access trace through HTDA's policy and others, bounded by the optimum",
         description="Replay a trace (CSV timestamp,object_id,size_bytes[,group_id], the coordinator's database, "
@@ -276,7 +286,8 @@ def add_parser(subparsers) -> None:
                                         f"(default {SIMULATE_HALF_LIVES}; with --suite "
                                         f"{SUITE_HALF_LIVES}: the first is the one judged)")
     p.add_argument("--candidates", help="the half-lives 'auto' chooses among (the coordinator's "
-                                        "adaptive_half_lives; default 5m,1h,1d,7d)")
+                                        "adaptive_half_lives; default "
+                                        f"{','.join(duration_text(h) for h in DEFAULT_HALF_LIVES)})")
     p.add_argument("--hindsight", action="store_true",
                    help="with --half-lives auto: also replay each candidate it chooses among alone (every half-life "
                         "in every layout, never switching): what the online choice gives up against the best of "

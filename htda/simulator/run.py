@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from ..coordinator.adaptive import DEFAULT_HALF_LIVES, LAYOUTS, AdaptiveLRFUPolicy
 from ..coordinator.admission import ADMISSIONS, make_admission
 from ..node.plugins import PluginError, load
+from .cli import duration_text
 from .engine import ReplayResult, replay
 from .htda_policy import HTDAPolicy
 from .offline import BeladyPolicy
@@ -91,12 +92,8 @@ class RunSpec:
 def htda_label(half_life: float, admission: str = "none") -> str:
     """``htda(6h)``-style label of HTDA's policy at one half-life; ``htda(6h)+tinylfu`` with an admission filter."""
     suffix = "" if admission == "none" else f"+{admission}"
-    if half_life == AUTO:
-        return f"htda(auto){suffix}"
-    for unit, seconds in (("d", 86400), ("h", 3600), ("m", 60)):
-        if half_life >= seconds and half_life % seconds == 0:
-            return f"htda({int(half_life // seconds)}{unit}){suffix}"
-    return f"htda({half_life:g}s){suffix}"
+    return f"htda({'auto' if half_life == AUTO else duration_text(half_life)}){suffix}"
+
 
 
 def hindsight_label(half_life: float, layout: int) -> str:

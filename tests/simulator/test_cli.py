@@ -155,6 +155,16 @@ def test_out_without_matplotlib_still_writes_the_table(tmp_path, monkeypatch, ca
     assert "wrote" in text and ".png" not in text
 
 
+def test_the_help_names_the_coordinators_candidates_and_reads_back_as_them(capsys):
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    with pytest.raises(SystemExit):
+        parser.parse_args(["simulate", "--help"])
+    listed = " ".join(capsys.readouterr().out.split()).split("adaptive_half_lives; default ")[1].split(")")[0]
+    assert [cli.parse_duration(h) for h in listed.split(",")] == list(DEFAULT_HALF_LIVES)
+    assert [cli.duration_text(s) for s in (90, 300, 7200, 2592000, 1.5)] == ["90s", "5m", "2h", "30d", "1.5s"]
+
+
 def test_unreadable_history_is_a_clear_error(tmp_path):
     not_a_coordinator = tmp_path / "other.db"
     not_a_coordinator.write_bytes(b"")
