@@ -162,10 +162,11 @@ def replay(chunks: Iterable[Chunk] | Callable[[], Iterable[Chunk]], policies: Se
             continue
         if again is None:
             _feed(chunk, policies, online)
+        requested = int(chunk.sizes.sum())
         result.requests += len(chunk)
-        result.bytes += int(chunk.sizes.sum())
+        result.bytes += requested
         result.requests_series.append(len(chunk))
-        result.bytes_series.append(int(chunk.sizes.sum()))
+        result.bytes_series.append(requested)
         result.start_series.append(float(chunk.times[0]))
         object_sizes = record_sizes(object_sizes, chunk)
         if keep_ids:
