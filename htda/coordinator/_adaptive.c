@@ -141,6 +141,7 @@ typedef struct {
     int sample_all; /* the threshold is 2**64: every group */
     uint64_t threshold;
     double sample_rate;
+    uint64_t sample_salt; /* xor-ed into every group's hash before mixing: another salt, another sample */
     Py_ssize_t max_sampled, nsampled;
     Py_ssize_t *s_slot, s_top, s_cap, *s_free, s_nfree;
     PyObject **s_group;
@@ -163,13 +164,14 @@ static int ready(Kernel *self);
 
 /* -- small helpers ------------------------------------------------------------------------------------- */
 
+/* the group's sampling hash: its Python hash, xor the salt (0 by default: AdaptiveLRFUPolicy's sample_seed), mixed */
 static int
-mixed(PyObject *group, uint64_t *out)
+mixed(PyObject *group, uint64_t salt, uint64_t *out)
 {
     Py_hash_t hash = PyObject_Hash(group);
     if (hash == -1 && PyErr_Occurred())
         return -1;
-    uint64_t h = (uint64_t)hash * MIX1;
+    uint64_t h = ((uint64_t)hash ^ salt) * MIX1;
     h ^= h >> 29;
     h *= MIX2;
     *out = h ^ (h >> 32);
@@ -275,7 +277,7 @@ static Py_ssize_t
 new_slot(Kernel *self, PyObject *group)
 {
     uint64_t mix;
-    if (mixed(group, &mix) < 0)
+    if (mixed(group, self->sample_salt, &mix) < 0)
         return -1;
     Py_ssize_t slot;
     int reused = self->nfree > 0;
@@ -1407,6 +1409,8 @@ static PyMemberDef Kernel_members[] = {
     {"active", T_INT, offsetof(Kernel, active), READONLY, "the index of the active candidate"},
     {"sample_rate", T_DOUBLE, offsetof(Kernel, sample_rate), 0, "the share of the hash space sampled"},
     {"max_sampled", T_PYSSIZET, offsetof(Kernel, max_sampled), 0, "the most groups sampled"},
+    {"_sample_salt", T_ULONGLONG, offsetof(Kernel, sample_salt), 0,
+     "xor-ed into each group's hash before it is mixed (set before the first access)"},
     {"capacity", T_DOUBLE, offsetof(Kernel, capacity), 0, "the real cache's size"},
     {"_shadow_capacity", T_DOUBLE, offsetof(Kernel, shadow_capacity), 0, "each shadow's size (0: no shadows)"},
     {"_sampled", T_PYSSIZET, offsetof(Kernel, sampled), 0, "sampled accesses in the current round"},

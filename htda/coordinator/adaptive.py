@@ -20,7 +20,11 @@ and ranks with the one that is currently best:
   ``sample_rate`` and halves whenever more than ``max_sampled`` groups are
   sampled (SHARDS' fixed-size variant, by halving): a workload of few large
   groups is replayed whole, one of millions of small ones by a sample of
-  bounded cost;
+  bounded cost.  Which groups a sample holds depends on their hashes, and
+  ``sample_seed`` picks another sample (:func:`sample_salt`): on a trace
+  with more groups than ``max_sampled`` the choices, and the cache's hits,
+  differ from one sample to another, and the simulator's ``--sample-seed``
+  shows by how much (``docs/simulator.rst``, *How much a sample changes*);
 - **admission shadows** (``choose_admission``, on by default): a second shadow
   per candidate asks, before a missed group displaces anything, TinyLFU's
   question (:mod:`.admission`) of the LRFU keys themselves: is the group's key
@@ -161,7 +165,7 @@ except ImportError as exc:
 
 __all__ = ["AdaptiveLRFUPolicy", "Candidate", "DEFAULT_HALF_LIVES", "DampedChoice", "TwoPaceChoice", "LAYOUTS",
            "PLAIN", "ASKING", "PROBATION", "PROBATION_SHARE", "SHORTEST_ROUND", "SMALLER_SHARE", "placement_admission",
-           "round_length"]
+           "round_length", "sample_salt"]
 
 #: candidate half-lives: 5 minutes, 1 hour, 1 day, 7 days, 30 days.  30 days (nearly LFU) was added in the
 #: thirteenth session: over 23 public traces it lifted a cell above the best baseline and dropped none, and the
@@ -185,6 +189,12 @@ SMALLER_SHARE = 0.125
 #: (_adaptive_api.h) is the same number: their tests against the Python references, which use this one, fail
 #: if they differ
 PROBATION_SHARE = 0.1
+
+
+def sample_salt(seed: int) -> int:
+    """What ``sample_seed`` xors into every group's hash before it is mixed: 0 for seed 0 (the default sample), and
+    for each other seed a different 64-bit number, so another set of groups falls below the sampling threshold."""
+    return (seed * 0xD1B54A32D192ED03) & 0xFFFFFFFFFFFFFFFF
 
 
 def round_length(longest: int, shadow_capacity: float, accesses: int, requested: float) -> int:
@@ -316,7 +326,7 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
                  max_sampled: int = 16384, capacity: float = 0.0, decision_every: int = 1000,
                  hysteresis: float = 0.05, patience: int = 2, decay: float = 0.5, choose_admission: bool = True,
                  decisive: float = 0.5, start_admitting: bool = True, choose_probation: bool = True,
-                 half_life_decay: float = 0.9, smaller_share: float = SMALLER_SHARE):
+                 half_life_decay: float = 0.9, smaller_share: float = SMALLER_SHARE, sample_seed: int = 0):
         super().__init__(half_life, epoch)
         candidates = sorted({float(h) for h in half_lives} | {self.half_life})
         for wrong, message in (
@@ -326,7 +336,8 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
                  "decision_every, patience and max_sampled must be >= 1"),
                 (min(hysteresis, decisive) < 0 or not 0.0 <= decay < 1.0 or not 0.0 <= half_life_decay < 1.0,
                  "hysteresis and decisive must be >= 0, decay and half_life_decay in [0, 1)"),
-                (not 0.0 <= smaller_share < 1.0, "smaller_share must be in [0, 1)")):
+                (not 0.0 <= smaller_share < 1.0, "smaller_share must be in [0, 1)"),
+                (not isinstance(sample_seed, int) or sample_seed < 0, "sample_seed must be an integer >= 0")):
             if wrong:
                 raise ValueError(message)
         self.half_lives = candidates
@@ -342,6 +353,7 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         self.layout = PLAIN
         self._start_layout = ASKING if choose_admission and start_admitting else PLAIN
         self.sample_rate = sample_rate
+        self._sample_salt = sample_salt(sample_seed)
         self._threshold = int(sample_rate * (1 << 64))  # sampled: the group's mixed hash is below this
         self.max_sampled = max_sampled
         #: the longest round, in sampled accesses; :attr:`decision_every`, the current round's length, is shorter

@@ -155,7 +155,7 @@ def cmd_suite(args: argparse.Namespace) -> Any:
     half_lives = [parse_duration(h) for h in _split(args.half_lives or SUITE_HALF_LIVES)]
     text, verdicts = run_suite(traces, _split(args.policies), half_lives, rating=args.rating,
                                admissions=_split(args.admission), candidates=_candidates(args),
-                               hindsight=args.hindsight)
+                               hindsight=args.hindsight, sample_seed=args.sample_seed)
     if args.json:
         return [{"trace": v.name, "wins_everywhere": v.wins_everywhere, "gap_closed": v.gap_closed,
                  "summed_gap_closed": v.summed_gap_closed,
@@ -192,6 +192,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
             if not footprint:
                 raise ValueError(f"{description} has no requests: nothing to simulate")
             description += f" (percentages of its footprint, {human_bytes(footprint)})"
+        if args.sample_seed:
+            description += f"; htda(auto)'s shadow caches replay sample {args.sample_seed} of the groups"
         spec = _spec(args, size_texts, footprint, candidates, objects)
         window = args.window or (max(1000, total // 100) if total else args.chunk)
         result = simulate(chunks, spec, progress=progress if total else None, window=window)
@@ -220,7 +222,7 @@ def _spec(args: argparse.Namespace, size_texts: list[str], footprint: int | None
                    accesses=args.accesses, nodes=args.nodes, belady=not args.no_belady, bound=not args.no_bound,
                    cycle=parse_duration(args.cycle, "cycle") if args.cycle else None, hysteresis=args.hysteresis,
                    admissions=_split(args.admission), candidates=candidates, without_groups=args.without_groups,
-                   hindsight=args.hindsight, objects=objects)
+                   hindsight=args.hindsight, sample_seed=args.sample_seed, objects=objects)
 
 
 def _write_outputs(out: str, result, spec: RunSpec, footprint: int | None, text: str, plots: bool) -> list[str]:
@@ -292,6 +294,10 @@ def add_parser(subparsers) -> None:
                    help="with --half-lives auto: also replay each candidate it chooses among alone (every half-life "
                         "in every layout, never switching): what the online choice gives up against the best of "
                         "them in hindsight")
+    p.add_argument("--sample-seed", type=_count(0, "--sample-seed"), default=0, metavar="N",
+                   help="which sample of the groups the adaptive rating's shadow caches replay (default 0, the "
+                        "coordinator's): on a trace of more groups than it samples, runs with a few seeds show how "
+                        "much of a difference the sample makes")
     p.add_argument("--suite", metavar="DIR", help="replay every *.csv trace of DIR (and --synthetic) at 1-50 %% of "
                                                   "each footprint against every baseline; print reST tables")
     p.add_argument("--policies", default="lru,lfu,arc,s3fifo,wtinylfu", help="baseline policies (default %(default)s)")

@@ -66,6 +66,8 @@ class RunSpec:
     #: also replay each of the candidates "auto" chooses among alone (every half-life in every layout, never
     #: switching): the best of them in hindsight beside the online choice
     hindsight: bool = False
+    #: which sample of the groups the adaptive rating's shadow caches replay (its ``sample_seed``; 0: the default)
+    sample_seed: int = 0
     #: the trace's distinct objects, if known (0: not known): HTDA's tables start with room for them
     objects: int = 0
 
@@ -80,6 +82,8 @@ class RunSpec:
             raise ValueError("half-lives must be > 0 seconds (or auto)")
         if self.nodes < 1:
             raise ValueError("nodes must be >= 1")
+        if self.sample_seed < 0:
+            raise ValueError("the sample seed must be >= 0")
         if self.candidates is not None and (not self.candidates or any(not h > 0 for h in self.candidates)):
             raise ValueError("the adaptive rating's candidate half-lives must be > 0 seconds")
         if not self.admissions or any(a not in ADMISSIONS for a in self.admissions):
@@ -175,7 +179,8 @@ def build_policies(spec: RunSpec) -> list[CachePolicy]:
 
     def rating(h: float):
         if h == AUTO:
-            return AdaptiveLRFUPolicy(half_life=AUTO_START, half_lives=spec.candidates or DEFAULT_HALF_LIVES)
+            return AdaptiveLRFUPolicy(half_life=AUTO_START, half_lives=spec.candidates or DEFAULT_HALF_LIVES,
+                                      sample_seed=spec.sample_seed)
         return rating_cls(half_life=h)
 
     def htda(h: float, label: str, admission: str) -> Callable[[int], CachePolicy]:

@@ -96,7 +96,8 @@ def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None,
 def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[float], rating: str = "lrfu",
               fractions: tuple[float, ...] = SUITE_SIZES,
               admissions: list[str] | None = None,
-              candidates: list[float] | None = None, hindsight: bool = False) -> tuple[str, list[TraceVerdict]]:
+              candidates: list[float] | None = None, hindsight: bool = False,
+              sample_seed: int = 0) -> tuple[str, list[TraceVerdict]]:
     """Replay every trace; return the report (reStructuredText) and the verdicts."""
     sections, verdicts = [], []
     for trace in traces:
@@ -107,7 +108,7 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
             spec = RunSpec(capacities=capacities, half_lives=half_lives, baselines=baselines, rating=rating,
                            belady=False, admissions=admissions or ["none"], candidates=candidates,
                            without_groups=first.grouped,  # the group rule's effect, where it has one
-                           hindsight=hindsight, objects=first.objects)
+                           hindsight=hindsight, sample_seed=sample_seed, objects=first.objects)
             started = time.process_time()
             result = _size_by_size(first.for_replay, spec)
             cpu = time.process_time() - started
@@ -115,6 +116,8 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
         verdicts.append(verdict)
         sections.append(_section(trace, result, capacities, fractions, verdict, cpu))
     summary = ["Summary", "-------", ""]
+    if sample_seed:
+        summary += [f"(htda(auto)'s shadow caches replayed sample {sample_seed} of the groups.)", ""]
     for v in verdicts:
         where = "at every size" if v.wins_everywhere else "below the best baseline at " + ", ".join(
             f"{100 * f:g} %" for f, htda, _, best, _ in v.rows if htda < best - 1e-9)

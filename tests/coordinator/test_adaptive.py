@@ -25,6 +25,7 @@ from htda.coordinator.adaptive import (
     DampedChoice,
     TwoPaceChoice,
     round_length,
+    sample_salt,
 )
 from htda.coordinator.component import CoordinatorComponent
 from htda.coordinator.rating import NEVER, LRFUPolicy, RatingPolicy, log_add
@@ -437,6 +438,18 @@ def test_the_sample_halves_to_its_budget():
     assert all(c.used <= policy.sample_rate * policy.capacity for c in policy.candidates())
 
 
+def test_another_sample_seed_samples_other_groups_and_the_same_keys():
+    policies = [adaptive(start=LONG, capacity=10_000, max_sampled=256, sample_seed=seed) for seed in (0, 0, 1)]
+    for policy in policies:
+        for t in range(1, 5001):
+            policy.access(t, t)
+    sampled = [{g for c in policy.candidates() for g in c.residents} for policy in policies]
+    assert sampled[0] == sampled[1] and sampled[0] != sampled[2]  # one seed, one sample; another, another
+    assert all(policy.sampled_groups <= 256 for policy in policies)
+    assert all(policies[0].table(c) == policies[2].table(c) for c in range(3))  # the keys never depend on it
+    assert sample_salt(0) == 0 and len({sample_salt(seed) for seed in range(100)}) == 100
+
+
 def test_without_a_capacity_it_is_plain_lrfu():
     policy = AdaptiveLRFUPolicy(half_life=SHORT, half_lives=(SHORT, LONG))
     for t, g in hot_among_scans(3000):
@@ -585,10 +598,10 @@ _MIX2 = 0xBF58476D1CE4E5B9
 _M64 = (1 << 64) - 1
 
 
-def sample_hash(group: object) -> int:
-    """A well-spread 64-bit hash of ``group`` (splitmix64's finaliser over Python's hash): the group is sampled
-    while it is below the sampling rate times 2**64."""
-    h = (hash(group) * _MIX1) & _M64
+def sample_hash(group: object, salt: int = 0) -> int:
+    """A well-spread 64-bit hash of ``group`` (splitmix64's finaliser over Python's hash, xor ``salt``): the group is
+    sampled while it is below the sampling rate times 2**64."""
+    h = (((hash(group) & _M64) ^ salt) * _MIX1) & _M64
     h ^= h >> 29
     h = (h * _MIX2) & _M64
     return h ^ (h >> 32)
@@ -705,8 +718,9 @@ class _Straightforward(RatingPolicy):
 
     def __init__(self, half_life, half_lives, capacity=0.0, sample_rate=1.0, max_sampled=16384, decision_every=1000,
                  hysteresis=0.05, patience=2, decay=0.5, choose_admission=True, start_admitting=True,
-                 choose_probation=True, smaller_share=SMALLER_SHARE):
+                 choose_probation=True, smaller_share=SMALLER_SHARE, sample_seed=0):
         super().__init__(half_life)
+        self.salt = sample_salt(sample_seed)
         self.half_lives = sorted({float(h) for h in half_lives} | {self.half_life})
         self.active = self.half_lives.index(self.half_life)
         self.tables = [{} for _ in self.half_lives]
@@ -760,13 +774,13 @@ class _Straightforward(RatingPolicy):
             table[group] = log_add(table.get(group, NEVER), math.log2(weight) + (t - self.epoch) * (1.0 / h))
         self._keys[group] = self.tables[self.active][group]
         self._touched.add(group)
-        if not self.capacity or sample_hash(group) >= self.threshold:
+        if not self.capacity or sample_hash(group, self.salt) >= self.threshold:
             return
         if group not in self.sampled:
             self.sampled.add(group)
             if len(self.sampled) > self.max_sampled:
                 self.halve()
-                if sample_hash(group) >= self.threshold:
+                if sample_hash(group, self.salt) >= self.threshold:
                     return
         for k, (shadow, asks, share) in enumerate(zip(self.shadows, self.asks, self.shares)):
             capacity = self.sample_rate * self.capacity * share
@@ -813,7 +827,7 @@ class _Straightforward(RatingPolicy):
     def halve(self):
         self.sample_rate /= 2
         self.threshold //= 2
-        left = {g for g in self.sampled if sample_hash(g) >= self.threshold}
+        left = {g for g in self.sampled if sample_hash(g, self.salt) >= self.threshold}
         self.sampled -= left
         for shadow, share in zip(self.shadows, self.shares):
             shadow.discard(left)
@@ -874,13 +888,14 @@ def _options() -> dict:
             "patience": 1, "hysteresis": 0.02}
 
 
-@pytest.mark.parametrize("choose_admission, choose_probation", [(True, True), (True, False), (False, True),
-                                                               (False, False)])
-def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission, choose_probation):
+@pytest.mark.parametrize("choose_admission, choose_probation, sample_seed", [
+    (True, True, 0), (True, False, 0), (False, True, 0), (False, False, 0), (True, True, 7)])
+def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission, choose_probation, sample_seed):
     """Keys, sample, shadows and decisions of the C kernel are the reference's, bit for bit, through switches
     (of half-life and of layout), halvings of the sample, restored keys, forgotten groups and new sizes of the
     cache."""
-    options = {**_options(), "choose_admission": choose_admission, "choose_probation": choose_probation}
+    options = {**_options(), "choose_admission": choose_admission, "choose_probation": choose_probation,
+               "sample_seed": sample_seed}
     fast, reference = AdaptiveLRFUPolicy(half_life=MIDDLE, **options), _Straightforward(half_life=MIDDLE, **options)
     rng = random.Random(5)
     for i, (group, t, size) in enumerate(_random_trace()):

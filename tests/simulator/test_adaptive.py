@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import gc
+import random
 import weakref
 
 import pytest
 
-from htda.coordinator.adaptive import LAYOUTS, PLAIN, PROBATION, AdaptiveLRFUPolicy
+from htda.coordinator.adaptive import LAYOUTS, PLAIN, PROBATION, AdaptiveLRFUPolicy, sample_salt
 from htda.coordinator.admission import TinyLFUAdmission
 from htda.coordinator.rating import LRFUPolicy
 from htda.simulator.cli import parse_duration
@@ -46,6 +47,34 @@ def test_the_candidates_of_auto_are_those_given_as_the_coordinator_would_configu
     args = parser.parse_args(["simulate", "--synthetic", "--candidates", "1h,never"])
     with pytest.raises(ValueError, match="candidate half-life 'never' is not a duration"):
         args.func(args)
+
+
+def test_another_sample_seed_replays_other_groups_in_the_shadow_caches_and_may_choose_otherwise():
+    """``--sample-seed``: the shadow caches of a trace of more groups than they sample (16,384) replay another
+    sample, so the choice, and the hits, may differ; the keys, and every other policy, do not."""
+    rng = random.Random(4)
+    names, scan = [], 10**6
+    for i in range(120_000):  # phases: a drifting working set, then 100 hot objects among a scan (35,000 in all)
+        if (i // 10_000) % 2 == 0:
+            names.append(1000 + (i // 500) * 40 + rng.randrange(60))
+        elif rng.random() < 0.5:
+            names.append(rng.randrange(100))
+        else:
+            scan += 1
+            names.append(scan)
+    chunk = chunk_of(names, 10)
+    hits = []
+    for seed in (0, 1, 0):
+        spec = RunSpec(capacities=[2_000], half_lives=[AUTO], baselines=["lru"], sample_seed=seed)
+        policies = build_policies(spec)
+        assert policies[1].rating._sample_salt == sample_salt(seed)
+        results = run(chunk, policies, 2_000, bound=False)
+        assert policies[1].rating.sample_rate < 1.0 and policies[1].rating.switches > 1
+        hits.append((results["lru"].hit_bytes, results["htda(auto)"].hit_bytes))
+    assert hits[0] == hits[2] and hits[0][0] == hits[1][0]  # one seed, one result; LRU knows no sample
+    assert hits[0][1] != hits[1][1]
+    with pytest.raises(ValueError, match="sample seed must be >= 0"):
+        RunSpec(capacities=[100], half_lives=[AUTO], sample_seed=-1)
 
 
 def test_the_adaptive_rating_finds_the_short_half_life_in_a_replay_with_and_without_admission():

@@ -68,12 +68,24 @@ def test_bad_arguments_are_clear_errors(argv, message):
 
 
 @pytest.mark.parametrize("option, value", [("--window", "-1"), ("--chunk", "0"), ("--window", "many"),
-                                           ("--time-unit", "0"), ("--time-unit", "minutes"), ("--time-unit", "nan")])
+                                           ("--time-unit", "0"), ("--time-unit", "minutes"), ("--time-unit", "nan"),
+                                           ("--sample-seed", "-1"), ("--sample-seed", "one")])
 def test_bad_counts_are_refused_before_any_replay(option, value, capsys):
     with pytest.raises(SystemExit) as exc:
         run_cli("simulate", "--synthetic", option, value)
     assert exc.value.code == 2
     assert option in capsys.readouterr().err
+
+
+def test_a_run_with_another_sample_says_which_and_the_suite_too(tmp_path):
+    run_cli("trace", "generate", str(tmp_path / "t.csv"), "--requests", "2000")
+    text = run_cli("simulate", str(tmp_path / "t.csv"), "--sizes", "10%", "--policies", "lru", "--no-belady",
+                   "--no-bound", "--sample-seed", "3")
+    assert text.splitlines()[0].endswith("htda(auto)'s shadow caches replay sample 3 of the groups")
+    assert "sample 0" not in run_cli("simulate", str(tmp_path / "t.csv"), "--sizes", "10%", "--policies", "lru",
+                                     "--no-belady", "--no-bound")
+    suite = run_cli("simulate", "--suite", str(tmp_path), "--policies", "lru", "--sample-seed", "2")
+    assert "(htda(auto)'s shadow caches replayed sample 2 of the groups.)" in suite
 
 
 @pytest.mark.parametrize("text", ["", "timestamp,object_id,size_bytes,group_id\n", "\n\n"])
