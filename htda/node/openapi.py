@@ -115,4 +115,3 @@ def _in_place(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, A
     """A reference to a named schema replaced by that schema (its own references stay)."""
     ref = schema.get("$ref", "")
     return dict(components[ref.rsplit("/", 1)[1]]) if ref.startswith("#/components/schemas/") else schema
-

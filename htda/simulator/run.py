@@ -99,7 +99,6 @@ def htda_label(half_life: float, admission: str = "none") -> str:
     return f"htda({'auto' if half_life == AUTO else duration_text(half_life)}){suffix}"
 
 
-
 def hindsight_label(half_life: float, layout: int) -> str:
     """``htda(1d, probation)``: one candidate of the half-life auto replayed alone (``RunSpec.hindsight``)."""
     return f"{htda_label(half_life)[:-1]}, {LAYOUTS[layout]})"
