@@ -45,7 +45,8 @@ def parse_duration(text: str, what: str = "half-life") -> float:
 
 def duration_text(seconds: float) -> str:
     """``5m``, ``30d``, ``90s``: a duration in its largest whole unit, as :func:`parse_duration` reads it."""
-    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
+    for unit in "dhm":  # (not weeks: a label reads 7d)
+        length = _DURATIONS[unit]
         if seconds >= length and seconds % length == 0:
             return f"{int(seconds // length)}{unit}"
     return f"{seconds:g}s"
