@@ -191,8 +191,9 @@ class CoordinatorComponent(Component):
             m.gauge("htda_coordinator_rating_admitting", "1 while the adaptive rating's admission shadows win (a "
                     "group must have been read before, more than the placed groups it displaces)",
                     callback=lambda: float(policy.admitting))
-            m.gauge("htda_coordinator_rating_probation", "1 while the adaptive rating's probation shadows win (past "
-                    "the best tenth of the space, a group must have been read again to displace placed ones)",
+            m.gauge("htda_coordinator_rating_probation", "1 while the adaptive rating's probation or chances shadows "
+                    "win (past the best tenth of the space, a group must have been read again to displace placed "
+                    "ones)",
                     callback=lambda: float(policy.probation))
             m.gauge("htda_coordinator_rating_switches", "switches of the adaptive rating (half-life or layout) "
                     "since start", callback=lambda: policy.switches)
