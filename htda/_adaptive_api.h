@@ -9,14 +9,10 @@
 
 #define HTDA_ADAPTIVE_API_NAME "htda.coordinator._adaptive.API"
 
-/* the layouts of a cache an adaptive rating may ask for (htda.coordinator.adaptive.PLAIN, ASKING, PROBATION,
- * CHANCES), and
+/* the layouts of a cache an adaptive rating may ask for (htda.coordinator.adaptive.PLAIN, ASKING, PROBATION), and
  * the share of the cache a probation queue fills (PROBATION_SHARE) */
-enum { HTDA_PLAIN = 0, HTDA_ASKING = 1, HTDA_PROBATION = 2, HTDA_CHANCES = 3 };
+enum { HTDA_PLAIN = 0, HTDA_ASKING = 1, HTDA_PROBATION = 2 };
 #define HTDA_PROBATION_SHARE 0.1
-/* the chances a file of a probation cache's main part may earn by being read there (S3-FIFO's 2-bit CLOCK count):
- * when it is the lowest, one is spent and it goes back up as if read now (PROBATION_CHANCES) */
-#define HTDA_PROBATION_CHANCES 3
 
 typedef struct {
     /* kernel.access(group, t, 1.0, size), except that group does not join _touched (the simulator never takes

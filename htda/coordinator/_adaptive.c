@@ -59,8 +59,7 @@
 #define OUT (-1.0) /* a shadow's size of a group it does not hold (sizes are >= 0) */
 /* the share of a probation shadow's capacity its queue may fill (S3-FIFO's small queue), and the layouts */
 #define PROBATION_SHARE HTDA_PROBATION_SHARE
-enum { PLAIN = HTDA_PLAIN, ASKING = HTDA_ASKING, PROBATION = HTDA_PROBATION, CHANCES = HTDA_CHANCES };
-#define QUEUES(layout) ((layout) == PROBATION || (layout) == CHANCES)
+enum { PLAIN = HTDA_PLAIN, ASKING = HTDA_ASKING, PROBATION = HTDA_PROBATION };
 enum { MAIN = 0, QUEUED = 1, READ_AGAIN = 2 }; /* where a probation shadow holds a group */
 
 typedef struct {
@@ -79,12 +78,7 @@ typedef struct {
     uint64_t ghost; /* the stamp of its entry in the ghost list, 0 when it is not there */
     double gone; /* its size when it went to the ghost list */
     int where; /* MAIN (or not held), QUEUED, READ_AGAIN (queued and read since) */
-    int chances; /* in the main part: the chances it earned there (reads, at most PROBATION_CHANCES) */
-    double raised; /* in the main part: the key it was given when it last spent a chance (-inf: none) */
 } Extra;
-
-#define NEW_EXTRA ((Extra){0, 0.0, MAIN, 0, -INFINITY})
-#define PROBATION_CHANCES HTDA_PROBATION_CHANCES
 
 /* an entry of a probation shadow's queue (stamp unused) or ghost list */
 typedef struct {
@@ -362,25 +356,14 @@ heapify(Kernel *self, Shadow *shadow)
         shadow_sift_down(self, shadow->heap, shadow->n, pos);
 }
 
-/* where sampled group s stands in shadow k's main part: its key, or the key it was raised to on spending a
- * chance (a probation shadow), whichever is higher */
-static inline double
-standing(const Kernel *self, const Shadow *shadow, int k, Py_ssize_t s)
-{
-    double key = CELL(self, s, k)->key;
-    if (shadow->extra != NULL && shadow->extra[s].raised > key)
-        return shadow->extra[s].raised;
-    return key;
-}
-
 /* Shadow k's lowest entry (its heap is not empty), once the entries above it whose groups were accessed since
- * they were pushed are re-pushed with their standing now (check self->failed) */
+ * they were pushed are re-pushed with their keys now (check self->failed) */
 static Entry *
 settled_top(Kernel *self, Shadow *shadow, int k)
 {
     for (;;) {
         Entry *top = &shadow->heap[0];
-        double current = standing(self, shadow, k, top->s);
+        double current = CELL(self, top->s, k)->key;
         if (current == top->key || self->failed)
             return top;
         top->key = current;
@@ -488,16 +471,9 @@ settle(Kernel *self, int k, double capacity)
                 return -1;
         }
         else if (shadow->n) {
-            Entry *top = settled_top(self, shadow, k);
+            settled_top(self, shadow, k);
             if (self->failed)
                 return -1;
-            Extra *extra = &shadow->extra[top->s];
-            if (shadow->layout == CHANCES && extra->chances) { /* it spends one: back up, as if read now */
-                extra->chances--;
-                extra->raised = (self->now - self->epoch) * self->inverse[shadow->candidate];
-                continue;
-            }
-            extra->raised = -INFINITY;
             drop_top(self, shadow, k);
         }
         else {
@@ -513,7 +489,7 @@ settle(Kernel *self, int k, double capacity)
 static int
 evict(Kernel *self, int k, double capacity)
 {
-    if (QUEUES(self->shadows[k].layout))
+    if (self->shadows[k].layout == PROBATION)
         return settle(self, k, capacity);
     return make_room(self, k, 0.0, capacity, 0, 0.0) < 0 ? -1 : 0;
 }
@@ -605,7 +581,7 @@ drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
                 shadow->heap[kept++] = shadow->heap[i];
         }
         int changed = kept != shadow->n;
-        if (QUEUES(shadow->layout)) {
+        if (shadow->layout == PROBATION) {
             changed |= ring_filter(self, c, &shadow->queue, leaving, only, leaves_queue);
             changed |= ring_filter(self, c, &shadow->ghost, leaving, only, leaves_ghost);
         }
@@ -621,7 +597,7 @@ drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
             used += CELL(self, held[i].s, c)->size;
         shadow->used = used;
         PyMem_Free(held);
-        if (QUEUES(shadow->layout))
+        if (shadow->layout == PROBATION)
             sum_lists(self, shadow, c);
     }
     return self->failed ? -1 : 0;
@@ -646,7 +622,7 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
                 || htda_grow((void **)&self->cells, cap * self->ns, sizeof(Cell)) < 0)
                 return -1;
             for (int k = 0; k < self->ns; k++)
-                if (QUEUES(self->shadows[k].layout)
+                if (self->shadows[k].layout == PROBATION
                     && htda_grow((void **)&self->shadows[k].extra, cap, sizeof(Extra)) < 0)
                     return -1;
             self->s_cap = cap;
@@ -663,7 +639,7 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
         CELL(self, s, k)->key = KEYS(self, slot)[self->shadows[k].candidate];
         CELL(self, s, k)->size = OUT;
         if (self->shadows[k].extra != NULL)
-            self->shadows[k].extra[s] = NEW_EXTRA;
+            self->shadows[k].extra[s] = (Extra){0, 0.0, MAIN};
     }
     SLOT(self, slot)->sidx = s;
     self->nsampled++;
@@ -733,8 +709,6 @@ replay_sampled(Kernel *self, Py_ssize_t s, double size)
             }
             if (extra != NULL && extra->where == QUEUED)
                 extra->where = READ_AGAIN;
-            else if (extra != NULL && extra->where == MAIN && extra->chances < PROBATION_CHANCES)
-                extra->chances++;
         }
         else if (size > capacity) {
             continue;
@@ -1073,7 +1047,7 @@ static PyObject *
 Kernel_configure(Kernel *self, PyObject *args)
 {
     PyObject *inverses, *layout_arg = NULL;
-    int active, layouts[4] = {PLAIN}, nl = 1, seen = 0;
+    int active, layouts[3] = {PLAIN}, nl = 1, seen = 0;
     double smaller = 0.0;
     if (!PyArg_ParseTuple(args, "Oi|Od:_configure", &inverses, &active, &layout_arg, &smaller))
         return NULL;
@@ -1087,9 +1061,9 @@ Kernel_configure(Kernel *self, PyObject *args)
         if (given == NULL)
             return NULL;
         nl = (int)PySequence_Fast_GET_SIZE(given);
-        for (int i = 0; i < nl && i < 4; i++) {
+        for (int i = 0; i < nl && i < 3; i++) {
             long layout = PyLong_AsLong(PySequence_Fast_GET_ITEM(given, i));
-            if (layout < PLAIN || layout > CHANCES || seen & (1 << layout)) {
+            if (layout < PLAIN || layout > PROBATION || seen & (1 << layout)) {
                 nl = 0;
                 break;
             }
@@ -1097,7 +1071,7 @@ Kernel_configure(Kernel *self, PyObject *args)
             layouts[i] = (int)layout;
         }
         Py_DECREF(given);
-        if (nl < 1 || nl > 4) {
+        if (nl < 1 || nl > 3) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_ValueError, "layouts: 1 to 3 distinct of 0 (plain), 1 (asking), 2 (probation)");
             return NULL;
@@ -1291,7 +1265,7 @@ Kernel_retire(Kernel *self, PyObject *arg)
         for (Py_ssize_t s = 0; s < self->s_top; s++) {
             CELL(self, s, k)->size = OUT;
             if (shadow->extra != NULL)
-                shadow->extra[s] = NEW_EXTRA;
+                shadow->extra[s] = (Extra){0, 0.0, MAIN};
         }
         PyMem_Free(shadow->heap);
         PyMem_Free(shadow->queue.a);
@@ -1521,10 +1495,10 @@ static int
 set_layout(Kernel *self, PyObject *value, void *Py_UNUSED(closure))
 {
     long layout = value == NULL ? -1 : PyLong_AsLong(value);
-    if (layout < PLAIN || layout > CHANCES) {
+    if (layout < PLAIN || layout > PROBATION) {
         if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_OverflowError)) {
             PyErr_Clear();
-            PyErr_SetString(PyExc_ValueError, "layout must be 0 (plain), 1 (asking), 2 (probation) or 3 (chances)");
+            PyErr_SetString(PyExc_ValueError, "layout must be 0 (plain), 1 (asking) or 2 (probation)");
         }
         return -1;
     }

@@ -58,21 +58,10 @@ and ranks with the one that is currently best:
   unasked and the others only once read again).  Where S3-FIFO beat every
   half-life (database objects, web pages, OLTP pages) this is what was
   missing (``docs/simulator-history.rst``, *Probation chosen online*);
-- **chances shadows** (``choose_chances``, on by default): a fourth shadow per
-  candidate lays its cache out on probation too, and gives its main part
-  S3-FIFO's CLOCK: a group read there earns a chance (at most
-  :data:`PROBATION_CHANCES`), and the lowest group, if it has one, spends it
-  and goes back up with the key of a read now instead of leaving.  Where
-  S3-FIFO beat HTDA by a little (OLTP at 1 %, web pages, Scarab) its main
-  part's CLOCK was the difference: with an LRU main part it fell to HTDA's
-  level (``docs/simulator-history.rst``, *S3-FIFO's chances on probation*).
-  When such a shadow wins, :attr:`probation` is true as for the third; the
-  simulator's cache gives the chances too, the coordinator's placement (which
-  orders by score, with no queue and no clock) lays itself out as on probation;
 - **smaller shadows** (``smaller_share``, :data:`SMALLER_SHARE` of the size): until the cache first fills,
   its shadows have evicted nothing, so all of them have hit the same bytes and the choice has nothing to go
   by; for a large cache that is a fifth to two fifths of a trace, and the layout it fills with (the start)
-  decides what it holds long after.  Four more shadows, one per layout at the starting half-life and an
+  decides what it holds long after.  Three more shadows, one per layout at the starting half-life and an
   eighth of the size, fill eight times sooner; their hits go to a layout choice of their own
   (:class:`DampedChoice`, the quick pace), and while the cache's own shadows have all hit alike its layout
   is the one they pick (no switch is counted: nothing tells its own shadows apart).  Once its own shadows
@@ -110,17 +99,13 @@ and ranks with the one that is currently best:
     ``docs/simulator-history.rst``).  For the same reason one round is not evidence
     enough *against* the question: a scan read again at once is a round in
     which every shadow that admitted it hits far more, though over the
-    following rounds the question wins (CloudPhysics at 20 %: 0.173 leaving
-    it on such a round, 0.221 holding it; ``docs/simulator-history.rst``,
-    *Holding the question*).  The same holds between the probation layouts,
-    whose queue and chances pay over several turnovers.  So a layout replaces
-    the active one only if the slow totals (below) agree too, whether it won
-    one decisive round or ``patience`` rounds (over five samples of the 23
-    public traces: 2.7 % of the gap to PFOO-L closed on average instead of
-    2.1 %, with the fourth layout; without this rule the fourth layout made
-    the choice flap, 26 switches instead of 9 on the synthetic workload;
-    ``docs/simulator-history.rst``, *Every layout switch held to the slow
-    totals*);
+    following rounds the question wins.  So the question's layout is left at
+    once only if the slow totals (below) agree, and otherwise only after
+    ``patience`` rounds (``held`` of :class:`TwoPaceChoice`; CloudPhysics at
+    20 %: 0.173 leaving it on such a round, 0.221 holding it; over all 23
+    public traces 62 of 115 cells at or above the best baseline instead of
+    60, no cell lower by more than 0.002; ``docs/simulator-history.rst``, *Holding
+    the question*);
   - **the half-life** follows slowly: each half-life is scored by its best
     layout's totals decayed by ``half_life_decay`` a round (0.9: about ten
     rounds), and another replaces the active one, with that best layout, once
@@ -179,8 +164,8 @@ except ImportError as exc:
     raise not_built(exc) from exc
 
 __all__ = ["AdaptiveLRFUPolicy", "Candidate", "DEFAULT_HALF_LIVES", "DampedChoice", "TwoPaceChoice", "LAYOUTS",
-           "PLAIN", "ASKING", "PROBATION", "CHANCES", "PROBATION_CHANCES", "PROBATION_SHARE", "SHORTEST_ROUND",
-           "SMALLER_SHARE", "placement_admission", "round_length", "sample_salt"]
+           "PLAIN", "ASKING", "PROBATION", "PROBATION_SHARE", "SHORTEST_ROUND", "SMALLER_SHARE", "placement_admission",
+           "round_length", "sample_salt"]
 
 #: candidate half-lives: 5 minutes, 1 hour, 1 day, 7 days, 30 days.  30 days (nearly LFU) was added in the
 #: thirteenth session: over 23 public traces it lifted a cell above the best baseline and dropped none, and the
@@ -188,12 +173,11 @@ __all__ = ["AdaptiveLRFUPolicy", "Candidate", "DEFAULT_HALF_LIVES", "DampedChoic
 #: 0.25-2 % of its footprint (docs/simulator-history.rst, *The candidates' range widened*)
 DEFAULT_HALF_LIVES = (300.0, 3600.0, 86400.0, 604800.0, 2592000.0)
 
-#: the layouts of a cache the shadows replay (the kernels' HTDA_PLAIN, HTDA_ASKING, HTDA_PROBATION, HTDA_CHANCES):
-#: every group admitted, lowest key out (PLAIN); the admission question asked first (ASKING); new groups on
-#: probation in a FIFO queue (PROBATION); on probation, and the main part's groups read there given second chances
-#: (CHANCES)
-PLAIN, ASKING, PROBATION, CHANCES = 0, 1, 2, 3
-LAYOUTS = ("plain", "asking", "probation", "chances")
+#: the layouts of a cache the shadows replay (the kernels' HTDA_PLAIN, HTDA_ASKING, HTDA_PROBATION): every group
+#: admitted, lowest key out (PLAIN); the admission question asked first (ASKING); new groups on probation in a FIFO
+#: queue (PROBATION)
+PLAIN, ASKING, PROBATION = 0, 1, 2
+LAYOUTS = ("plain", "asking", "probation")
 #: the fewest sampled accesses in a round, however small the shadow caches (see :func:`round_length`)
 SHORTEST_ROUND = 100
 #: the size of the smaller shadows, as a share of the others' (see the module docstring): any share from 1/16 to 1/4
@@ -205,10 +189,6 @@ SMALLER_SHARE = 0.125
 #: (_adaptive_api.h) is the same number: their tests against the Python references, which use this one, fail
 #: if they differ
 PROBATION_SHARE = 0.1
-#: the chances a group in a probation cache's main part earns by being read there, at most (S3-FIFO's 2-bit CLOCK
-#: count): the lowest group, if it has one, spends it and goes back up as if read now, instead of leaving; the
-#: kernels' HTDA_PROBATION_CHANCES, checked as PROBATION_SHARE is
-PROBATION_CHANCES = 3
 
 
 def sample_salt(seed: int) -> int:
@@ -241,6 +221,8 @@ class DampedChoice:
         self.requested = 0.0
         self.challenger = -1
         self.wins = 0
+        #: whether the latest switch :meth:`verdict` gave was decisive (one round, before ``patience`` of them)
+        self.at_once = False
 
     def round(self, hits: Sequence[float], requested: float, active: int) -> int | None:
         """Take one round: each candidate's bytes hit and the bytes asked for, while ``active`` ranks.  The
@@ -271,6 +253,7 @@ class DampedChoice:
         if at_once and gain <= self.decisive * scale:
             return None
         self.challenger, self.wins = -1, 0
+        self.at_once = at_once
         return best
 
 
@@ -279,13 +262,13 @@ class TwoPaceChoice:
     one (see the module docstring).  ``quick`` is the :class:`DampedChoice` of every shadow (a block of
     ``candidates`` per layout), whose rule picks the layout among the active half-life's shadows; ``slow`` is
     another over the same shadows, its totals decayed by ``half_life_decay`` a round, which switches at once
-    (patience 1) among each half-life's best shadow.  A layout the quick rule picks replaces the active one only
-    if the slow totals agree: a layout pays at its own pace, so a few rounds against it are not evidence enough
-    (see the module docstring)."""
+    (patience 1) among each half-life's best shadow.  The ``held``-th layout (the admission question's, if any)
+    is left at once, in one decisive round, only if the slow totals agree: it pays late, so one round against it
+    is not evidence enough (see the module docstring)."""
 
     def __init__(self, candidates: int, layouts: int, hysteresis: float = 0.05, patience: int = 2,
-                 decay: float = 0.5, decisive: float = 0.5, half_life_decay: float = 0.9):
-        self.candidates, self.layouts = candidates, layouts
+                 decay: float = 0.5, decisive: float = 0.5, half_life_decay: float = 0.9, held: int | None = None):
+        self.candidates, self.layouts, self.held = candidates, layouts, held
         self.quick = DampedChoice(candidates * layouts, hysteresis, patience, decay, decisive)
         self.slow = DampedChoice(candidates * layouts, hysteresis, 1, half_life_decay, decisive)
 
@@ -293,8 +276,7 @@ class TwoPaceChoice:
         """Take one round (each shadow's bytes hit, the bytes asked for) while ``candidate`` ranks laid out as the
         ``layout``-th layout.  The (candidate, layout) to switch to, else None: another half-life once its best
         layout's slow total beats the active half-life's best by the margin, with that layout; else another
-        layout of the active half-life as :class:`DampedChoice` picks it among them, if its slow total is above
-        the active layout's too."""
+        layout of the active half-life as :class:`DampedChoice` picks it among them."""
         quick, slow, nc = self.quick, self.slow, self.candidates
         quick.add(hits, requested)
         slow.add(hits, requested)
@@ -306,7 +288,7 @@ class TwoPaceChoice:
             return to % nc, to // nc
         mine = candidate + nc * layout
         to = quick.verdict(mine, [candidate + nc * lay for lay in range(self.layouts)])
-        if to is None or totals[to] <= totals[mine]:
+        if to is None or (layout == self.held and quick.at_once and totals[to] <= totals[mine]):
             return None
         return candidate, to // nc
 
@@ -344,8 +326,7 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
                  max_sampled: int = 16384, capacity: float = 0.0, decision_every: int = 1000,
                  hysteresis: float = 0.05, patience: int = 2, decay: float = 0.5, choose_admission: bool = True,
                  decisive: float = 0.5, start_admitting: bool = True, choose_probation: bool = True,
-                 half_life_decay: float = 0.9, smaller_share: float = SMALLER_SHARE, sample_seed: int = 0,
-                 choose_chances: bool = True):
+                 half_life_decay: float = 0.9, smaller_share: float = SMALLER_SHARE, sample_seed: int = 0):
         super().__init__(half_life, epoch)
         candidates = sorted({float(h) for h in half_lives} | {self.half_life})
         for wrong, message in (
@@ -363,14 +344,12 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         # one key per group and candidate; the active one's are also self._keys (the same dict object for ever:
         # a reader may hold it, as the simulator does)
         #: the layouts the shadows replay, in the order of their blocks of shadows (PLAIN first)
-        self.layouts = (PLAIN,) + ((ASKING,) if choose_admission else ()) + ((PROBATION,) if choose_probation else ()) \
-            + ((CHANCES,) if choose_chances else ())
+        self.layouts = (PLAIN,) + ((ASKING,) if choose_admission else ()) + ((PROBATION,) if choose_probation else ())
         # smaller shadows only where there is a layout to choose
         smaller_share = float(smaller_share) if len(self.layouts) > 1 else 0.0
         self._configure([1.0 / h for h in candidates], candidates.index(self.half_life), self.layouts, smaller_share)
-        #: how the cache around the rating should lay itself out now (PLAIN, ASKING, PROBATION or CHANCES): as the
-        #: winning shadow does, or as at the start (``start_admitting``: ASKING) while none has won; PLAIN without
-        #: shadows
+        #: how the cache around the rating should lay itself out now (PLAIN, ASKING or PROBATION): as the winning
+        #: shadow does, or as at the start (``start_admitting``: ASKING) while none has won; PLAIN without shadows
         self.layout = PLAIN
         self._start_layout = ASKING if choose_admission and start_admitting else PLAIN
         self.sample_rate = sample_rate
@@ -382,7 +361,7 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         self.longest_round = self.decision_every = decision_every
         # the decisions, from every shadow's hits; their quick totals: scores()
         self.choice = TwoPaceChoice(len(candidates), len(self.layouts), hysteresis, patience, decay, decisive,
-                                    half_life_decay)
+                                    half_life_decay, self.layouts.index(ASKING) if ASKING in self.layouts else None)
         #: the layout choice among the smaller shadows (one per layout, at the starting half-life), and the index
         #: of the layout it picks, while they are replayed (None once retired, or with no smaller shadows)
         self.smaller: DampedChoice | None = None
@@ -401,11 +380,10 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         """One of the candidates alone: LRFU at ``half_life``, the cache laid out as ``layout`` says from the start,
         never switching.  The simulator replays each (``htda simulate --hindsight``) to show what the online
         choice among them gives up against the best of them in hindsight."""
-        if layout not in (PLAIN, ASKING, PROBATION, CHANCES):
-            raise ValueError(f"layout must be one of {PLAIN}, {ASKING}, {PROBATION}, {CHANCES} ({', '.join(LAYOUTS)})")
+        if layout not in (PLAIN, ASKING, PROBATION):
+            raise ValueError(f"layout must be one of {PLAIN}, {ASKING}, {PROBATION} ({', '.join(LAYOUTS)})")
         policy: AdaptiveLRFUPolicy[Any] = cls(half_life=half_life, epoch=epoch, half_lives=[half_life],
                                               choose_admission=layout == ASKING, choose_probation=layout == PROBATION,
-                                              choose_chances=layout == CHANCES,
                                               smaller_share=0.0)
         policy._fixed = True
         policy._start_layout = layout
@@ -421,9 +399,8 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         """Whether the cache should put new groups on probation now: a FIFO queue of :data:`PROBATION_SHARE` of
         its size, which a group leaves for the rest of the cache only if it was read again while queued, and a
         ghost list of the groups that left it unread (as many bytes as the rest), which go straight to the rest
-        when read again (S3-FIFO's quick demotion); with :data:`CHANCES`, the rest gives second chances as
-        S3-FIFO's main part does."""
-        return self.layout in (PROBATION, CHANCES)
+        when read again (S3-FIFO's quick demotion)."""
+        return self.layout == PROBATION
 
     # -- configuration ------------------------------------------------------
     def set_capacity(self, capacity: float) -> None:
@@ -471,7 +448,7 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
     # -- choosing -------------------------------------------------------------
     def scores(self) -> list[float]:
         """Each shadow's decayed hits (the last decision's totals): a block of the candidates in order per layout
-        of :attr:`layouts` (plain, then asking, on probation and with chances when chosen)."""
+        of :attr:`layouts` (plain, then asking and on probation when chosen)."""
         return list(self.choice.quick.totals)
 
     def _decide(self, hits: Sequence[float]) -> None:
@@ -559,7 +536,7 @@ def placement_admission(policy: AdaptiveLRFUPolicy[Any], group_of: Callable[[Any
             before = policy.before(group)
             return all(before > policy.key(g) for g in map(group_of, victims) if g is not None and g != group)
         return {"admit": better_than_victims, "window": 0.0}
-    if policy.layout in (PROBATION, CHANCES):
+    if policy.layout == PROBATION:
         def read_again(group: Hashable, victims: list[Any]) -> bool:
             return not isinstance(group, int) or policy.before(group) != NEVER
         return {"admit": read_again, "window": PROBATION_SHARE}

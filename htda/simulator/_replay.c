@@ -43,9 +43,8 @@
 /* htda.coordinator.rating.GIB: the unit of normalised_key */
 #define GIB 1073741824.0
 /* the layouts an adaptive rating may ask for, and the share of the cache a probation queue fills */
-enum { PLAIN = HTDA_PLAIN, ASKING = HTDA_ASKING, PROBATION = HTDA_PROBATION, CHANCES = HTDA_CHANCES };
+enum { PLAIN = HTDA_PLAIN, ASKING = HTDA_ASKING, PROBATION = HTDA_PROBATION };
 #define PROBATION_SHARE HTDA_PROBATION_SHARE
-#define PROBATION_CHANCES HTDA_PROBATION_CHANCES
 enum { MAIN = 0, QUEUED = 1, READ_AGAIN = 2 }; /* where a cached file is (MAIN also: not cached) */
 
 static PyObject *unit_weight; /* 1.0: the weight of an access */
@@ -70,9 +69,7 @@ typedef struct {
     int64_t size; /* while cached: its size */
     double key; /* while cached: the key of its one live heap entry */
     Py_ssize_t slot; /* where an adaptive kernel keeps its group's keys, as its group's record says (-1: unknown) */
-    int16_t where; /* MAIN, QUEUED or READ_AGAIN (queued and read since) */
-    int16_t chances; /* while cached in the main part: the chances it earned there (reads, PROBATION_CHANCES at most) */
-    double raised; /* while cached: the key it went back up to when it last spent a chance (-inf: none) */
+    int where; /* MAIN, QUEUED or READ_AGAIN (queued and read since) */
     uint64_t ghost; /* the stamp of its entry in the ghost list, 0 when it is not there */
     long long gone; /* its size when it went to the ghost list */
 } File;
@@ -250,7 +247,6 @@ typedef struct {
     long long queued, ghosted; /* their bytes */
     uint64_t stamps; /* ghost entries stamped so far */
     PyObject *keys; /* during replay() and rekey(): rating.keys(), the group -> key dict, updated in place */
-    double now; /* the time of the request being served */
     const HtdaAdaptiveAPI *kernel; /* the rating's C functions if it is the adaptive kernel (its _c_api()), or NULL */
 } Loop;
 
@@ -346,31 +342,13 @@ own_key(Loop *self, const File *file, double *out)
     return group_key(self, file->group, out);
 }
 
-/* where the file stands in the heap: its key now (its group's from keys(), when that is its key: the Python loop's
- * fast path), or the key it went back up to on spending a chance, whichever is higher */
+/* the file's current key: its group's from keys(), when that is its key (the Python loop's fast path) */
 static int
 current_key(Loop *self, const File *file, double *out)
 {
-    if ((!self->per_size && file->groups == NULL ? own_key(self, file, out) : file_key(self, file, out)) < 0)
-        return -1;
-    if (file->raised > *out)
-        *out = file->raised;
-    return 0;
-}
-
-/* The key of a read now (rating.offset(now)), per byte of the file's size if per_size: where a file that spends a
- * chance goes back up to. */
-static int
-fresh_key(Loop *self, const File *file, double *out)
-{
-    PyObject *key = PyObject_CallMethod(self->rating, "offset", "(d)", self->now);
-    if (key == NULL)
-        return -1;
-    int failed = as_double(key, out);
-    Py_DECREF(key);
-    if (!failed && self->per_size && *out != -INFINITY && file->size)
-        *out = *out - log2((double)file->size / GIB);
-    return failed;
+    if (!self->per_size && file->groups == NULL)
+        return own_key(self, file, out);
+    return file_key(self, file, out);
 }
 
 /* -- the steps of a request ------------------------------------------------------------------------------------- */
@@ -403,7 +381,6 @@ note_file(Loop *self, int64_t id, Group *group, long long size)
             return NULL;
         file->group = Py_NewRef(group->group);
         file->slot = -1;
-        file->raised = -INFINITY;
         if (!self->sized)
             return file;
         if (add_checked(&group->nbytes, size) < 0)
@@ -448,12 +425,10 @@ record_access(Loop *self, PyObject *access, Group *group, double t)
 
 /* The file of the heap's lowest entry goes (the heap is not empty), once the entries above it that went stale were
  * pushed again with their current keys.  If it is the file just staged (id staged_id), it was not admitted:
- * *staged becomes 0.  `asking`: it stays if it is of another group and its key is at least `before`.  `spend` (on
- * probation): a lowest file with chances spends one and goes back up instead.  1 when one went, 0 when it stayed,
- * -1 on error. */
+ * *staged becomes 0.  `asking`: it stays if it is of another group and its key is at least `before`.  1 when one
+ * went, 0 when it stayed, -1 on error. */
 static int
-evict_lowest(Loop *self, Totals *totals, int64_t staged_id, long long *staged, const Group *asking, double before,
-             int spend)
+evict_lowest(Loop *self, Totals *totals, int64_t staged_id, long long *staged, const Group *asking, double before)
 {
     for (;;) {
         Entry top = self->heap.entries[0];
@@ -461,11 +436,6 @@ evict_lowest(Loop *self, Totals *totals, int64_t staged_id, long long *staged, c
         double current;
         if (current_key(self, victim, &current) < 0)
             return -1;
-        if (current == top.key && spend && victim->chances) { /* it spends one: back up, as if read now */
-            victim->chances--;
-            if (fresh_key(self, victim, &victim->raised) < 0 || current_key(self, victim, &current) < 0)
-                return -1;
-        }
         if (current != top.key) { /* its group was accessed since this entry was pushed */
             heap_pop(&self->heap);
             victim->key = current;
@@ -477,8 +447,6 @@ evict_lowest(Loop *self, Totals *totals, int64_t staged_id, long long *staged, c
             return 0;
         heap_pop(&self->heap);
         CACHED(victim) = 0;
-        victim->chances = 0;
-        victim->raised = -INFINITY;
         totals->used -= victim->size;
         if (top.id == staged_id)
             *staged = 0; /* not admitted: nothing staged, nothing evicted */
@@ -502,7 +470,7 @@ make_room(Loop *self, Totals *totals, long long extra, int64_t staged_id, long l
             PyErr_SetString(PyExc_RuntimeError, "HTDAPolicy's cache holds bytes but no file");
             return -1;
         }
-        int evicted = evict_lowest(self, totals, staged_id, staged, asking, before, 0);
+        int evicted = evict_lowest(self, totals, staged_id, staged, asking, before);
         if (evicted <= 0)
             return evicted;
     }
@@ -524,7 +492,7 @@ rating_layout(Loop *self)
     Py_DECREF(value);
     if (layout == -1 && PyErr_Occurred())
         return -1;
-    return layout == ASKING || layout == PROBATION || layout == CHANCES ? (int)layout : PLAIN;
+    return layout == ASKING || layout == PROBATION ? (int)layout : PLAIN;
 }
 
 /* the key of a file leaving the queue for the heap, and its entry there */
@@ -597,7 +565,7 @@ dequeue(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
  * heap, or into the queue; then the queue's oldest leave while it holds its share (or the heap is empty), else
  * the heap's lowest, until the cache fits. */
 static int
-stage_on_probation(Loop *self, Totals *totals, File *file, long long size, int spend)
+stage_on_probation(Loop *self, Totals *totals, File *file, long long size)
 {
     int64_t id = file->head.id;
     CACHED(file) = 1;
@@ -621,7 +589,7 @@ stage_on_probation(Loop *self, Totals *totals, File *file, long long size, int s
         if (self->queue.n && ((double)self->queued >= PROBATION_SHARE * (double)self->capacity || !self->heap.n))
             failed = dequeue(self, totals, id, &staged) < 0;
         else if (self->heap.n)
-            failed = evict_lowest(self, totals, id, &staged, NULL, 0.0, spend) < 0;
+            failed = evict_lowest(self, totals, id, &staged, NULL, 0.0) < 0;
         else {
             PyErr_SetString(PyExc_RuntimeError, "HTDAPolicy's cache holds bytes but no file");
             failed = 1;
@@ -653,10 +621,10 @@ static int
 stage(Loop *self, Totals *totals, File *file, const Group *group, long long size)
 {
     int layout = rating_layout(self);
-    if (layout < 0 || (layout != PROBATION && layout != CHANCES && (self->queue.n || self->ghost.n) && end_probation(self) < 0))
+    if (layout < 0 || (layout != PROBATION && (self->queue.n || self->ghost.n) && end_probation(self) < 0))
         return -1;
-    if (layout == PROBATION || layout == CHANCES)
-        return stage_on_probation(self, totals, file, size, layout == CHANCES);
+    if (layout == PROBATION)
+        return stage_on_probation(self, totals, file, size);
     double key;
     int own = !self->per_size && file->group == group->group && file->groups == NULL;
     if ((own ? own_key(self, file, &key) : file_key(self, file, &key)) < 0)
@@ -690,7 +658,6 @@ stage(Loop *self, Totals *totals, File *file, const Group *group, long long size
 static int
 request(Loop *self, PyObject *access, Totals *totals, double t, int64_t id, long long size, int64_t gid)
 {
-    self->now = t;
     Group *group = group_of_request(self, gid);
     File *file = group == NULL ? NULL : note_file(self, id, group, size);
     if (file == NULL || record_access(self, access, group, t) < 0)
@@ -701,8 +668,6 @@ request(Loop *self, PyObject *access, Totals *totals, double t, int64_t id, long
     if (CACHED(file)) {
         if (file->where == QUEUED)
             file->where = READ_AGAIN;
-        else if (file->where == MAIN && file->chances < PROBATION_CHANCES)
-            file->chances++;
         totals->hits++;
         return add_checked(&totals->hit_bytes, size);
     }
@@ -832,7 +797,6 @@ Loop_rekey(Loop *self, PyObject *Py_UNUSED(ignored))
     for (Py_ssize_t i = 0; i <= self->files.mask && !failed; i++) {
         File *file = (File *)RECORD(&self->files, i);
         if (file->head.used && CACHED(file) && file->where == MAIN) { /* (queued files have no entry) */
-            file->raised = -INFINITY; /* (on the old keys' scale) */
             failed = current_key(self, file, &file->key) < 0;
             self->heap.entries[self->heap.n++] = (Entry){file->key, file->head.id};
         }

@@ -15,11 +15,9 @@ import pytest
 
 from htda.coordinator.adaptive import (
     ASKING,
-    CHANCES,
     LAYOUTS,
     PLAIN,
     PROBATION,
-    PROBATION_CHANCES,
     PROBATION_SHARE,
     SHORTEST_ROUND,
     SMALLER_SHARE,
@@ -77,7 +75,7 @@ def test_a_drifting_working_set_picks_the_short_half_life():
 
 def test_hot_groups_among_scans_pick_the_long_half_life():
     # asking, or on probation, the short one does as well: this is about the half-life alone
-    policy = adaptive(start=SHORT, capacity=25, start_admitting=False, choose_probation=False, choose_chances=False)
+    policy = adaptive(start=SHORT, capacity=25, start_admitting=False, choose_probation=False)
     for t, g in hot_among_scans():
         policy.access(g, t)
     assert policy.half_life >= MIDDLE  # both are long against the hot groups' reuse interval (~40 s)
@@ -120,8 +118,7 @@ def test_a_key_a_reader_holds_does_not_change_under_it():
 
 def test_groups_read_once_among_hot_ones_make_it_ask_the_admission_question():
     # one half-life: only admission to choose
-    policy = adaptive(start=SHORT, capacity=25, half_lives=(SHORT,), start_admitting=False, choose_probation=False,
-                      choose_chances=False)
+    policy = adaptive(start=SHORT, capacity=25, half_lives=(SHORT,), start_admitting=False, choose_probation=False)
     for t, g in hot_among_scans():
         policy.access(g, t)
     assert policy.admitting and policy.switches == 1
@@ -195,16 +192,14 @@ def test_without_admission_shadows_it_never_asks():
     assert not policy.admitting
     for t, g in hot_among_scans(3000):
         policy.access(g, t)
-    assert not policy.admitting and policy.layouts == (PLAIN, PROBATION, CHANCES)
+    assert not policy.admitting and policy.layouts == (PLAIN, PROBATION)
 
 
-def test_a_layout_is_one_of_the_four():
+def test_a_layout_is_one_of_the_three():
     policy = adaptive(start=SHORT)
-    policy.layout = CHANCES
-    assert policy.probation and not policy.admitting and policy.layout == CHANCES
     policy.layout = PROBATION
     assert policy.probation and not policy.admitting and policy.layout == PROBATION
-    for wrong in (4, -1, "asking", None, 2**70):
+    for wrong in (3, -1, "asking", None, 2**70):
         with pytest.raises(ValueError, match="layout must be"):
             policy.layout = wrong
     with pytest.raises(ValueError, match="layout must be"):
@@ -222,8 +217,7 @@ def test_the_key_before_the_latest_access_is_kept_for_the_question():
     assert policy.before("g") == key < policy.key("g")
     assert adaptive(start=SHORT, choose_admission=False).before("g") == float("-inf")  # probation keeps them too
     with pytest.raises(ValueError, match="asking or probation shadows"):
-        adaptive(start=SHORT, choose_admission=False, choose_probation=False, choose_chances=False).before("g")
-    assert adaptive(start=SHORT, choose_admission=False, choose_probation=False).before("g") == float("-inf")
+        adaptive(start=SHORT, choose_admission=False, choose_probation=False).before("g")
 
 
 def test_a_switch_needs_a_clear_margin_in_several_decisions_in_a_row():
@@ -299,35 +293,33 @@ def test_the_layout_follows_at_the_quick_pace_and_a_new_half_life_brings_its_bes
     assert choice.round([5.0, 4.0, 8.0, 5.0], 10.0, long, asking) == (short, asking)
 
 
-@pytest.mark.parametrize("active, other", [(1, 0), (0, 1)])
-def test_a_layout_is_left_only_once_the_slow_totals_agree(active, other):
-    """One half-life, two layouts (shadows: plain, asking).  A scan read again at once is one round in which the
-    other layout hits far more: decisive for the quick rule, but the slow totals still favour the active one, so
-    it stays; a lasting lead leaves it in the round its slow total gets ahead too, not before (whichever layout
-    is active: the question's is not the only one that pays late)."""
+def test_one_round_against_the_question_leaves_it_only_if_the_slow_totals_agree():
+    """One half-life, two layouts (shadows: plain, asking), the question held.  A scan read again at once is one
+    round in which plain hits far more: decisive, but the slow totals still favour asking, so the question stays;
+    the same lead in ``patience`` rounds in a row leaves it.  From plain, one such round switches at once."""
+    plain, asking = 0, 1
 
-    def settled() -> TwoPaceChoice:
-        """A choice whose totals settled while ``active`` ranked and hit 6 of 10 a round, the other layout 4."""
-        choice = TwoPaceChoice(1, 2, hysteresis=0.05, patience=2, decay=0.5, decisive=0.5, half_life_decay=0.9)
+    def settled(held: int | None, layout: int = asking) -> TwoPaceChoice:
+        """A choice whose totals settled while ``layout`` ranked and hit 6 of 10 a round, the other layout 4."""
+        choice = TwoPaceChoice(1, 2, hysteresis=0.05, patience=2, decay=0.5, decisive=0.5, half_life_decay=0.9,
+                               held=held)
+        hits = [4.0, 6.0] if layout == asking else [6.0, 4.0]
         for _ in range(60):
-            assert choice.round(_hits({active: 6.0, other: 4.0}), 10.0, 0, active) is None
+            assert choice.round(hits, 10.0, 0, layout) is None
         return choice
 
-    choice = settled()
-    assert choice.round(_hits({active: 0.0, other: 10.0}), 10.0, 0, active) is None  # decisive, one round
-    assert choice.slow.totals[other] < choice.slow.totals[active] and choice.quick.challenger == -1
-    assert choice.round(_hits({active: 6.0, other: 4.0}), 10.0, 0, active) is None  # the lead was one round
-    choice = settled()
-    lead = _hits({active: 3.0, other: 7.0})  # a lasting lead: the quick rule leaves from its second round on
-    for _ in range(3):
-        assert choice.round(lead, 10.0, 0, active) is None
-        assert choice.slow.totals[other] < choice.slow.totals[active]
-    assert choice.round(lead, 10.0, 0, active) == (0, other)
-    assert choice.slow.totals[other] > choice.slow.totals[active]
-
-
-def _hits(by_layout: dict[int, float]) -> list[float]:
-    return [by_layout[layout] for layout in sorted(by_layout)]
+    burst = [10.0, 0.0]  # plain hits all 10 of the round, asking none
+    assert settled(held=None).round(burst, 10.0, 0, asking) == (0, plain)  # decisive: at once
+    held = settled(held=asking)
+    assert held.round(burst, 10.0, 0, asking) is None
+    assert held.slow.totals[plain] < held.slow.totals[asking] and held.quick.challenger == -1
+    assert held.round([4.0, 6.0], 10.0, 0, asking) is None  # the lead was one round: asking stays
+    held = settled(held=asking)
+    lead = [7.0, 3.0]  # a lasting lead, not decisive: leaves in two rounds, whatever the slow totals say
+    assert held.round(lead, 10.0, 0, asking) is None and held.round(lead, 10.0, 0, asking) == (0, plain)
+    assert held.slow.totals[plain] < held.slow.totals[asking]
+    from_plain = settled(held=asking, layout=plain)
+    assert from_plain.round([0.0, 10.0], 10.0, 0, plain) == (0, asking)  # only the question is held
 
 
 def test_noise_does_not_flap_the_choice():
@@ -398,7 +390,7 @@ def test_the_kernel_refuses_a_smaller_share_out_of_range_and_a_shadow_it_does_no
 
 
 def test_with_one_layout_there_are_no_smaller_shadows():
-    policy = adaptive(start=MIDDLE, choose_admission=False, choose_probation=False, choose_chances=False)
+    policy = adaptive(start=MIDDLE, choose_admission=False, choose_probation=False)
     assert policy.smaller is None and len(policy.scores()) == 3
     with pytest.raises(ValueError, match="no such candidate"):
         policy.shadow(3)  # three shadows: one per candidate
@@ -544,8 +536,8 @@ def test_the_coordinator_shows_and_logs_probation(inprocess_node, caplog):
     shares = {(line.split('half_life_seconds="')[1].split('"')[0], line.split('layout="')[1].split('"')[0]):
               float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
               if line.startswith("htda_coordinator_rating_shadow_hit_ratio{")}
-    assert len(shares) == 12 and all(0.0 <= share <= 1.0 for share in shares.values())
-    assert max(shares, key=shares.__getitem__) == (f"{policy.half_life:g}", LAYOUTS[policy.layout])  # the winner's
+    assert len(shares) == 9 and all(0.0 <= share <= 1.0 for share in shares.values())
+    assert max(shares, key=shares.__getitem__) == (f"{policy.half_life:g}", "probation")  # the winner's, shown
     assert shares == pytest.approx({key: share for key, share in policy.shadow_hit_ratios().items()})
     with caplog.at_level("INFO"):
         coordinator._log_switches()
@@ -553,15 +545,10 @@ def test_the_coordinator_shows_and_logs_probation(inprocess_node, caplog):
     assert len(said) == 1 and "putting new groups on probation" in said[0]
 
 
-@pytest.mark.parametrize("options, layouts", [({"adaptive_probation": False}, (PLAIN, ASKING)),
-                                               ({"adaptive_probation": False, "adaptive_chances": True},
-                                                (PLAIN, ASKING)),
-                                               ({"adaptive_chances": False}, (PLAIN, ASKING, PROBATION)),
-                                               ({}, (PLAIN, ASKING, PROBATION, CHANCES))])
-def test_adaptive_probation_and_chances_false_leave_their_shadows_out(inprocess_node, options, layouts):
-    node = inprocess_node("coord", ["coordinator"], sections={"coordinator": options})
+def test_adaptive_probation_false_leaves_the_probation_shadows_out(inprocess_node):
+    node = inprocess_node("coord", ["coordinator"], sections={"coordinator": {"adaptive_probation": False}})
     policy = node.components["coordinator"].core.state.policy
-    assert policy.layouts == layouts and len(policy.scores()) == len(layouts) * len(policy.half_lives)
+    assert policy.layouts == (PLAIN, ASKING) and len(policy.scores()) == 2 * len(policy.half_lives)
 
 
 def test_adaptive_false_keeps_the_fixed_half_life(inprocess_node):
@@ -627,19 +614,12 @@ class ShadowCache:
     bytes hit in the current round; ``heap`` holds ``(key when pushed, group)`` of each resident of the main part,
     lazily: a key that grew since is pushed again when it comes up (keys only grow).  A ``probation`` shadow
     also has S3-FIFO's queue (``queue``: group -> read again since it came in, oldest first; ``queued`` bytes) and
-    ghost list (``ghost``: group -> its size when it left the queue unread; ``ghosted`` bytes), and the chances
-    its main part's groups earned by being read there (``chances``); ``fresh()`` is the key of a read now, which a
-    group that spends a chance is raised to (``raised``)."""
+    ghost list (``ghost``: group -> its size when it left the queue unread; ``ghosted`` bytes)."""
 
-    __slots__ = ("keys", "resident", "heap", "used", "hits", "probation", "queue", "queued", "ghost", "ghosted",
-                 "chances", "raised", "fresh", "spends")
+    __slots__ = ("keys", "resident", "heap", "used", "hits", "probation", "queue", "queued", "ghost", "ghosted")
 
-    def __init__(self, keys: dict, probation: bool = False, fresh=None, spends: bool = False):
-        self.spends = spends
+    def __init__(self, keys: dict, probation: bool = False):
         self.keys = keys  # this candidate's key table (shared with the policy)
-        self.chances: dict[Any, int] = {}
-        self.raised: dict[Any, float] = {}
-        self.fresh = fresh
         self.resident: dict[Any, float] = {}
         self.heap: list[tuple[float, Any]] = []
         self.used = 0.0
@@ -655,8 +635,6 @@ class ShadowCache:
         if group in self.queue:
             self.queued += size - self.resident[group]
             self.queue[group] = True
-        elif self.probation:
-            self.chances[group] = min(self.chances.get(group, 0) + 1, PROBATION_CHANCES)
         self.resident[group] = size
 
     def enter(self, group: Any, size: float, capacity: float) -> None:
@@ -677,7 +655,7 @@ class ShadowCache:
         heap, keys = self.heap, self.keys
         while True:
             key, victim = heap[0]
-            current = max(keys[victim], self.raised.get(victim, NEVER))
+            current = keys[victim]
             if current == key:
                 return key
             heapq.heapreplace(heap, (current, victim))
@@ -703,19 +681,10 @@ class ShadowCache:
                 self.ghosted += size
                 while self.ghosted > (1.0 - PROBATION_SHARE) * capacity and self.ghost:
                     self.ghosted -= self.ghost.popitem(last=False)[1]
-            elif self.heap and self.spends and self.chances.get(self.lowest_group(), 0):
-                victim = self.heap[0][1]
-                self.chances[victim] -= 1
-                self.raised[victim] = self.fresh()
             elif self.heap:
-                self.raised.pop(self.heap[0][1], None)
                 self.drop_lowest()
             else:
                 return
-
-    def lowest_group(self) -> Any:
-        self.lowest()
-        return self.heap[0][1]
 
     def admit(self, before: float, size: float, capacity: float) -> bool:
         """The admission question for a group whose key before this access was ``before``: the lowest keys go
@@ -738,9 +707,6 @@ class ShadowCache:
         self.ghost = OrderedDict((g, size) for g, size in self.ghost.items() if g not in groups)
         self.queued = sum(self.resident[g] for g in self.queue)
         self.ghosted = sum(self.ghost.values())
-        for group in groups:
-            self.chances.pop(group, None)
-            self.raised.pop(group, None)
 
 
 class _Straightforward(RatingPolicy):
@@ -752,7 +718,7 @@ class _Straightforward(RatingPolicy):
 
     def __init__(self, half_life, half_lives, capacity=0.0, sample_rate=1.0, max_sampled=16384, decision_every=1000,
                  hysteresis=0.05, patience=2, decay=0.5, choose_admission=True, start_admitting=True,
-                 choose_probation=True, smaller_share=SMALLER_SHARE, sample_seed=0, choose_chances=True):
+                 choose_probation=True, smaller_share=SMALLER_SHARE, sample_seed=0):
         super().__init__(half_life)
         self.salt = sample_salt(sample_seed)
         self.half_lives = sorted({float(h) for h in half_lives} | {self.half_life})
@@ -763,8 +729,7 @@ class _Straightforward(RatingPolicy):
         self.max_sampled, self.decision_every = max_sampled, decision_every
         self.round_length = decision_every
         self.sampled = set()
-        self.layouts = [PLAIN] + [ASKING] * choose_admission + [PROBATION] * choose_probation \
-            + [CHANCES] * choose_chances
+        self.layouts = [PLAIN] + [ASKING] * choose_admission + [PROBATION] * choose_probation
         # a shadow per layout and candidate, then (smaller_share) one more per layout at the starting candidate,
         # if there are layouts to choose among
         smaller_share = smaller_share if len(self.layouts) > 1 else 0.0
@@ -773,13 +738,12 @@ class _Straightforward(RatingPolicy):
         self.befores_of += [self.active] * len(self.layouts) * bool(smaller_share)
         layouts = [layout for layout in self.layouts for _ in self.tables] + self.layouts * bool(smaller_share)
         self.shares = [1.0] * nc * len(self.layouts) + [smaller_share] * len(self.layouts) * bool(smaller_share)
-        self.shadows = [ShadowCache(self.tables[c], layout in (PROBATION, CHANCES), self._fresh_at(self.half_lives[c]),
-                                    layout == CHANCES)
-                        for c, layout in zip(self.befores_of, layouts)]
+        self.shadows = [ShadowCache(self.tables[c], layout == PROBATION) for c, layout in zip(self.befores_of, layouts)]
         self.asks = [layout == ASKING for layout in layouts]
         self.layout = PLAIN
         self.start_layout = ASKING if choose_admission and start_admitting else PLAIN
-        self.choice = TwoPaceChoice(len(self.tables), len(self.layouts), hysteresis, patience, decay)
+        self.choice = TwoPaceChoice(len(self.tables), len(self.layouts), hysteresis, patience, decay,
+                                    held=self.layouts.index(ASKING) if ASKING in self.layouts else None)
         self.smaller = DampedChoice(len(self.layouts), hysteresis, patience, decay) if smaller_share else None
         self.smaller_pick = self.layouts.index(self.start_layout)
         self.round, self.round_bytes = 0, 0.0
@@ -799,9 +763,6 @@ class _Straightforward(RatingPolicy):
 
     def _key_after(self, key, t, weight):
         raise AssertionError("access() is the reference's own")
-
-    def _fresh_at(self, half_life):
-        return lambda: (self._now - self.epoch) * (1.0 / half_life)
 
     def offset(self, now):
         return (now - self.epoch) / self.half_life
@@ -927,16 +888,14 @@ def _options() -> dict:
             "patience": 1, "hysteresis": 0.02}
 
 
-@pytest.mark.parametrize("choose_admission, choose_probation, choose_chances, sample_seed", [
-    (True, True, True, 0), (True, False, False, 0), (False, True, True, 0), (False, False, False, 0),
-    (True, True, False, 0), (False, False, True, 0), (True, True, True, 5)])
-def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission, choose_probation, choose_chances,
-                                                                sample_seed):
+@pytest.mark.parametrize("choose_admission, choose_probation, sample_seed", [
+    (True, True, 0), (True, False, 0), (False, True, 0), (False, False, 0), (True, True, 7)])
+def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission, choose_probation, sample_seed):
     """Keys, sample, shadows and decisions of the C kernel are the reference's, bit for bit, through switches
     (of half-life and of layout), halvings of the sample, restored keys, forgotten groups and new sizes of the
     cache."""
     options = {**_options(), "choose_admission": choose_admission, "choose_probation": choose_probation,
-               "choose_chances": choose_chances, "sample_seed": sample_seed}
+               "sample_seed": sample_seed}
     fast, reference = AdaptiveLRFUPolicy(half_life=MIDDLE, **options), _Straightforward(half_life=MIDDLE, **options)
     rng = random.Random(5)
     for i, (group, t, size) in enumerate(_random_trace()):
@@ -952,7 +911,7 @@ def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission
             assert fast.take_touched() == reference.take_touched()
         if choose_admission and i % 1009 == 0:
             assert fast.before(group) == reference.before(group) and fast.before(-1 - i) == reference.before(-1 - i)
-    assert fast.switches >= 4 and fast.sample_rate < 0.5  # the trace exercises switches and halvings
+    assert fast.switches >= 5 and fast.sample_rate < 0.5  # the trace exercises switches and halvings
     assert fast.smaller is None and reference.smaller is None  # and the smaller shadows, until they were retired
     # ... and every layout it may choose
     assert {layout for _, _, layout in fast.history} == {LAYOUTS[layout] for layout in reference.layouts}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from htda.coordinator.adaptive import ASKING, CHANCES, PLAIN, PROBATION, AdaptiveLRFUPolicy
+from htda.coordinator.adaptive import ASKING, PLAIN, PROBATION, AdaptiveLRFUPolicy
 from htda.coordinator.admission import FrequencySketch, TinyLFUAdmission, WindowClimber, make_admission
 from htda.coordinator.core import CacheNode, Coordinator
 from htda.coordinator.placement import GroupCandidate, place
@@ -147,13 +147,11 @@ def test_coordinator_climbs_the_window_on_the_hits_of_its_accesses(database):
     assert core.admission.climber.previous == 0.0
 
 
-@pytest.mark.parametrize("layout, kept", [(PLAIN, "/store/once"), (ASKING, "/store/hot"), (PROBATION, "/store/hot"),
-                                          (CHANCES, "/store/hot")])
+@pytest.mark.parametrize("layout, kept", [(PLAIN, "/store/once"), (ASKING, "/store/hot"), (PROBATION, "/store/hot")])
 def test_an_adaptive_rating_that_admits_keeps_the_frequent_group_against_a_one_off(database, layout, kept):
     """While its admission shadows win, the adaptive rating's own question (the group's key before its latest
     access against the placed groups' keys) keeps a group read once from displacing one read six times; so does
-    probation while its probation shadows win (past the best tenth of the space, a group read once stays out), and
-    so does the placement while the chances shadows win (it has no clock: it lays itself out as on probation)."""
+    probation while its probation shadows win (past the best tenth of the space, a group read once stays out)."""
     rating = AdaptiveLRFUPolicy(half_life=100.0, half_lives=(100.0,))
     core = Coordinator(Store(*database, access_on="submit"), rating, hysteresis=1.0, admission="none")
     core.load()
@@ -161,12 +159,11 @@ def test_an_adaptive_rating_that_admits_keeps_the_frequent_group_against_a_one_o
     assert _hot_then_once(core) == {kept}
 
 
-@pytest.mark.parametrize("layout", [PROBATION, CHANCES])
-def test_on_probation_a_group_read_again_displaces_the_placed_one(database, layout):
+def test_on_probation_a_group_read_again_displaces_the_placed_one(database):
     rating = AdaptiveLRFUPolicy(half_life=100.0, half_lives=(100.0,))
     core = Coordinator(Store(*database, access_on="submit"), rating, hysteresis=1.0, admission="none")
     core.load()
-    rating.layout = layout
+    rating.layout = PROBATION
     nodes = [CacheNode("n1", "http://n1", 110)]
     core.submit_jobs([JobRecord(f"hot{i}", "alice", ["/store/hot"], submit_time=1000.0 + i,
                                 sizes={"/store/hot": 100}) for i in range(6)])
