@@ -23,7 +23,7 @@ def server():
 
     def slow(request):
         calls["slow"] += 1
-        time.sleep(1.0)
+        time.sleep(3.0)
         return {}
 
     def peer(request):
@@ -34,7 +34,7 @@ def server():
     app.add([
         Route("GET", "/flaky", flaky, "503 twice, then fine", access="public"),
         Route("POST", "/flaky", flaky, "503 twice, then fine", access="public"),
-        Route("GET", "/slow", slow, "sleeps a second", access="public"),
+        Route("GET", "/slow", slow, "sleeps three seconds", access="public"),
         Route("GET", "/garbage", lambda r: Response(b"<html>", content_type="text/html"), "not JSON",
               access="public"),
         Route("GET", "/teapot", lambda r: (_ for _ in ()).throw(HTTPError(409, "conflict here")), "409",
@@ -71,7 +71,7 @@ def test_total_timeout_is_enforced(server):
     started = time.monotonic()
     with pytest.raises(Timeout):
         Client(retries=0).get(url + "/slow", timeout=0.2)
-    assert time.monotonic() - started < 0.8
+    assert time.monotonic() - started < 2.0  # well before the answer (3 s), even on a loaded machine
 
 
 def test_connection_refused_is_a_connect_error():
