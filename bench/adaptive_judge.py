@@ -17,17 +17,20 @@ workload at 2-4 % (``docs/simulator-history.rst``, the fourth layout), so
 the synthetic workload is replayed at ten sizes.
 
 Every replay is ``htda simulate ... --json`` in a child process, ``--jobs``
-at a time, its output kept in ``--out`` (a rerun replays only what is
-missing: judge a change by running this on two checkouts, each into its
-own folder).  The baselines and the bound do not depend on HTDA's code:
-``--baselines`` takes them from an earlier judge's folder instead of
-replaying them again (the slow part: PFOO-L).
+at a time, with the package of the checkout this file is in (its C
+extensions built in place), whatever the current directory; its output is
+kept in ``--out`` (a rerun replays only what is missing).  Judge a change by
+running each checkout's own copy of this file, each into its own folder.
+The baselines and the bound do not depend on HTDA's code: ``--baselines``
+takes them from an earlier judge's folder instead of replaying them again
+(the slow part: PFOO-L).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -35,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parent.parent
 BASELINES = ("lru", "lfu", "arc", "s3fifo", "wtinylfu")
 TRACE_SIZES = ("1%", "5%", "10%", "20%", "50%")
 SYNTHETIC_SIZES = ("0.25%", "0.5%", "1%", "2%", "3%", "4%", "5%", "10%", "20%", "50%")
@@ -70,7 +74,9 @@ def simulate_command(target: Sequence[str], sizes: Sequence[str], seed: int, wit
 def replay(command: list[str], out: Path) -> Path:
     """Run one replay into ``out`` unless it is there already (written whole: a cut-off run leaves nothing)."""
     if not out.exists():
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": path})
         if done.returncode:
             raise SystemExit(f"{' '.join(command[3:])}: rc {done.returncode}\n{done.stderr.strip()}")
         partial = out.with_suffix(".partial")
