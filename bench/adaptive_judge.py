@@ -1,8 +1,9 @@
 """Judge the adaptive rating as issue 16 does: the public traces at 1-50 %, over several samples, and the
 synthetic analysis workload at every size from 0.25 to 50 %.
 
-    python bench/adaptive_judge.py TRACES_DIR                  # every *.csv of it, five samples, into judge-out/
+    python bench/adaptive_judge.py TRACES_DIR --out DIR        # every *.csv of it, five samples, kept in DIR
     python bench/adaptive_judge.py TRACES_DIR --out DIR --samples 3 --baselines OTHER_OUT
+    python bench/adaptive_judge.py --generated 2 --samples 2 --synthetic-requests 20000   # the quick smoke run
 
 A cell is a (trace, cache size); HTDA's default (``htda(auto)``) is at or
 above the best of LRU, LFU, ARC, S3-FIFO and W-TinyLFU in it, or not, and
@@ -33,6 +34,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -160,29 +162,49 @@ def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | No
     return "\n".join(lines)
 
 
+def generated_traces(folder: Path, count: int) -> Path:
+    """``count`` traces of the synthetic analysis workload (20,000 requests, seeds 1, 2, ...) as CSV files in
+    ``folder``: for a run of the machinery where the public traces are not at hand (``make bench``)."""
+    sys.path.insert(0, str(REPO))
+    from htda.simulator.generator import AnalysisWorkload
+    from htda.simulator.trace import write_csv
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for seed in range(1, count + 1):
+        write_csv(folder / f"generated-{seed}.csv", AnalysisWorkload(requests=20_000, seed=seed).rows())
+    return folder
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("traces", type=Path, help="a folder of CSV traces (every *.csv in it)")
-    parser.add_argument("--out", type=Path, default=Path("judge-out"), help="where the replays' JSON is kept")
+    parser.add_argument("traces", type=Path, nargs="?", help="a folder of CSV traces (every *.csv in it)")
+    parser.add_argument("--generated", type=int, metavar="N",
+                        help="instead of a folder, N generated traces of the synthetic workload (a smoke run)")
+    parser.add_argument("--out", type=Path, help="where the replays' JSON is kept (default: a temporary folder)")
     parser.add_argument("--samples", type=int, default=5, help="sample seeds 0 .. N-1 (default 5)")
     parser.add_argument("--baselines", type=Path, help="an earlier judge's --out: its baselines and bound")
     parser.add_argument("--synthetic-requests", type=int, default=1_000_000,
                         help="requests of the synthetic workload (0: leave it out)")
     parser.add_argument("--jobs", type=int, default=2, help="replays at a time (default 2)")
     args = parser.parse_args(argv)
-    traces = sorted(args.traces.glob("*.csv"))
-    if not traces:
-        parser.error(f"{args.traces}: no *.csv traces in it")
-    if args.samples < 1 or args.jobs < 1 or args.synthetic_requests < 0:
-        parser.error("--samples and --jobs must be at least 1, --synthetic-requests not negative")
+    if (args.traces is None) == (args.generated is None):
+        parser.error("give a folder of traces or --generated N, not both")
+    if args.samples < 1 or args.jobs < 1 or args.synthetic_requests < 0 or (args.generated or 1) < 1:
+        parser.error("--samples, --jobs and --generated must be at least 1, --synthetic-requests not negative")
     if args.baselines is not None and not args.baselines.is_dir():
         parser.error(f"--baselines {args.baselines}: not a folder")
-    args.out.mkdir(parents=True, exist_ok=True)
-    jobs = plan(traces, args.out, args.samples, args.baselines, args.synthetic_requests)
-    with ThreadPoolExecutor(args.jobs) as pool:
-        for done, path in enumerate(pool.map(lambda job: replay(*job), jobs), 1):
-            print(f"[{done}/{len(jobs)}] {path.name}", file=sys.stderr, flush=True)
-    print(report(traces, args.out, args.samples, args.baselines, args.synthetic_requests))
+    with tempfile.TemporaryDirectory(prefix="htda-judge-") as scratch:
+        out = args.out or Path(scratch)
+        out.mkdir(parents=True, exist_ok=True)
+        folder = args.traces if args.generated is None else generated_traces(out / "generated", args.generated)
+        traces = sorted(folder.glob("*.csv"))
+        if not traces:
+            parser.error(f"{folder}: no *.csv traces in it")
+        jobs = plan(traces, out, args.samples, args.baselines, args.synthetic_requests)
+        with ThreadPoolExecutor(args.jobs) as pool:
+            for done, path in enumerate(pool.map(lambda job: replay(*job), jobs), 1):
+                print(f"[{done}/{len(jobs)}] {path.name}", file=sys.stderr, flush=True)
+        print(report(traces, out, args.samples, args.baselines, args.synthetic_requests))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ QUICK: dict[str, tuple[list[str], bool]] = {
     "simulator": ([str(BENCH / "simulator_bench.py")], False),
     # this checkout (with what is not committed yet) against its last commit
     "simulator-ab": ([str(BENCH / "simulator_ab.py"), "HEAD", "--many-objects", "100000", "--runs", "1"], False),
+    "adaptive-judge": ([str(BENCH / "adaptive_judge.py"), "--generated", "2", "--samples", "2",
+                        "--synthetic-requests", "20000"], False),
     "scale": ([str(BENCH / "scale.py"), "--quick"], False),
     "state-memory": ([str(BENCH / "state_memory.py"), "--files", "20000"], False),
     "protocol": ([str(BENCH / "protocol_bench.py")], False),

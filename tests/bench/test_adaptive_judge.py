@@ -63,3 +63,9 @@ def test_the_judge_counts_each_sample_and_reuses_what_it_replayed(tmp_path):
 def test_a_folder_without_traces_is_refused_by_name(tmp_path):
     done = subprocess.run([*JUDGE, str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.returncode == 2 and f"{tmp_path}: no *.csv traces in it" in done.stderr
+
+
+def test_a_folder_or_generated_traces_but_not_both(tmp_path):
+    for args in ([], [str(tmp_path), "--generated", "1"]):
+        done = subprocess.run([*JUDGE, *args], capture_output=True, text=True, cwd=REPO, timeout=60)
+        assert done.returncode == 2 and "give a folder of traces or --generated N, not both" in done.stderr
