@@ -41,12 +41,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from htda.simulator.generator import AnalysisWorkload  # noqa: E402
+from htda.simulator.suite import TIE, at_or_above  # noqa: E402
+from htda.simulator.trace import write_csv  # noqa: E402
+
 BASELINES = ("lru", "lfu", "arc", "s3fifo", "wtinylfu")
 TRACE_SIZES = ("1%", "5%", "10%", "20%", "50%")
 SYNTHETIC_SIZES = ("0.25%", "0.5%", "1%", "2%", "3%", "4%", "5%", "10%", "20%", "50%")
 HTDA = "htda(auto)"
 BOUND = "pfoo-l"
-TIE = 1e-9  # at or above: as the suite counts it (htda/simulator/suite.py)
 
 
 @dataclass
@@ -61,7 +66,7 @@ class Cell:
     bound: float
 
     def at_or_above(self, sample: int) -> bool:
-        return self.htda[sample] >= self.best - TIE
+        return at_or_above(self.htda[sample], self.best)
 
 
 def simulate_command(target: Sequence[str], sizes: Sequence[str], seed: int, with_baselines: bool) -> list[str]:
@@ -165,10 +170,6 @@ def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | No
 def generated_traces(folder: Path, count: int) -> Path:
     """``count`` traces of the synthetic analysis workload (20,000 requests, seeds 1, 2, ...) as CSV files in
     ``folder``: for a run of the machinery where the public traces are not at hand (``make bench``)."""
-    sys.path.insert(0, str(REPO))
-    from htda.simulator.generator import AnalysisWorkload
-    from htda.simulator.trace import write_csv
-
     folder.mkdir(parents=True, exist_ok=True)
     for seed in range(1, count + 1):
         write_csv(folder / f"generated-{seed}.csv", AnalysisWorkload(requests=20_000, seed=seed).rows())

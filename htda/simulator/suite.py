@@ -27,9 +27,17 @@ from .report import human_bytes
 from .run import RunSpec, htda_label, is_hindsight_label, simulate
 from .trace import Chunk, CsvTraceReader, footprint_and_replay
 
-__all__ = ["SuiteTrace", "TraceVerdict", "suite_traces", "run_suite", "verdict_of"]
+__all__ = ["SuiteTrace", "TraceVerdict", "at_or_above", "suite_traces", "run_suite", "verdict_of"]
 
 SUITE_SIZES = (0.01, 0.05, 0.10, 0.20, 0.50)
+#: how far below the best baseline a ratio may be and still count as at or above it (rounding between policies
+#: that hit the same bytes), and the smallest gap to the bound that counts as one
+TIE = 1e-9
+
+
+def at_or_above(ratio: float, best: float) -> bool:
+    """Whether ``ratio`` is at or above ``best``, as every verdict of the suite counts it."""
+    return ratio >= best - TIE
 
 
 @dataclass
@@ -53,16 +61,16 @@ class TraceVerdict:
     @property
     def hindsight_wins(self) -> int:
         """At how many sizes the best candidate alone in hindsight is at or above the best baseline."""
-        return sum(ratio >= best - 1e-9 for (_, ratio), (_, _, _, best, _) in zip(self.hindsight, self.rows))
+        return sum(at_or_above(ratio, best) for (_, ratio), (_, _, _, best, _) in zip(self.hindsight, self.rows))
 
     @property
     def wins_everywhere(self) -> bool:
-        return all(htda >= best - 1e-9 for _, htda, _, best, _ in self.rows)
+        return all(at_or_above(htda, best) for _, htda, _, best, _ in self.rows)
 
     @property
     def gap_closed(self) -> float:
         """Mean over sizes of (HTDA - best baseline) / (bound - best baseline); sizes with no gap count 0."""
-        shares = [(htda - best) / (bound - best) if bound - best > 1e-9 else 0.0
+        shares = [(htda - best) / (bound - best) if bound - best > TIE else 0.0
                   for _, htda, _, best, bound in self.rows]
         return sum(shares) / len(shares) if shares else 0.0
 
@@ -72,7 +80,7 @@ class TraceVerdict:
         gap closed, which a size whose gap is tiny cannot swing as it swings :attr:`gap_closed`; None when there is
         no gap."""
         gap = sum(bound - best for _, _, _, best, bound in self.rows)
-        return sum(htda - best for _, htda, _, best, _ in self.rows) / gap if gap > 1e-9 else None
+        return sum(htda - best for _, htda, _, best, _ in self.rows) / gap if gap > TIE else None
 
 
 def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None,
@@ -120,7 +128,7 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
         summary += [f"(htda(auto)'s shadow caches replayed sample {sample_seed} of the groups.)", ""]
     for v in verdicts:
         where = "at every size" if v.wins_everywhere else "below the best baseline at " + ", ".join(
-            f"{100 * f:g} %" for f, htda, _, best, _ in v.rows if htda < best - 1e-9)
+            f"{100 * f:g} %" for f, htda, _, best, _ in v.rows if not at_or_above(htda, best))
         summed = ("no gap to close" if v.summed_gap_closed is None
                   else f"of the gap summed over the sizes: {100 * v.summed_gap_closed:+.0f} %")
         line = (f"- {v.name}: HTDA {where}; mean share of the baseline-to-bound gap closed "
