@@ -24,6 +24,8 @@ typedef struct {
     int (*key)(PyObject *kernel, PyObject *group, Py_ssize_t slot, double *key);
     /* kernel.layout: how the cache should lay itself out now */
     int (*layout)(PyObject *kernel);
+    /* kernel.settled: on probation, whether the files read once that the cache holds go on probation too */
+    int (*settled)(PyObject *kernel);
 } HtdaAdaptiveAPI;
 
 #endif

@@ -131,6 +131,7 @@ typedef struct {
     int nc, ns, active, busy, failed; /* candidates, shadows (nc per layout, per size) */
     int nlive; /* the shadows replayed: the first nlive (smaller ones past them are retired: empty, never hit) */
     int layout; /* how the cache around the rating should lay itself out now (the policy sets it) */
+    char settled; /* on probation, whether the files read once that the cache holds go on probation too (idem) */
     double *inverse; /* 1 / half-life of each candidate */
     /* slots: one Slot record each, slot_size bytes apart */
     char *slots;
@@ -972,7 +973,13 @@ api_layout(PyObject *kernel)
     return ((Kernel *)kernel)->layout;
 }
 
-static const HtdaAdaptiveAPI api = {api_access, api_key, api_layout};
+static int
+api_settled(PyObject *kernel)
+{
+    return ((Kernel *)kernel)->settled;
+}
+
+static const HtdaAdaptiveAPI api = {api_access, api_key, api_layout, api_settled};
 
 PyDoc_STRVAR(c_api_doc,
 "_c_api()\n--\n\n"
@@ -1416,6 +1423,8 @@ static PyMemberDef Kernel_members[] = {
     {"_sampled", T_PYSSIZET, offsetof(Kernel, sampled), 0, "sampled accesses in the current round"},
     {"_round_bytes", T_DOUBLE, offsetof(Kernel, round_bytes), 0, "their sizes"},
     {"decision_every", T_PYSSIZET, offsetof(Kernel, decision_every), 0, "sampled accesses per round"},
+    {"settled", T_BOOL, offsetof(Kernel, settled), 0,
+     "on probation, whether the cache should put the files it holds that were read once on probation too"},
     {NULL, 0, 0, 0, NULL},
 };
 

@@ -15,6 +15,7 @@ class Kernel:
     _sampled: int
     _round_bytes: float
     decision_every: int
+    settled: bool
     _keys: dict[Any, float]
     _touched: set[Any]
     _threshold: int

@@ -57,7 +57,19 @@ and ranks with the one that is currently best:
   coordinator's placement places the best groups filling the queue's share
   unasked and the others only once read again).  Where S3-FIFO beat every
   half-life (database objects, web pages, OLTP pages) this is what was
-  missing (``docs/simulator-history.rst``, *Probation chosen online*);
+  missing (``docs/simulator-history.rst``, *Probation chosen online*).
+  A cache that turns to probation still holds what the layout before
+  admitted, and its main part gives room only as fast as groups leave the
+  queue read again: in a large cache, the groups read once that it held
+  would stay for good (P12 at 50 %: 47 % of the bytes, never read again).
+  So once the slow totals too put the active half-life's probation shadow
+  first (:attr:`settled`, strictly: not while its own shadows are level),
+  the cache puts those groups on probation as well, lowest key first
+  (``_replay.c``); before that, a turn to probation on a few rounds'
+  evidence flushes nothing (CloudPhysics at 50 %: 0.333 settling at once,
+  0.402 waiting; ``docs/simulator-history.rst``, *Settling on
+  probation*).  The coordinator's placement has no such part: it places by
+  score, and a better group displaces what is placed;
 - **smaller shadows** (``smaller_share``, :data:`SMALLER_SHARE` of the size): until the cache first fills,
   its shadows have evicted nothing, so all of them have hit the same bytes and the choice has nothing to go
   by; for a large cache that is a fifth to two fifths of a trace, and the layout it fills with (the start)
@@ -351,6 +363,9 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         #: how the cache around the rating should lay itself out now (PLAIN, ASKING or PROBATION): as the winning
         #: shadow does, or as at the start (``start_admitting``: ASKING) while none has won; PLAIN without shadows
         self.layout = PLAIN
+        #: on probation, whether the slow totals put the active half-life's probation shadow first too: the cache
+        #: then puts on probation the groups read once that it holds (see the module docstring)
+        self.settled = False
         self._start_layout = ASKING if choose_admission and start_admitting else PLAIN
         self.sample_rate = sample_rate
         self._sample_salt = sample_salt(sample_seed)
@@ -468,6 +483,7 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
             return
         if to is not None:
             self._switch(to[0], self.layouts[to[1]])
+        self.settled = self.layout == PROBATION and self._probation_leads()
         if self.smaller is None:
             return
         if not level:  # the shadows of the cache's own size tell now: the smaller ones have served
@@ -477,6 +493,14 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
             # no switch: nothing tells the cache's own shadows apart yet (so the half-life is still the starting
             # one, the smaller shadows'), and it starts from the smaller ones' pick
             self.layout = self.layouts[self.smaller_pick]
+
+    def _probation_leads(self) -> bool:
+        """Whether the active half-life's probation shadow has the highest slow total of its layouts, strictly (while
+        the cache's own shadows are level they all tie: nothing has settled)."""
+        nc, totals = len(self.half_lives), self.choice.slow.totals
+        mine = [totals[self.active + nc * i] for i in range(len(self.layouts))]
+        probation = mine[self.layouts.index(PROBATION)]
+        return all(probation > total for layout, total in zip(self.layouts, mine) if layout != PROBATION)
 
     def _switch(self, to: int, layout: int) -> None:
         """Rank with candidate ``to`` and lay the cache out as ``layout`` from now on: a new half-life's keys move

@@ -27,6 +27,11 @@
  * heap if it was read again while queued, else out of the cache, its id and size remembered in a FIFO ghost
  * list (at most the rest of the capacity); a missed file found there goes straight to the heap.  Once the rating
  * lays the cache out otherwise, the next miss moves the queue into the heap and forgets the ghost list.
+ * The files the heap held when the probation began stay there, and the heap gives up room only as fast as files
+ * leave the queue read again: at a large size, what a layout before admitted unread would stay for good.  So
+ * once the rating has *settled* on probation (its `settled`), the next miss puts on probation, behind the
+ * queue, every file of the heap whose group was read only once (rating.before(group) is -inf), lowest key
+ * first; until then a switch on a few rounds' evidence flushes nothing.
  *
  * When an adaptive rating switches half-life it calls the policy back from inside access(); the policy then
  * calls rekey() here, which is safe at that point: no table is being changed across an access. */
@@ -52,6 +57,7 @@ static PyObject *zero_bytes; /* 0: the size of a group no file was first request
 static PyObject *str_key; /* "key" */
 static PyObject *str_layout; /* "layout" */
 static PyObject *str_before; /* "before" */
+static PyObject *str_settled; /* "settled" */
 
 /* -- open-addressing tables by 64-bit id ----------------------------------------------------------------------- */
 
@@ -243,6 +249,8 @@ typedef struct {
     int sized; /* the rating gets each group's bytes (an adaptive rating sizes its shadow caches by them) */
     int busy; /* in replay(): another replay would change the tables under it */
     int has_layout; /* the rating has a `layout` attribute (an adaptive one): read it on every miss */
+    int has_settled; /* and a `settled` attribute: read it on every miss on probation until it is true */
+    int settled; /* on probation since the rating settled: the files read once that the heap held were queued */
     Ring queue, ghost; /* the probation queue and the ghost list */
     long long queued, ghosted; /* their bytes */
     uint64_t stamps; /* ghost entries stamped so far */
@@ -533,6 +541,73 @@ end_probation(Loop *self)
     return 0;
 }
 
+/* whether the rating has settled on probation (see the top of the file); -1 on error */
+static int
+rating_settled(Loop *self)
+{
+    if (self->kernel != NULL)
+        return self->kernel->settled(self->rating);
+    if (!self->has_settled)
+        return 0;
+    PyObject *value = PyObject_GetAttr(self->rating, str_settled);
+    if (value == NULL)
+        return -1;
+    int settled = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return settled;
+}
+
+/* whether the group `group` was read only once: its key before its latest access is -inf; -1 on error */
+static int
+read_once(Loop *self, PyObject *group)
+{
+    PyObject *key = PyObject_CallMethodOneArg(self->rating, str_before, group);
+    if (key == NULL)
+        return -1;
+    double before = PyFloat_AsDouble(key);
+    Py_DECREF(key);
+    return before == -1.0 && PyErr_Occurred() ? -1 : before == -INFINITY;
+}
+
+/* The rating settled on probation: every file of the heap whose group (its first) was read only once joins the
+ * queue, lowest key first, behind the files queued since the probation began; the others stay in the heap. */
+static int
+settle(Loop *self)
+{
+    Entry *kept = PyMem_Malloc(sizeof(Entry) * ((size_t)self->heap.n + 1));
+    if (kept == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t nkept = 0;
+    int failed = 0;
+    while (self->heap.n && !failed) {
+        Entry top = heap_pop(&self->heap);
+        File *file = (File *)find(&self->files, top.id);
+        double current;
+        int once = 0;
+        failed = current_key(self, file, &current) < 0;
+        if (failed)
+            break;
+        if (current != top.key) { /* its group was accessed since this entry was pushed */
+            file->key = current;
+            failed = heap_push(&self->heap, current, top.id) < 0;
+        }
+        else if ((once = read_once(self, file->group)) < 0)
+            failed = 1;
+        else if (!once)
+            kept[nkept++] = top;
+        else if (!(failed = fifo_push(&self->queue, (Queued){top.id, file->size, 0}) < 0)) {
+            file->where = QUEUED;
+            self->queued += file->size;
+        }
+    }
+    for (Py_ssize_t i = 0; i < nkept && !failed; i++)
+        failed = heap_push(&self->heap, kept[i].key, kept[i].id) < 0;
+    PyMem_Free(kept);
+    return failed ? -1 : 0;
+}
+
 /* The queue's oldest file leaves it: into the heap if it was read again while queued, else out of the cache and
  * into the ghost list (which keeps at most the rest of the capacity).  The file just staged (staged_id) leaving
  * unread was not admitted. */
@@ -623,6 +698,14 @@ stage(Loop *self, Totals *totals, File *file, const Group *group, long long size
     int layout = rating_layout(self);
     if (layout < 0 || (layout != PROBATION && (self->queue.n || self->ghost.n) && end_probation(self) < 0))
         return -1;
+    if (layout != PROBATION)
+        self->settled = 0;
+    else if (!self->settled) {
+        int settled = rating_settled(self);
+        if (settled < 0 || (settled && settle(self) < 0))
+            return -1;
+        self->settled = settled;
+    }
     if (layout == PROBATION)
         return stage_on_probation(self, totals, file, size);
     double key;
@@ -888,6 +971,7 @@ Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->per_size = per_size;
     self->sized = sized;
     self->has_layout = PyObject_HasAttr(rating, str_layout);
+    self->has_settled = self->has_layout && PyObject_HasAttr(rating, str_settled);
     if (kernel_api(rating, &self->kernel) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -985,6 +1069,7 @@ module_constants(void)
         || (zero_bytes == NULL && (zero_bytes = PyLong_FromLong(0)) == NULL)
         || (str_key == NULL && (str_key = PyUnicode_InternFromString("key")) == NULL)
         || (str_layout == NULL && (str_layout = PyUnicode_InternFromString("layout")) == NULL)
+        || (str_settled == NULL && (str_settled = PyUnicode_InternFromString("settled")) == NULL)
         || (str_before == NULL && (str_before = PyUnicode_InternFromString("before")) == NULL))
         return -1;
     return 0;

@@ -33,7 +33,9 @@ no call through Python, keys read from the kernel's table) and re-keys
 itself when an adaptive rating switches.  It lays itself out as an adaptive
 rating's ``layout`` says: plain, asking the admission question, or with new
 files on probation (S3-FIFO's queue and ghost list in front of the heap;
-``_replay.c``).
+``_replay.c``); once the rating has *settled* on probation (its
+``settled``), the files the heap still holds that were read only once go
+on probation too.
 With an admission filter (:meth:`HTDAPolicy._replay_admitted`) the cache is
 still Python, over the dicts below.
 """

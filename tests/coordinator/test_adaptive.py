@@ -157,6 +157,8 @@ def test_groups_read_again_at_once_among_scans_put_new_groups_on_probation():
     # the queue keeps the hot groups from the groups read once, and still hits the second read of a pair
     assert best["probation"] > 1.3 * max(best["plain"], best["asking"])
     assert policy.history[-1][2] == "probation"
+    # and the slow totals agree: the cache may queue what an earlier layout admitted read once (_replay.c)
+    assert policy.settled
 
 
 def test_a_working_set_that_moves_on_admits_every_group():
@@ -371,6 +373,7 @@ def test_until_its_own_shadows_differ_the_cache_starts_from_the_smaller_ones_pic
     for t, g in read_twice_at_once(3000):
         policy.access(g, t)
     assert not policy.admitting and policy.switches == 0 and policy.smaller is not None
+    assert not policy.settled  # its own shadows are level: whatever the smaller ones picked, nothing settles
     for t, g in read_twice_at_once(20_000, start=3000):
         policy.access(g, 6000 + t)
     assert policy.smaller is None and not policy.admitting

@@ -44,6 +44,7 @@ class ReferenceHTDA:
         self.queue: OrderedDict[int, bool] = OrderedDict()  # file -> read again since it was queued
         self.ghost: OrderedDict[int, int] = OrderedDict()  # file -> its size when it left the queue unread
         self.queued = self.ghosted = 0
+        self.settled = False  # on probation since the rating settled: the files read once were queued
         self.group_bytes: dict[int, int] | None = None
         if isinstance(rating, AdaptiveLRFUPolicy):
             rating.set_capacity(capacity)
@@ -75,6 +76,24 @@ class ReferenceHTDA:
         self.queue.clear()
         self.ghost.clear()
         self.queued = self.ghosted = 0
+
+    def settle(self) -> None:
+        """The rating settled on probation: the heap's files whose group was read once join the queue, lowest first."""
+        kept = []
+        while self.heap:
+            key, oid = heapq.heappop(self.heap)
+            current = self.current_key(oid)
+            if current != key:
+                self.entry_key[oid] = current
+                heapq.heappush(self.heap, (current, oid))
+            elif self.rating.before(self.group_of[oid]) != NEVER:
+                kept.append((key, oid))
+            else:
+                del self.entry_key[oid]
+                self.queue[oid] = False
+                self.queued += self.sizes[oid]
+        for entry in kept:
+            heapq.heappush(self.heap, entry)
 
     def stage_on_probation(self, oid: int, size: int, used: int) -> tuple[int, int, int]:
         """(used, staged, evicted) after a miss of ``oid`` while the rating puts new files on probation."""
@@ -150,6 +169,11 @@ class ReferenceHTDA:
             layout = getattr(rating, "layout", PLAIN)
             if layout != PROBATION and (self.queue or self.ghost):
                 self.end_probation()
+            if layout != PROBATION:
+                self.settled = False
+            elif not self.settled and getattr(rating, "settled", False):
+                self.settle()
+                self.settled = True
             if layout == PROBATION:
                 used, staged_now, evicted_now = self.stage_on_probation(oid, size, used)
                 staged += staged_now
@@ -359,6 +383,58 @@ def test_an_adaptive_rating_moves_its_cache_on_and_off_probation_as_the_referenc
     trace[1][6000:] = [oid % 60 for oid in trace[1][6000:]]  # then a working set of 60 files, all read often
     policy = replay_both(trace, 3_000, adaptive, chunk=500)
     assert {layout for _, _, layout in policy.rating.history} >= {"probation", "plain"}
+
+
+class PlainThenSettled(AlwaysAsking):
+    """LRFU whose cache is plain until ``switch``, then on probation, settled from ``settle`` on (as an adaptive
+    rating's cache is once its probation shadow leads the slow totals)."""
+
+    def __init__(self, half_life: float, switch: float, settle: float):
+        super().__init__(half_life)
+        self.switch, self.settle, self.now = switch, settle, 0.0
+
+    def access(self, group: Any, t: float, weight: float = 1.0, size: float = 1.0) -> None:
+        self.now = t
+        super().access(group, t, weight, size)
+
+    @property
+    def layout(self) -> int:  # type: ignore[override]
+        return PROBATION if self.now >= self.switch else PLAIN
+
+    @property
+    def settled(self) -> bool:
+        return self.now >= self.settle
+
+
+def old_scan_then_hot_files(n: int = 9000, seed: int = 13) -> Trace:
+    """A scan of files read once, then a few hot files among files read once and never again; a fifth of the
+    second part reads files of the first twice in a row (they are read again, in the queue)."""
+    rng = random.Random(seed)
+    times, ids = [], []
+    for i in range(n):
+        if i < n // 3:
+            oid = 10_000 + i  # the scan the plain layout admits
+        elif rng.random() < 0.5:
+            oid = rng.randrange(30)
+        else:
+            oid = 100_000 + i  # read once
+        times.append(float(i))
+        ids.append(oid)
+    return times, ids, [100] * n, [NO_GROUP] * n
+
+
+@pytest.mark.parametrize("options", [{}, {"per_size": True}, {"accesses": "request"}])
+def test_a_cache_settled_on_probation_queues_what_it_held_read_once_as_the_reference_does(options):
+    trace = old_scan_then_hot_files()
+    # 3,000 files of the scan fill the cache (200,000 bytes: 2,000 files) while it is plain; then it goes on
+    # probation, and settles at once or never
+    settled = replay_both(trace, 200_000, lambda: PlainThenSettled(5.0, switch=3000.0, settle=3000.0), **options)
+    unsettled = replay_both(trace, 200_000, lambda: PlainThenSettled(5.0, switch=3000.0, settle=1e9), **options)
+    scan_left = [sum(10_000 <= oid < 13_000 for oid in p.contents()) for p in (settled, unsettled)]
+    # unsettled, the heap gives room only to the files read again in the queue (the 30 hot ones): the scan read
+    # once stays for good; settled, it went through the queue and is gone
+    assert scan_left[0] == 0 and scan_left[1] > 1_000
+    assert set(range(30)) <= set(settled.contents())
 
 
 @pytest.mark.parametrize("options", [{}, {"per_size": True}, {"accesses": "request"}])
