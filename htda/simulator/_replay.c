@@ -585,25 +585,27 @@ settle(Loop *self)
         Entry top = heap_pop(&self->heap);
         File *file = (File *)find(&self->files, top.id);
         double current;
-        int once = 0;
-        failed = current_key(self, file, &current) < 0;
-        if (failed)
-            break;
-        if (current != top.key) { /* its group was accessed since this entry was pushed */
+        int once;
+        if (current_key(self, file, &current) < 0)
+            failed = 1;
+        else if (current != top.key) { /* its group was accessed since this entry was pushed: again, in its place */
             file->key = current;
-            failed = heap_push(&self->heap, current, top.id) < 0;
+            heap_push(&self->heap, current, top.id); /* (room enough: the entry was just popped) */
+            continue;
         }
         else if ((once = read_once(self, file->group)) < 0)
             failed = 1;
-        else if (!once)
-            kept[nkept++] = top;
-        else if (!(failed = fifo_push(&self->queue, (Queued){top.id, file->size, 0}) < 0)) {
+        else if (once && fifo_push(&self->queue, (Queued){top.id, file->size, 0}) < 0)
+            failed = 1;
+        else if (once) {
             file->where = QUEUED;
             self->queued += file->size;
+            continue;
         }
+        kept[nkept++] = top; /* read again, or on an error: it keeps its entry */
     }
-    for (Py_ssize_t i = 0; i < nkept && !failed; i++)
-        failed = heap_push(&self->heap, kept[i].key, kept[i].id) < 0;
+    for (Py_ssize_t i = 0; i < nkept; i++) /* (room enough: the heap held these entries) */
+        heap_push(&self->heap, kept[i].key, kept[i].id);
     PyMem_Free(kept);
     return failed ? -1 : 0;
 }

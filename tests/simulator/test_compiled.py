@@ -437,6 +437,27 @@ def test_a_cache_settled_on_probation_queues_what_it_held_read_once_as_the_refer
     assert set(range(30)) <= set(settled.contents())
 
 
+def test_an_error_while_settling_leaves_every_cached_file_in_the_cache():
+    class FailingOnce(PlainThenSettled):
+        fail = True
+
+        def before(self, group: Any) -> float:
+            if self.now >= self.settle and self.fail:
+                self.fail = False
+                raise RuntimeError("the rating failed")
+            return super().before(group)
+
+    times, ids, sizes, groups = old_scan_then_hot_files()
+    policy = HTDAPolicy(200_000, FailingOnce(5.0, switch=3000.0, settle=3000.0))
+    policy.replay(times[:3000], ids[:3000], sizes[:3000], groups[:3000])
+    held = policy.contents()
+    with pytest.raises(RuntimeError, match="the rating failed"):
+        policy.replay(times[3000:3010], ids[3000:3010], sizes[3000:3010], groups[3000:3010])
+    assert set(held) <= set(policy.contents())  # nothing was lost from the heap on the way out
+    policy.replay(times[3010:], ids[3010:], sizes[3010:], groups[3010:])  # it settles at the next miss, and goes on
+    assert not any(10_000 <= oid < 13_000 for oid in policy.contents())
+
+
 @pytest.mark.parametrize("options", [{}, {"per_size": True}, {"accesses": "request"}])
 def test_the_compiled_loop_matches_the_reference_with_a_fixed_half_life(options):
     policy = replay_both(random_trace(4), 5_000, lambda: LRFUPolicy(half_life=30.0), **options)
