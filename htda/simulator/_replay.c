@@ -431,6 +431,26 @@ record_access(Loop *self, PyObject *access, Group *group, double t)
     return done == NULL ? -1 : 0;
 }
 
+/* The heap's lowest entry made current (the heap is not empty): while the lowest went stale (its group was accessed
+ * since it was pushed), it is pushed again with its current key.  -1 on error (no entry is lost). */
+static int
+current_top(Loop *self)
+{
+    for (;;) {
+        Entry top = self->heap.entries[0];
+        File *file = (File *)find(&self->files, top.id);
+        double current;
+        if (current_key(self, file, &current) < 0)
+            return -1;
+        if (current == top.key)
+            return 0;
+        heap_pop(&self->heap);
+        file->key = current;
+        if (heap_push(&self->heap, current, top.id) < 0)
+            return -1;
+    }
+}
+
 /* The file of the heap's lowest entry goes (the heap is not empty), once the entries above it that went stale were
  * pushed again with their current keys.  If it is the file just staged (id staged_id), it was not admitted:
  * *staged becomes 0.  `asking`: it stays if it is of another group and its key is at least `before`.  1 when one
@@ -438,30 +458,20 @@ record_access(Loop *self, PyObject *access, Group *group, double t)
 static int
 evict_lowest(Loop *self, Totals *totals, int64_t staged_id, long long *staged, const Group *asking, double before)
 {
-    for (;;) {
-        Entry top = self->heap.entries[0];
-        File *victim = (File *)find(&self->files, top.id);
-        double current;
-        if (current_key(self, victim, &current) < 0)
-            return -1;
-        if (current != top.key) { /* its group was accessed since this entry was pushed */
-            heap_pop(&self->heap);
-            victim->key = current;
-            if (heap_push(&self->heap, current, top.id) < 0)
-                return -1;
-            continue;
-        }
-        if (asking != NULL && victim->group != asking->group && before <= current)
-            return 0;
-        heap_pop(&self->heap);
-        CACHED(victim) = 0;
-        totals->used -= victim->size;
-        if (top.id == staged_id)
-            *staged = 0; /* not admitted: nothing staged, nothing evicted */
-        else if (add_checked(&totals->evicted, victim->size) < 0)
-            return -1;
-        return 1;
-    }
+    if (current_top(self) < 0)
+        return -1;
+    Entry top = self->heap.entries[0];
+    File *victim = (File *)find(&self->files, top.id);
+    if (asking != NULL && victim->group != asking->group && before <= top.key)
+        return 0;
+    heap_pop(&self->heap);
+    CACHED(victim) = 0;
+    totals->used -= victim->size;
+    if (top.id == staged_id)
+        *staged = 0; /* not admitted: nothing staged, nothing evicted */
+    else if (add_checked(&totals->evicted, victim->size) < 0)
+        return -1;
+    return 1;
 }
 
 /* Evict lowest keys first until `extra` more bytes fit; a stale entry is pushed again with its current key.  If
@@ -582,18 +592,14 @@ settle(Loop *self)
     Py_ssize_t nkept = 0;
     int failed = 0;
     while (self->heap.n && !failed) {
+        if (current_top(self) < 0) {
+            failed = 1;
+            break;
+        }
         Entry top = heap_pop(&self->heap);
         File *file = (File *)find(&self->files, top.id);
-        double current;
         int once;
-        if (current_key(self, file, &current) < 0)
-            failed = 1;
-        else if (current != top.key) { /* its group was accessed since this entry was pushed: again, in its place */
-            file->key = current;
-            heap_push(&self->heap, current, top.id); /* (room enough: the entry was just popped) */
-            continue;
-        }
-        else if ((once = read_once(self, file->group)) < 0)
+        if ((once = read_once(self, file->group)) < 0)
             failed = 1;
         else if (once && fifo_push(&self->queue, (Queued){top.id, file->size, 0}) < 0)
             failed = 1;
