@@ -63,12 +63,18 @@ and ranks with the one that is currently best:
   queue read again: in a large cache, the groups read once that it held
   would stay for good (P12 at 50 %: 47 % of the bytes, never read again).
   So once the slow totals too put the active half-life's probation shadow
-  first (:attr:`settled`, strictly: not while its own shadows are level),
-  the cache puts those groups on probation as well, lowest key first
-  (``_replay.c``); before that, a turn to probation on a few rounds'
-  evidence flushes nothing (CloudPhysics at 50 %: 0.333 settling at once,
-  0.402 waiting; ``docs/simulator-history.rst``, *Settling on
-  probation*).  The coordinator's placement has no such part: it places by
+  first (:attr:`settled`, :meth:`TwoPaceChoice.leads`: strictly, or level
+  with the layouts that hit exactly its bytes while the others are behind
+  by the margin; never while its own shadows are level), the cache puts
+  those groups on probation as well, lowest key first (``_replay.c``);
+  before that, a turn to probation on a few rounds' evidence flushes
+  nothing (CloudPhysics at 50 %: 0.333 settling at once, 0.402 waiting;
+  there the question is behind by less than the margin, and pays when a
+  scan comes back).  Level counts: on web07 at 50 % the plain and
+  probation shadows hit the same bytes throughout, and a cache that turned
+  to probation but never settled gave 0.6949 where either layout alone
+  gives 0.6985 (0.6972 settling; ``docs/simulator-history.rst``,
+  *Settling on probation*, *Level, and leads that last*).  The coordinator's placement has no such part: it places by
   score, and a better group displaces what is placed;
 - **smaller shadows** (``smaller_share``, :data:`SMALLER_SHARE` of the size): until the cache first fills,
   its shadows have evicted nothing, so all of them have hit the same bytes and the choice has nothing to go
@@ -127,7 +133,22 @@ and ranks with the one that is currently best:
     over before any quick rule could confirm them, so following them costs
     the rounds after (P12 at 10 %: 0.4824 following them, 0.5043 at this
     pace; over twelve public traces the mean difference to the best baseline
-    went from +0.0010 to +0.0029; ``docs/simulator-history.rst``, *Two paces*).
+    went from +0.0010 to +0.0029; ``docs/simulator-history.rst``, *Two paces*);
+  - **a lead that lasts** (:class:`LastingLeads`): the margin is a share of
+    the misses, so a small lead never passes it however long it lasts (on
+    scarab at 10 % the 1-day plain shadow hit 0.55 % more bytes than the
+    1-day probation one over 162 rounds, where the margin asks about 3 %: the
+    cache stayed on probation for the last 133, 0.6228, where plain alone
+    gives 0.6284).  So each layout's
+    round-by-round difference to each other one at the same half-life is
+    also kept over a long memory (``lasting_decay``, 0.99: about a hundred
+    rounds), and one whose mean lead is ``lasting_z`` (2) standard errors
+    replaces the active layout, after at least :data:`LASTING_ROUNDS` rounds,
+    if the quick and the slow totals have it ahead too (scarab at 10 %:
+    0.6278).  A lead that changes sides does not add up, and one that lasted
+    but is over does not count: the margin is waived, not the direction of
+    the evidence (without that, P3 at 20 % fell by 0.010-0.015 in two samples
+    of five, switching to probation on a lead long gone).
 
 Time is only ever the accesses' own timestamps (the keys); decisions count
 accesses, never seconds, so a replay gives the same choices whatever the
@@ -175,9 +196,9 @@ try:
 except ImportError as exc:
     raise not_built(exc) from exc
 
-__all__ = ["AdaptiveLRFUPolicy", "Candidate", "DEFAULT_HALF_LIVES", "DampedChoice", "TwoPaceChoice", "LAYOUTS",
-           "PLAIN", "ASKING", "PROBATION", "PROBATION_SHARE", "SHORTEST_ROUND", "SMALLER_SHARE", "placement_admission",
-           "round_length", "sample_salt"]
+__all__ = ["AdaptiveLRFUPolicy", "Candidate", "DEFAULT_HALF_LIVES", "DampedChoice", "LastingLeads", "TwoPaceChoice",
+           "LAYOUTS", "LASTING_ROUNDS", "PLAIN", "ASKING", "PROBATION", "PROBATION_SHARE", "SHORTEST_ROUND",
+           "SMALLER_SHARE", "placement_admission", "round_length", "sample_salt"]
 
 #: candidate half-lives: 5 minutes, 1 hour, 1 day, 7 days, 30 days.  30 days (nearly LFU) was added in the
 #: thirteenth session: over 23 public traces it lifted a cell above the best baseline and dropped none, and the
@@ -192,6 +213,8 @@ PLAIN, ASKING, PROBATION = 0, 1, 2
 LAYOUTS = ("plain", "asking", "probation")
 #: the fewest sampled accesses in a round, however small the shadow caches (see :func:`round_length`)
 SHORTEST_ROUND = 100
+#: the fewest rounds (decayed) before a lasting lead may replace the active layout (:class:`LastingLeads`)
+LASTING_ROUNDS = 10
 #: the size of the smaller shadows, as a share of the others' (see the module docstring): any share from 1/16 to 1/4
 #: put 33-34 of twelve public traces' 60 cells and 20-24 of nine more's 45 at or above the best baseline; from 0.35
 #: on, the smaller shadows left the admission question before a scan came back (CloudPhysics at 50 %: 0.076 lost);
@@ -269,6 +292,42 @@ class DampedChoice:
         return best
 
 
+class LastingLeads:
+    """How surely each layout of each candidate half-life beats each other one over many rounds: a decayed count of
+    rounds and, per (candidate, layout i, layout j), decayed sums of the round's difference of hits (j's minus i's,
+    over the bytes asked for) and of its square.  :meth:`z` is the mean difference in standard errors: a small lead
+    that lasts grows with the rounds, where one that comes and goes does not."""
+
+    def __init__(self, candidates: int, layouts: int, decay: float):
+        self.candidates, self.layouts, self.decay = candidates, layouts, decay
+        self.rounds = 0.0
+        self._sums = [[0.0] * (layouts * layouts) for _ in range(candidates)]
+        self._squares = [[0.0] * (layouts * layouts) for _ in range(candidates)]
+
+    def add(self, hits: Sequence[float], requested: float) -> None:
+        """Add one round: each shadow's hits (a block of ``candidates`` per layout) and the bytes asked for."""
+        if requested <= 0:
+            return
+        decay, nc, nl = self.decay, self.candidates, self.layouts
+        self.rounds = decay * self.rounds + 1.0
+        for c in range(nc):
+            sums, squares = self._sums[c], self._squares[c]
+            for i in range(nl):
+                for j in range(nl):
+                    d = (hits[c + nc * j] - hits[c + nc * i]) / requested
+                    sums[i * nl + j] = decay * sums[i * nl + j] + d
+                    squares[i * nl + j] = decay * squares[i * nl + j] + d * d
+
+    def z(self, candidate: int, layout: int, other: int) -> float:
+        """By how many standard errors ``other`` has beaten ``layout`` at ``candidate``'s half-life, per round."""
+        n, k = self.rounds, layout * self.layouts + other
+        if not n:
+            return 0.0
+        mean = self._sums[candidate][k] / n
+        variance = max(self._squares[candidate][k] / n - mean * mean, 1e-18)
+        return mean / math.sqrt(variance / n)
+
+
 class TwoPaceChoice:
     """The shadow that ranks, as (candidate half-life, layout): the half-life at a slow pace, the layout at a quick
     one (see the module docstring).  ``quick`` is the :class:`DampedChoice` of every shadow (a block of
@@ -276,13 +335,19 @@ class TwoPaceChoice:
     another over the same shadows, its totals decayed by ``half_life_decay`` a round, which switches at once
     (patience 1) among each half-life's best shadow.  The ``held``-th layout (the admission question's, if any)
     is left at once, in one decisive round, only if the slow totals agree: it pays late, so one round against it
-    is not evidence enough (see the module docstring)."""
+    is not evidence enough (see the module docstring).  ``lasting`` (:class:`LastingLeads`, decayed by
+    ``lasting_decay`` a round) lets a layout whose lead is too small for the margin replace the active one once
+    it has lasted ``lasting_z`` standard errors (0: never), after at least :data:`LASTING_ROUNDS` rounds, if
+    it is ahead in the quick and the slow totals too."""
 
     def __init__(self, candidates: int, layouts: int, hysteresis: float = 0.05, patience: int = 2,
-                 decay: float = 0.5, decisive: float = 0.5, half_life_decay: float = 0.9, held: int | None = None):
+                 decay: float = 0.5, decisive: float = 0.5, half_life_decay: float = 0.9, held: int | None = None,
+                 lasting_decay: float = 0.99, lasting_z: float = 2.0):
         self.candidates, self.layouts, self.held = candidates, layouts, held
         self.quick = DampedChoice(candidates * layouts, hysteresis, patience, decay, decisive)
         self.slow = DampedChoice(candidates * layouts, hysteresis, 1, half_life_decay, decisive)
+        self.lasting = LastingLeads(candidates, layouts, lasting_decay)
+        self.lasting_z = lasting_z
 
     def round(self, hits: Sequence[float], requested: float, candidate: int, layout: int) -> tuple[int, int] | None:
         """Take one round (each shadow's bytes hit, the bytes asked for) while ``candidate`` ranks laid out as the
@@ -292,6 +357,7 @@ class TwoPaceChoice:
         quick, slow, nc = self.quick, self.slow, self.candidates
         quick.add(hits, requested)
         slow.add(hits, requested)
+        self.lasting.add(hits, requested)
         totals = slow.totals
         leads = [max((c + nc * lay for lay in range(self.layouts)), key=totals.__getitem__) for c in range(nc)]
         to = slow.verdict(leads[candidate], leads)
@@ -300,9 +366,44 @@ class TwoPaceChoice:
             return to % nc, to // nc
         mine = candidate + nc * layout
         to = quick.verdict(mine, [candidate + nc * lay for lay in range(self.layouts)])
-        if to is None or (layout == self.held and quick.at_once and totals[to] <= totals[mine]):
+        if to is None:
+            lasting = self._lasting_lead(candidate, layout)
+            if lasting is None:
+                return None
+            challenger = candidate + nc * lasting
+            if quick.totals[challenger] <= quick.totals[mine] or totals[challenger] <= totals[mine]:
+                return None  # the margin is waived for a lead that lasts, not the direction of the evidence
+            quick.challenger, quick.wins = -1, 0
+            return candidate, lasting
+        if layout == self.held and quick.at_once and totals[to] <= totals[mine]:
             return None
         return candidate, to // nc
+
+    def leads(self, candidate: int, layout: int, level: bool) -> bool:
+        """Whether the slow totals put ``layout`` first among ``candidate``'s layouts: strictly, or (unless the
+        shadows are ``level``: they all tie, nothing has shown) level with each other layout that is not behind it
+        by the margin.  (A cache settles on probation when its layout leads: see the module docstring.)  A layout
+        level with it hit exactly its bytes, so it loses nothing against that one; one behind it, but within the
+        margin, may still pay late (the question does, when a scan comes back)."""
+        nc, slow = self.candidates, self.slow
+        mine = [slow.totals[candidate + nc * i] for i in range(self.layouts)]
+        first = mine.pop(layout)
+        if all(first > total for total in mine):
+            return True
+        margin = slow.hysteresis * min(first, slow.requested - first)
+        return not level and all(total == first or first - total > margin for total in mine)
+
+    def _lasting_lead(self, candidate: int, layout: int) -> int | None:
+        """The layout of ``candidate`` that has beaten ``layout`` by the most standard errors, if by more than
+        ``lasting_z`` after at least :data:`LASTING_ROUNDS` rounds; else None."""
+        if not self.lasting_z or self.lasting.rounds <= LASTING_ROUNDS:
+            return None
+        best, most = None, self.lasting_z
+        for other in range(self.layouts):
+            z = self.lasting.z(candidate, layout, other) if other != layout else 0.0
+            if z > most:
+                best, most = other, z
+        return best
 
 
 @dataclass(frozen=True)
@@ -338,7 +439,8 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
                  max_sampled: int = 16384, capacity: float = 0.0, decision_every: int = 1000,
                  hysteresis: float = 0.05, patience: int = 2, decay: float = 0.5, choose_admission: bool = True,
                  decisive: float = 0.5, start_admitting: bool = True, choose_probation: bool = True,
-                 half_life_decay: float = 0.9, smaller_share: float = SMALLER_SHARE, sample_seed: int = 0):
+                 half_life_decay: float = 0.9, smaller_share: float = SMALLER_SHARE, sample_seed: int = 0,
+                 lasting_decay: float = 0.99, lasting_z: float = 2.0):
         super().__init__(half_life, epoch)
         candidates = sorted({float(h) for h in half_lives} | {self.half_life})
         for wrong, message in (
@@ -346,8 +448,9 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
                 (not 0.0 < sample_rate <= 1.0, "sample_rate must be in (0, 1]"),
                 (min(decision_every, patience, max_sampled) < 1,
                  "decision_every, patience and max_sampled must be >= 1"),
-                (min(hysteresis, decisive) < 0 or not 0.0 <= decay < 1.0 or not 0.0 <= half_life_decay < 1.0,
-                 "hysteresis and decisive must be >= 0, decay and half_life_decay in [0, 1)"),
+                (min(hysteresis, decisive, lasting_z) < 0 or not 0.0 <= decay < 1.0
+                 or not 0.0 <= half_life_decay < 1.0 or not 0.0 <= lasting_decay < 1.0,
+                 "hysteresis, decisive and lasting_z must be >= 0, decay, half_life_decay and lasting_decay in [0, 1)"),
                 (not 0.0 <= smaller_share < 1.0, "smaller_share must be in [0, 1)"),
                 (not isinstance(sample_seed, int) or sample_seed < 0, "sample_seed must be an integer >= 0")):
             if wrong:
@@ -376,7 +479,8 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         self.longest_round = self.decision_every = decision_every
         # the decisions, from every shadow's hits; their quick totals: scores()
         self.choice = TwoPaceChoice(len(candidates), len(self.layouts), hysteresis, patience, decay, decisive,
-                                    half_life_decay, self.layouts.index(ASKING) if ASKING in self.layouts else None)
+                                    half_life_decay, self.layouts.index(ASKING) if ASKING in self.layouts else None,
+                                    lasting_decay, lasting_z)
         #: the layout choice among the smaller shadows (one per layout, at the starting half-life), and the index
         #: of the layout it picks, while they are replayed (None once retired, or with no smaller shadows)
         self.smaller: DampedChoice | None = None
@@ -483,7 +587,7 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
             return
         if to is not None:
             self._switch(to[0], self.layouts[to[1]])
-        self.settled = self.layout == PROBATION and self._probation_leads()
+        self.settled = self.layout == PROBATION and self.choice.leads(self.active, self.layouts.index(PROBATION), level)
         if self.smaller is None:
             return
         if not level:  # the shadows of the cache's own size tell now: the smaller ones have served
@@ -493,14 +597,6 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
             # no switch: nothing tells the cache's own shadows apart yet (so the half-life is still the starting
             # one, the smaller shadows'), and it starts from the smaller ones' pick
             self.layout = self.layouts[self.smaller_pick]
-
-    def _probation_leads(self) -> bool:
-        """Whether the active half-life's probation shadow has the highest slow total of its layouts, strictly (while
-        the cache's own shadows are level they all tie: nothing has settled)."""
-        nc, totals = len(self.half_lives), self.choice.slow.totals
-        mine = [totals[self.active + nc * i] for i in range(len(self.layouts))]
-        probation = mine[self.layouts.index(PROBATION)]
-        return all(probation > total for layout, total in zip(self.layouts, mine) if layout != PROBATION)
 
     def _switch(self, to: int, layout: int) -> None:
         """Rank with candidate ``to`` and lay the cache out as ``layout`` from now on: a new half-life's keys move

@@ -15,6 +15,7 @@ import pytest
 
 from htda.coordinator.adaptive import (
     ASKING,
+    LASTING_ROUNDS,
     LAYOUTS,
     PLAIN,
     PROBATION,
@@ -322,6 +323,60 @@ def test_one_round_against_the_question_leaves_it_only_if_the_slow_totals_agree(
     assert held.slow.totals[plain] < held.slow.totals[asking]
     from_plain = settled(held=asking, layout=plain)
     assert from_plain.round([0.0, 10.0], 10.0, 0, plain) == (0, asking)  # only the question is held
+
+
+def test_a_small_lead_that_lasts_changes_the_layout_and_one_that_comes_and_goes_does_not():
+    """One half-life, two layouts.  A lead of 0.1 of 10 bytes a round on average never passes the margin (5 % of the
+    active layout's misses), but once it has lasted LASTING_ROUNDS rounds it is two standard errors and more: the
+    layout changes.  A lead that changes sides every round never does."""
+    first, second = 0, 1
+
+    def choice() -> TwoPaceChoice:
+        return TwoPaceChoice(1, 2, hysteresis=0.05, patience=2, decay=0.5, decisive=0.5, half_life_decay=0.9)
+
+    lasting = choice()
+    rounds = [[6.0, 6.2] if i % 2 else [6.0, 6.0] for i in range(40)]
+    verdicts = [lasting.round(hits, 10.0, 0, first) for hits in rounds]
+    switched = next(i for i, verdict in enumerate(verdicts) if verdict is not None)
+    assert verdicts[switched] == (0, second) and LASTING_ROUNDS <= switched < 20
+    assert lasting.lasting.z(0, first, second) > 2.0 > lasting.lasting.z(0, second, first)
+
+    coming_and_going = choice()
+    for i in range(200):
+        hits = [6.0, 6.2] if i % 2 else [6.2, 6.0]
+        assert coming_and_going.round(hits, 10.0, 0, first) is None
+    assert abs(coming_and_going.lasting.z(0, first, second)) < 1.0
+    without = TwoPaceChoice(1, 2, hysteresis=0.05, patience=2, decay=0.5, decisive=0.5, half_life_decay=0.9,
+                            lasting_z=0.0)
+    assert all(without.round(hits, 10.0, 0, first) is None for hits in rounds)  # the margin alone: never
+
+    over = choice()  # the second layout led for 30 rounds (while it ranked); the latest round the first leads
+    for _ in range(30):
+        assert over.round([6.0, 6.2], 10.0, 0, second) is None
+    assert over.round([7.0, 6.0], 10.0, 0, first) is None  # a lead that lasted, but is not ahead lately
+    assert over.lasting.z(0, first, second) > 2.0 and over.quick.totals[first] > over.quick.totals[second]
+
+
+def test_a_layout_leads_strictly_or_level_with_those_not_clearly_behind():
+    """The rule by which a cache on probation settles (TwoPaceChoice.leads), one half-life, three layouts (plain,
+    asking, probation): first strictly; or level with plain while asking is behind by more than the margin; not
+    while asking is behind by less (it may pay late), nor while the shadows are level (nothing has shown)."""
+    asking, probation = 1, 2  # (plain is 0)
+
+    def after(hits: list[float]) -> TwoPaceChoice:
+        choice = TwoPaceChoice(1, 3, hysteresis=0.05, patience=2, decay=0.5, decisive=0.5, half_life_decay=0.9,
+                               held=asking)
+        for _ in range(30):
+            choice.round(hits, 10.0, 0, probation)
+        return choice
+
+    assert after([5.0, 3.0, 5.1]).leads(0, probation, level=False)
+    assert after([5.0, 3.0, 5.1]).leads(0, probation, level=True)  # strictly first: even while level
+    assert after([5.0, 3.0, 5.0]).leads(0, probation, level=False)
+    assert not after([5.0, 3.0, 5.0]).leads(0, probation, level=True)
+    assert not after([5.0, 4.99, 5.0]).leads(0, probation, level=False)  # the question is within the margin
+    assert not after([5.1, 3.0, 5.0]).leads(0, probation, level=False)
+    assert after([5.0, 5.0, 5.0]).leads(0, probation, level=False)  # all level, once the shadows have shown
 
 
 def test_noise_does_not_flap_the_choice():
@@ -744,6 +799,7 @@ class _Straightforward(RatingPolicy):
         self.shadows = [ShadowCache(self.tables[c], layout == PROBATION) for c, layout in zip(self.befores_of, layouts)]
         self.asks = [layout == ASKING for layout in layouts]
         self.layout = PLAIN
+        self.settled = False
         self.start_layout = ASKING if choose_admission and start_admitting else PLAIN
         self.choice = TwoPaceChoice(len(self.tables), len(self.layouts), hysteresis, patience, decay,
                                     held=self.layouts.index(ASKING) if ASKING in self.layouts else None)
@@ -821,6 +877,8 @@ class _Straightforward(RatingPolicy):
         self.round, self.round_bytes = 0, 0.0
         if to is not None:
             self.switch(to[0], self.layouts[to[1]], t)
+        self.settled = self.layout == PROBATION and self.choice.leads(self.active, self.layouts.index(PROBATION),
+                                                                      level and self.smaller is not None)
         if self.smaller is not None and not level:
             self.smaller = None
             del self.shadows[mine:], self.asks[mine:], self.shares[mine:], self.befores_of[mine:]
