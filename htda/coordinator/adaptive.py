@@ -74,8 +74,9 @@ and ranks with the one that is currently best:
   probation shadows hit the same bytes throughout, and a cache that turned
   to probation but never settled gave 0.6949 where either layout alone
   gives 0.6985 (0.6972 settling; ``docs/simulator-history.rst``,
-  *Settling on probation*, *Level, and leads that last*).  The coordinator's placement has no such part: it places by
-  score, and a better group displaces what is placed;
+  *Settling on probation*, *Level, and leads that last*).  The
+  coordinator's placement has no such part: it places by score, and a
+  better group displaces what is placed;
 - **smaller shadows** (``smaller_share``, :data:`SMALLER_SHARE` of the size): until the cache first fills,
   its shadows have evicted nothing, so all of them have hit the same bytes and the choice has nothing to go
   by; for a large cache that is a fifth to two fifths of a trace, and the layout it fills with (the start)
@@ -139,16 +140,16 @@ and ranks with the one that is currently best:
     scarab at 10 % the 1-day plain shadow hit 0.55 % more bytes than the
     1-day probation one over 162 rounds, where the margin asks about 3 %: the
     cache stayed on probation for the last 133, 0.6228, where plain alone
-    gives 0.6284).  So each layout's
-    round-by-round difference to each other one at the same half-life is
-    also kept over a long memory (``lasting_decay``, 0.99: about a hundred
-    rounds), and one whose mean lead is ``lasting_z`` (2) standard errors
-    replaces the active layout, after at least :data:`LASTING_ROUNDS` rounds,
-    if the quick and the slow totals have it ahead too (scarab at 10 %:
-    0.6278).  A lead that changes sides does not add up, and one that lasted
-    but is over does not count: the margin is waived, not the direction of
-    the evidence (without that, P3 at 20 % fell by 0.010-0.015 in two samples
-    of five, switching to probation on a lead long gone).
+    gives 0.6284).  So each layout's round-by-round difference to each
+    other one at the same half-life is also kept over a long memory
+    (``lasting_decay``, 0.99: about a hundred rounds), and one whose mean
+    lead is ``lasting_z`` (2) standard errors replaces the active layout,
+    after at least :data:`LASTING_ROUNDS` rounds, if the quick and the slow
+    totals have it ahead too (scarab at 10 %: 0.6278).  A lead that changes
+    sides does not add up, and one that lasted but is over does not count:
+    the margin is waived, not the direction of the evidence (without that,
+    P3 at 20 % fell by 0.010-0.015 in two samples of five, switching to
+    probation on a lead long gone).
 
 Time is only ever the accesses' own timestamps (the keys); decisions count
 accesses, never seconds, so a replay gives the same choices whatever the
