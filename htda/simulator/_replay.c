@@ -567,16 +567,24 @@ rating_settled(Loop *self)
     return settled;
 }
 
-/* whether the group `group` was read only once: its key before its latest access is -inf; -1 on error */
+/* rating.before(group): the group's key before its latest access (-inf if it has one access) */
 static int
-read_once(Loop *self, PyObject *group)
+rating_before(Loop *self, PyObject *group, double *out)
 {
     PyObject *key = PyObject_CallMethodOneArg(self->rating, str_before, group);
     if (key == NULL)
         return -1;
-    double before = PyFloat_AsDouble(key);
+    int failed = as_double(key, out);
     Py_DECREF(key);
-    return before == -1.0 && PyErr_Occurred() ? -1 : before == -INFINITY;
+    return failed;
+}
+
+/* whether the group `group` was read only once: its key before its latest access is -inf; -1 on error */
+static int
+read_once(Loop *self, PyObject *group)
+{
+    double before;
+    return rating_before(self, group, &before) < 0 ? -1 : before == -INFINITY;
 }
 
 /* The rating settled on probation: every file of the heap whose group (its first) was read only once joins the
@@ -687,14 +695,11 @@ stage_on_probation(Loop *self, Totals *totals, File *file, long long size)
 static int
 key_before(Loop *self, const Group *group, long long size, double *out)
 {
-    PyObject *key = PyObject_CallMethodOneArg(self->rating, str_before, group->group);
-    if (key == NULL)
+    if (rating_before(self, group->group, out) < 0)
         return -1;
-    int failed = as_double(key, out);
-    Py_DECREF(key);
-    if (!failed && self->per_size && *out != -INFINITY && size)
+    if (self->per_size && *out != -INFINITY && size)
         *out = *out - log2((double)size / GIB);
-    return failed;
+    return 0;
 }
 
 /* A miss of a file that fits: it is staged with its current key, then the lowest keys go until the cache fits
