@@ -295,14 +295,15 @@ class DampedChoice:
 
 class LastingLeads:
     """How surely each layout of each candidate half-life beats each other one over many rounds: a decayed count of
-    rounds and, per (candidate, layout i, layout j), decayed sums of the round's difference of hits (j's minus i's,
-    over the bytes asked for) and of its square.  :meth:`z` is the mean difference in standard errors: a small lead
-    that lasts grows with the rounds, where one that comes and goes does not."""
+    rounds and, per candidate and pair of layouts i < j, decayed sums of the round's difference of hits (j's minus
+    i's, over the bytes asked for) and of its square (j against i is the same, negated).  :meth:`z` is the mean
+    difference in standard errors: a small lead that lasts grows with the rounds, where one that comes and goes
+    does not."""
 
     def __init__(self, candidates: int, layouts: int, decay: float):
         self.candidates, self.layouts, self.decay = candidates, layouts, decay
         self.rounds = 0.0
-        self._sums = [[0.0] * (layouts * layouts) for _ in range(candidates)]
+        self._sums = [[0.0] * (layouts * layouts) for _ in range(candidates)]  # at i * layouts + j, for i < j
         self._squares = [[0.0] * (layouts * layouts) for _ in range(candidates)]
 
     def add(self, hits: Sequence[float], requested: float) -> None:
@@ -314,19 +315,22 @@ class LastingLeads:
         for c in range(nc):
             sums, squares = self._sums[c], self._squares[c]
             for i in range(nl):
-                for j in range(nl):
+                for j in range(i + 1, nl):
                     d = (hits[c + nc * j] - hits[c + nc * i]) / requested
                     sums[i * nl + j] = decay * sums[i * nl + j] + d
                     squares[i * nl + j] = decay * squares[i * nl + j] + d * d
 
     def z(self, candidate: int, layout: int, other: int) -> float:
         """By how many standard errors ``other`` has beaten ``layout`` at ``candidate``'s half-life, per round."""
-        n, k = self.rounds, layout * self.layouts + other
-        if not n:
+        n = self.rounds
+        if not n or layout == other:
             return 0.0
+        low, high = min(layout, other), max(layout, other)
+        k = low * self.layouts + high
         mean = self._sums[candidate][k] / n
         variance = max(self._squares[candidate][k] / n - mean * mean, 1e-18)
-        return mean / math.sqrt(variance / n)
+        z = mean / math.sqrt(variance / n)
+        return z if layout == low else -z
 
 
 class TwoPaceChoice:
@@ -401,7 +405,7 @@ class TwoPaceChoice:
             return None
         best, most = None, self.lasting_z
         for other in range(self.layouts):
-            z = self.lasting.z(candidate, layout, other) if other != layout else 0.0
+            z = self.lasting.z(candidate, layout, other)
             if z > most:
                 best, most = other, z
         return best
