@@ -3,6 +3,7 @@
     python bench/adaptive_inspect.py TRACE.csv --size 50%
     python bench/adaptive_inspect.py TRACE.csv --size 10% --rounds 560000 640000 --sample-seed 2
     python bench/adaptive_inspect.py TRACE.csv --size 50% --max-sampled 100000000   # every group sampled
+    python bench/adaptive_inspect.py --synthetic 20000 --size 2%    # the analysis workload (make bench's smoke run)
 
 It replays ``htda(auto)`` as ``htda simulate --half-lives auto --admission
 none`` does (the same objects, the same cache; the rating's keyword
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +40,10 @@ sys.path.insert(0, str(REPO))
 
 from htda.coordinator.adaptive import LAYOUTS, AdaptiveLRFUPolicy  # noqa: E402
 from htda.simulator.engine import replay  # noqa: E402
+from htda.simulator.generator import AnalysisWorkload  # noqa: E402
 from htda.simulator.report import parse_size  # noqa: E402
 from htda.simulator.run import AUTO, RunSpec, build_policies  # noqa: E402
-from htda.simulator.trace import CsvTraceReader, footprint_and_replay  # noqa: E402
+from htda.simulator.trace import CsvTraceReader, footprint_and_replay, write_csv  # noqa: E402
 
 
 class Watch:
@@ -93,7 +96,9 @@ class Watch:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("trace", help="a CSV trace (timestamp,object_id,size_bytes[,group_id])")
+    parser.add_argument("trace", nargs="?", help="a CSV trace (timestamp,object_id,size_bytes[,group_id])")
+    parser.add_argument("--synthetic", type=int, metavar="REQUESTS",
+                        help="instead of a trace, the synthetic analysis workload of this many requests")
     parser.add_argument("--size", required=True, help="cache size: bytes, or a share of the footprint (10%%)")
     parser.add_argument("--sample-seed", type=int, default=0, help="the shadows' sample of the groups (default 0)")
     parser.add_argument("--max-sampled", type=int, help="the rating's max_sampled (default: its own)")
@@ -102,8 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=10, help="shadows listed, best first (default 10)")
     parser.add_argument("--time-unit", type=float, default=1.0, help="seconds per unit of the timestamps")
     args = parser.parse_args(argv)
+    if (args.trace is None) == (args.synthetic is None):
+        parser.error("give a trace or --synthetic REQUESTS, not both")
     try:
-        return inspect(args)
+        if args.synthetic is None:
+            return inspect(args)
+        with tempfile.TemporaryDirectory() as folder:
+            args.trace = str(Path(folder) / "synthetic.csv")
+            write_csv(args.trace, AnalysisWorkload(requests=args.synthetic).rows())
+            return inspect(args)
     except (OSError, ValueError) as exc:  # a missing or malformed trace, a bad size: said plainly
         parser.error(str(exc))
 

@@ -34,6 +34,7 @@ QUICK: dict[str, tuple[list[str], bool]] = {
     "simulator-ab": ([str(BENCH / "simulator_ab.py"), "HEAD", "--many-objects", "100000", "--runs", "1"], False),
     "adaptive-judge": ([str(BENCH / "adaptive_judge.py"), "--generated", "2", "--samples", "2",
                         "--synthetic-requests", "20000"], False),
+    "adaptive-inspect": ([str(BENCH / "adaptive_inspect.py"), "--synthetic", "20000", "--size", "2%"], False),
     "scale": ([str(BENCH / "scale.py"), "--quick"], False),
     "state-memory": ([str(BENCH / "state_memory.py"), "--files", "20000"], False),
     "protocol": ([str(BENCH / "protocol_bench.py")], False),

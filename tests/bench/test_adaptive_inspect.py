@@ -58,6 +58,14 @@ def test_rounds_show_each_decision_and_end_where_the_changes_end(trace):
         assert changes[-1].split()[-1] == rounds[-1][2]
 
 
+def test_the_synthetic_workload_instead_of_a_trace_but_not_both(trace):
+    out = run("--synthetic", "3000", "--size", "2%").stdout
+    assert re.search(r"synthetic\.csv: 3,000 requests, cache 2% of the footprint", out)
+    for args in ([], [trace, "--synthetic", "3000"]):
+        done = run(*args, "--size", "2%", check=False)
+        assert done.returncode == 2 and "give a trace or --synthetic REQUESTS, not both" in done.stderr
+
+
 def test_a_bad_size_or_a_missing_trace_is_refused_in_one_line(trace, tmp_path):
     done = run(trace, "--size", "lots", check=False)
     assert done.returncode == 2 and "cache size 'lots' is not a size" in done.stderr
