@@ -77,20 +77,18 @@ class Watch:
 
     def show_round(self, hits: list[float], requested: float, before: tuple[float, str],
                    after: tuple[float, str]) -> None:
-        policy, nc = self.policy, len(self.policy.half_lives)
-        c = policy.half_lives.index(before[0])
-        quick = policy.choice.quick
-        shares = " ".join(f"{LAYOUTS[layout][:5]} {hits[c + nc * i] / requested:.3f}"
-                          for i, layout in enumerate(policy.layouts))
-        totals = " ".join(f"{quick.totals[c + nc * i] / quick.requested:.3f}" for i in range(len(policy.layouts)))
-        print(f"  {policy._now:>14,.0f}  {before[0]:>9g} {before[1]:<9}  round: {shares}  quick: {totals}"
+        policy, active = self.policy, f"{before[0]:g}"
+        quick = policy.shadow_hit_ratios()  # keyed by (half-life, layout), in the policy's order of shadows
+        mine = [(i, layout) for i, (half_life, layout) in enumerate(quick) if half_life == active]
+        shares = " ".join(f"{layout[:5]} {hits[i] / requested:.3f}" for i, layout in mine)
+        totals = " ".join(f"{quick[active, layout]:.3f}" for _, layout in mine)
+        print(f"  {policy._now:>14,.0f}  {active:>9} {before[1]:<9}  round: {shares}  quick: {totals}"
               f"  -> {after[0]:g} {after[1]}{' settled' if policy.settled else ''}")
 
     def summary(self, top: int) -> list[str]:
-        policy, nc = self.policy, len(self.policy.half_lives)
-        ratios = sorted(((self.hits[i] / self.requested if self.requested else 0.0,
-                          f"{policy.half_lives[i % nc]:g}", LAYOUTS[policy.layouts[i // nc]])
-                         for i in range(self.shown)), reverse=True)
+        labels = list(self.policy.shadow_hit_ratios())  # (half-life, layout) of each shadow, in their order
+        ratios = sorted(((hits / self.requested if self.requested else 0.0, *label)
+                         for hits, label in zip(self.hits, labels)), reverse=True)
         return [f"  {ratio:.4f}  {half_life:>9} {layout}" for ratio, half_life, layout in ratios[:top]]
 
 

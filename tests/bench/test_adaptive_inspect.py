@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 import subprocess
 import sys
@@ -29,6 +30,24 @@ def trace(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def phased(tmp_path_factory) -> Path:
+    """Phases that alternate between a drifting working set and hot objects among scans: the choice switches."""
+    rng = random.Random(3)
+
+    def rows():
+        t = 0.0
+        for i in range(30_000):
+            t += rng.choice((0.0, 1.0, 2.0))
+            drifting = (i // 3000) % 2 == 0
+            hot_or_once = rng.randrange(100) if rng.random() < 0.5 else 100_000 + i
+            obj = 1000 + (i // 300) * 30 + rng.randrange(30) if drifting else hot_or_once
+            yield t, f"o{obj}", 1000, None
+    path = tmp_path_factory.mktemp("inspect") / "phased.csv"
+    write_csv(path, rows())
+    return path
+
+
 def simulated(trace: Path, size: str) -> float:
     done = subprocess.run([sys.executable, "-m", "htda.cli", "simulate", str(trace), "--sizes", size,
                            "--half-lives", "auto", "--admission", "none", "--policies", "lru", "--no-belady",
@@ -47,15 +66,18 @@ def test_it_replays_htda_auto_as_the_simulator_does_and_lists_the_shadows_best_f
     assert all(line.split()[2] in ("plain", "asking", "probation") for line in shadows)
 
 
-def test_rounds_show_each_decision_and_end_where_the_changes_end(trace):
-    out = run(trace, "--size", "5%", "--rounds", "0", "1e18").stdout
+def test_rounds_show_each_decision_and_end_where_the_changes_end(phased):
+    out = run(phased, "--size", "5%", "--rounds", "0", "1e18").stdout
     rounds = re.findall(r"^\s+[\d,]+\s+\S+ (\w+)\s+round: .* -> (\S+) (\w+)", out, re.M)
     assert rounds, out
     # each round starts from what the one before it ended with
     assert all(prev[2] == this[0] for prev, this in zip(rounds, rounds[1:]))
     changes = out.split("what it ranked by")[1].split("each shadow")[0].strip().splitlines()[1:]
-    if changes and "(the start only)" not in changes[0]:
-        assert changes[-1].split()[-1] == rounds[-1][2]
+    assert changes and "(the start only)" not in changes[0], out  # the phases make it change
+    assert changes[-1].split()[-1] == rounds[-1][2]
+    # a change is listed at the time of the round that made it
+    made = re.findall(r"^\s+([\d,]+)\s+(\S+ \w+)\s+round: .* -> (\S+ \w+)", out, re.M)
+    assert [line.split()[0] for line in changes] == [t for t, was, now in made if was.split() != now.split()]
 
 
 def test_the_synthetic_workload_instead_of_a_trace_but_not_both(trace):
