@@ -135,6 +135,7 @@ table_init(Table *table, size_t stride, long long reserve)
         PyErr_NoMemory();
         return -1;
     }
+    htda_prefault(table->slots, (size_t)slots * stride);
     return 0;
 }
 
@@ -148,6 +149,7 @@ grow(Table *table)
         PyErr_NoMemory();
         return -1;
     }
+    htda_prefault(bigger.slots, (size_t)(bigger.mask + 1) * bigger.stride);
     for (Py_ssize_t i = 0; i <= table->mask; i++) {
         Head *head = RECORD(table, i);
         if (!head->used)
