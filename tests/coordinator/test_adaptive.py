@@ -949,17 +949,21 @@ def _options() -> dict:
             "patience": 1, "hysteresis": 0.02}
 
 
-@pytest.mark.parametrize("choose_admission, choose_probation, sample_seed", [
-    (True, True, 0), (True, False, 0), (False, True, 0), (False, False, 0), (True, True, 7)])
-def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission, choose_probation, sample_seed):
+@pytest.mark.parametrize("choose_admission, choose_probation, sample_seed, fraction", [
+    (True, True, 0, 0.0), (True, False, 0, 0.0), (False, True, 0, 0.0), (False, False, 0, 0.0), (True, True, 7, 0.0),
+    (True, True, 0, 0.1)])
+def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission, choose_probation, sample_seed,
+                                                                fraction):
     """Keys, sample, shadows and decisions of the C kernel are the reference's, bit for bit, through switches
     (of half-life and of layout), halvings of the sample, restored keys, forgotten groups and new sizes of the
-    cache."""
+    cache.  Sizes that are not whole numbers (``fraction``) take the kernel's other way of summing what a shadow
+    holds after a halving: in the order it came in, as the reference's dict sums it."""
     options = {**_options(), "choose_admission": choose_admission, "choose_probation": choose_probation,
                "sample_seed": sample_seed}
     fast, reference = AdaptiveLRFUPolicy(half_life=MIDDLE, **options), _Straightforward(half_life=MIDDLE, **options)
     rng = random.Random(5)
-    for i, (group, t, size) in enumerate(_random_trace()):
+    for i, (group, t, whole) in enumerate(_random_trace()):
+        size = whole + fraction
         restored = t / MIDDLE - rng.random()
         for policy in (fast, reference):
             policy.access(group, t, 1.0, size)
