@@ -630,6 +630,23 @@ drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
 
 /* -- the sample ------------------------------------------------------------------------------------------ */
 
+/* room for cap sampled indices (cap > s_cap) */
+static int
+grow_sample(Kernel *self, Py_ssize_t cap)
+{
+    if (htda_grow((void **)&self->s_slot, cap, sizeof(Py_ssize_t)) < 0
+        || htda_grow((void **)&self->s_group, cap, sizeof(PyObject *)) < 0
+        || htda_grow((void **)&self->s_tiebreak, cap, sizeof(Tiebreak)) < 0
+        || htda_grow((void **)&self->s_free, cap, sizeof(Py_ssize_t)) < 0
+        || htda_grow((void **)&self->cells, cap * self->ns, sizeof(Cell)) < 0)
+        return -1;
+    for (int k = 0; k < self->ns; k++)
+        if (self->shadows[k].layout == PROBATION && htda_grow((void **)&self->shadows[k].extra, cap, sizeof(Extra)) < 0)
+            return -1;
+    self->s_cap = cap;
+    return 0;
+}
+
 static int
 join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
 {
@@ -638,20 +655,8 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
         s = self->s_free[--self->s_nfree];
     }
     else {
-        if (self->s_top == self->s_cap) {
-            Py_ssize_t cap = self->s_cap ? 2 * self->s_cap : 1024;
-            if (htda_grow((void **)&self->s_slot, cap, sizeof(Py_ssize_t)) < 0
-                || htda_grow((void **)&self->s_group, cap, sizeof(PyObject *)) < 0
-                || htda_grow((void **)&self->s_tiebreak, cap, sizeof(Tiebreak)) < 0
-                || htda_grow((void **)&self->s_free, cap, sizeof(Py_ssize_t)) < 0
-                || htda_grow((void **)&self->cells, cap * self->ns, sizeof(Cell)) < 0)
-                return -1;
-            for (int k = 0; k < self->ns; k++)
-                if (self->shadows[k].layout == PROBATION
-                    && htda_grow((void **)&self->shadows[k].extra, cap, sizeof(Extra)) < 0)
-                    return -1;
-            self->s_cap = cap;
-        }
+        if (self->s_top == self->s_cap && grow_sample(self, self->s_cap ? 2 * self->s_cap : 1024) < 0)
+            return -1;
         s = self->s_top++;
     }
     self->s_slot[s] = slot;
@@ -1155,7 +1160,8 @@ Kernel_configure(Kernel *self, PyObject *args)
 }
 
 PyDoc_STRVAR(reserve_doc,
-"_reserve(groups)\n--\n\nRoom for ``groups`` groups' slots before they grow (a hint: growing copies every slot).");
+"_reserve(groups)\n--\n\nRoom for ``groups`` groups' slots, and for as many of them in the sample as it may hold, before\n"
+"they grow (a hint: growing copies every slot).");
 
 static PyObject *
 Kernel_reserve(Kernel *self, PyObject *arg)
@@ -1164,6 +1170,10 @@ Kernel_reserve(Kernel *self, PyObject *arg)
     if ((groups == -1 && PyErr_Occurred()) || !ready(self))
         return NULL;
     if (groups > self->slot_cap && grow_slots(self, groups) < 0)
+        return NULL;
+    /* the sample never holds more than max_sampled + 1 groups (one more, and it halves at once) */
+    Py_ssize_t sampled = groups < self->max_sampled ? groups : self->max_sampled + 1;
+    if (self->ns && sampled > self->s_cap && grow_sample(self, sampled) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
