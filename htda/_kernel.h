@@ -34,9 +34,8 @@ htda_grow(void **array, Py_ssize_t count, size_t item)
 /* Map in now the whole pages of [start, start + bytes), as if written, where the kernel can (Linux 5.14 and
  * later); else nothing.  A large calloc-ed table probed by hash (read first, written after) otherwise takes two
  * page faults a page as it fills, one to map the shared zero page and one to copy it at the first write: on
- * Corda's 90,000 objects, half the replay's page faults, and with them a tenth of its CPU time (the faults'
- * system time; docs/simulator-history.rst, *Replay speed*).  Every page of such a table is written anyway (its
- * records land at random), so mapping them at once costs no memory. */
+ * Corda's 90,000 objects, half a run's page faults (docs/simulator-history.rst, *Replay speed*).  Every page of
+ * such a table is written anyway (its records land at random), so mapping them at once costs no memory. */
 static inline void
 htda_prefault(void *start, size_t bytes)
 {
