@@ -22,6 +22,10 @@ at a time, with the package of the checkout this file is in (its C
 extensions built in place), whatever the current directory; its output is
 kept in ``--out`` (a rerun replays only what is missing).  Judge a change by
 running each checkout's own copy of this file, each into its own folder.
+The replay speed it reports is CPU time, yet replays that share the
+machine's cores slow each other (on 2 cores, AdaptSize 396,000 requests a
+second two at a time against 459,000 alone, the same build): judge the
+speed with ``--jobs 1``.
 The baselines and the bound do not depend on HTDA's code: ``--baselines``
 takes them from an earlier judge's folder instead of replaying them again
 (the slow part: PFOO-L).
@@ -132,7 +136,7 @@ def plan(traces: Sequence[Path], out: Path, samples: int, baselines: Path | None
 
 
 def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | None,
-           synthetic_requests: int) -> str:
+           synthetic_requests: int, jobs: int = 1) -> str:
     source = baselines or out
     cells = [cell for trace in sorted(traces) for cell in cells_of(
         trace.stem, TRACE_SIZES, source / f"{trace.stem}.s0.json",
@@ -156,7 +160,8 @@ def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | No
         f"{c.trace} {c.size} {min(c.htda) - c.best:+.4f} ({c.best_name})" for c in worst))
     speeds = sorted((htda_speed(out / f"{t.stem}.s0.json"), t.stem) for t in traces)
     lines.append(f"htda(auto) replay, requests a second of CPU (sample 0): slowest "
-                 f"{speeds[0][0]:,.0f} ({speeds[0][1]}), median {speeds[len(speeds) // 2][0]:,.0f}")
+                 f"{speeds[0][0]:,.0f} ({speeds[0][1]}), median {speeds[len(speeds) // 2][0]:,.0f}"
+                 + ("" if jobs == 1 else f" ({jobs} replays at a time share the machine: --jobs 1 for the speed)"))
     if synthetic_requests:
         synthetic = cells_of("synthetic", SYNTHETIC_SIZES, source / "synthetic.s0.json", [out / "synthetic.s0.json"])
         below = [c.size for c in synthetic if not c.at_or_above(0)]
@@ -205,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         with ThreadPoolExecutor(args.jobs) as pool:
             for done, path in enumerate(pool.map(lambda job: replay(*job), jobs), 1):
                 print(f"[{done}/{len(jobs)}] {path.name}", file=sys.stderr, flush=True)
-        print(report(traces, out, args.samples, args.baselines, args.synthetic_requests))
+        print(report(traces, out, args.samples, args.baselines, args.synthetic_requests, args.jobs))
 
 
 if __name__ == "__main__":
