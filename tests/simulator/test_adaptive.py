@@ -149,15 +149,20 @@ def test_a_replayed_policy_is_freed_without_the_cycle_collector():
         gc.enable()
 
 
-def test_tables_sized_for_the_trace_at_the_start_replay_the_same():
-    """``objects`` (the simulator knows the count from its footprint pass) only sizes the tables."""
+@pytest.mark.parametrize("max_sampled", [16384, 64])
+def test_tables_sized_for_the_trace_at_the_start_replay_the_same(max_sampled):
+    """``objects`` (the simulator knows the count from its footprint pass) only sizes the tables, and the
+    sample's arrays where the sample halves (64 of 400 groups)."""
     names = _drifting()
 
-    def replayed(objects: int) -> tuple[float, int]:
-        rating = AdaptiveLRFUPolicy(half_life=100_000.0, half_lives=(10.0, 100_000.0), decision_every=200)
+    def replayed(objects: int) -> tuple[float, int, float]:
+        rating = AdaptiveLRFUPolicy(half_life=100_000.0, half_lives=(10.0, 100_000.0), decision_every=200,
+                                    max_sampled=max_sampled)
         policy = HTDAPolicy(40, rating, label="auto", objects=objects)
-        return run(chunk_of(names), [policy], 40, bound=False)["auto"].hit_bytes, rating.switches
+        return run(chunk_of(names), [policy], 40, bound=False)["auto"].hit_bytes, rating.switches, rating.sample_rate
 
-    assert replayed(len(set(names))) == replayed(0) == replayed(3)  # too few: the tables grow as before
+    sized = replayed(len(set(names)))
+    assert sized == replayed(0) == replayed(3)  # too few: the tables grow as before
+    assert (sized[2] < 1.0) == (max_sampled < len(set(names)))
     with pytest.raises(ValueError, match="groups must be >= 0"):
         AdaptiveLRFUPolicy().reserve(-1)
