@@ -137,7 +137,7 @@ typedef struct {
     char *slots;
     size_t slot_size;
     int keeps_before; /* the slots keep the keys before the latest access too */
-    int whole_sizes; /* every sampled access so far had a whole size below 2**53: sums of them are exact in any order */
+    int whole_sizes; /* every sampled access so far had a whole size: sums of them below 2**53 are exact in any order */
     Py_ssize_t nslots, slot_cap, *free_slots, nfree, free_cap; /* slots of forgotten groups, to reuse */
     /* the sample */
     int sample_all; /* the threshold is 2**64: every group */
@@ -565,32 +565,37 @@ sum_lists(Kernel *self, Shadow *shadow, int k)
     shadow->ghosted = ghosted;
 }
 
-/* The bytes shadow c holds, summed as a dict of its residents in the order they came in would sum them: when every
- * size is a whole number (as the simulator's byte counts are) any order gives that sum exactly, so the heap's and
- * the queue's entries are added as they lie; otherwise they are sorted by arrival first (a halving of the sample
- * does this for every shadow: the sort and the scan over every sampled group were a twelfth of AdaptSize's
- * replay).  -1.0 on error. */
-static double
-held_bytes(Kernel *self, int c)
+/* The bytes shadow c holds into *used, summed as a dict of its residents in the order they came in would sum them.
+ * When every size is a whole number (as the simulator's byte counts are) and the total is below 2**53, every
+ * partial sum is exact, so any order gives that sum: the heap's and the queue's entries are added as they lie.
+ * Otherwise they are sorted by arrival first (a halving of the sample does this for every shadow: the sort and the
+ * scan over every sampled group were a twelfth of AdaptSize's replay).  0, or -1 with an exception set. */
+static int
+held_bytes(Kernel *self, int c, double *used)
 {
     Shadow *shadow = &self->shadows[c];
-    double used = 0.0;
+    double sum = 0.0;
     if (self->whole_sizes) {
         for (Py_ssize_t i = 0; i < shadow->n; i++)
-            used += CELL(self, shadow->heap[i].s, c)->size;
+            sum += CELL(self, shadow->heap[i].s, c)->size;
         if (shadow->layout == PROBATION)
             for (Py_ssize_t i = 0; i < shadow->queue.n; i++)
-                used += CELL(self, fifo_at(&shadow->queue, i)->s, c)->size;
-        return used;
+                sum += CELL(self, fifo_at(&shadow->queue, i)->s, c)->size;
+        if (sum < 9007199254740992.0) { /* sizes are >= 0: no partial sum was larger */
+            *used = sum;
+            return 0;
+        }
+        sum = 0.0;
     }
     Py_ssize_t n;
     Arrival *held = arrivals(self, c, &n);
     if (held == NULL)
-        return -1.0;
+        return -1;
     for (Py_ssize_t i = 0; i < n; i++)
-        used += CELL(self, held[i].s, c)->size;
+        sum += CELL(self, held[i].s, c)->size;
     PyMem_Free(held);
-    return used;
+    *used = sum;
+    return 0;
 }
 
 /* Drop the sampled indices marked in `leaving` (one flag per sampled index, or NULL and the one index `only`)
@@ -619,8 +624,7 @@ drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
             continue;
         shadow->n = kept;
         heapify(self, shadow);
-        shadow->used = held_bytes(self, c);
-        if (shadow->used < 0)
+        if (held_bytes(self, c, &shadow->used) < 0)
             return -1;
         if (shadow->layout == PROBATION)
             sum_lists(self, shadow, c);
@@ -893,7 +897,7 @@ record(Kernel *self, PyObject *group, Py_ssize_t *hint, double t, double lw, dou
         if (s < 0)
             return 0;
     }
-    if (self->whole_sizes && !(size == floor(size) && size < 9007199254740992.0))
+    if (self->whole_sizes && size != floor(size))
         self->whole_sizes = 0;
     if (replay_sampled(self, s, size) < 0)
         return -1;
