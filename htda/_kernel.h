@@ -16,6 +16,7 @@
 #include <stdint.h>
 #ifdef __linux__
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 /* *array resized to count items of item bytes; -1 with MemoryError set (the old array stays valid) */
@@ -40,7 +41,8 @@ static inline void
 htda_prefault(void *start, size_t bytes)
 {
 #if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-    uintptr_t page = 4096, from = ((uintptr_t)start + page - 1) & ~(page - 1),
+    long size = sysconf(_SC_PAGESIZE); /* 4 KiB on x86-64, up to 64 KiB elsewhere: madvise wants it aligned */
+    uintptr_t page = size > 0 ? (uintptr_t)size : 4096, from = ((uintptr_t)start + page - 1) & ~(page - 1),
               to = ((uintptr_t)start + bytes) & ~(page - 1);
     if (to > from)
         (void)madvise((void *)from, to - from, MADV_POPULATE_WRITE);
