@@ -82,7 +82,7 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
         w = _workload(args)
         return w, w.requests, f"synthetic analysis workload (seed {w.seed})"
     from .report import parse_size
-    from .trace import CsvTraceReader
+    from .trace import CsvTraceReader, count_lines
 
     if args.history:
         from .history import HistoryTrace
@@ -94,7 +94,7 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
         raise ValueError("give a trace file, --synthetic or --history URL")
     reader = CsvTraceReader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit)
     _hint_time_unit(args.trace, args.time_unit)
-    return reader, _count_lines(args.trace), f"trace {args.trace}"
+    return reader, count_lines(args.trace), f"trace {args.trace}"
 
 
 _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -123,14 +123,6 @@ def _hint_time_unit(path: str, unit: float) -> None:
               file=sys.stderr)
 
 
-def _count_lines(path: str) -> int:
-    count = 0
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 22):
-            count += block.count(b"\n")
-    return count
-
-
 def _plots_available() -> bool:
     try:
         import matplotlib  # noqa: F401
@@ -154,17 +146,26 @@ def cmd_suite(args: argparse.Namespace) -> Any:
         if os.path.isfile(trace.source):
             _hint_time_unit(trace.source, args.time_unit)
     half_lives = [parse_duration(h) for h in _split(args.half_lives or SUITE_HALF_LIVES)]
-    text, verdicts = run_suite(traces, _split(args.policies), half_lives, rating=args.rating,
-                               admissions=_split(args.admission), candidates=_candidates(args),
-                               hindsight=args.hindsight, sample_seed=args.sample_seed)
+    shown = args.progress or sys.stderr.isatty()
+    report = run_suite(traces, _split(args.policies), half_lives, rating=args.rating,
+                       admissions=_split(args.admission), candidates=_candidates(args),
+                       hindsight=args.hindsight, sample_seed=args.sample_seed,
+                       progress=(lambda line: print(f"htda simulate --suite {line}", file=sys.stderr, flush=True))
+                       if shown else None)
+    result: Any = report.text
     if args.json:
-        return [{"trace": v.name, "wins_everywhere": v.wins_everywhere, "gap_closed": v.gap_closed,
-                 "summed_gap_closed": v.summed_gap_closed,
-                 "sizes": [{"fraction": f, "htda": h, "best_baseline": b, "best_ratio": r, "bound": bound}
-                           | ({"hindsight": {"policy": v.hindsight[i][0], "ratio": v.hindsight[i][1]}}
-                              if v.hindsight else {})
-                           for i, (f, h, b, r, bound) in enumerate(v.rows)]} for v in verdicts]
-    return text
+        result = [{"trace": v.name, "wins_everywhere": v.wins_everywhere, "gap_closed": v.gap_closed,
+                   "summed_gap_closed": v.summed_gap_closed,
+                   "sizes": [{"fraction": f, "htda": h, "best_baseline": b, "best_ratio": r, "bound": bound}
+                             | ({"hindsight": {"policy": v.hindsight[i][0], "ratio": v.hindsight[i][1]}}
+                                if v.hindsight else {})
+                             for i, (f, h, b, r, bound) in enumerate(v.rows)]} for v in report.verdicts]
+    if not report.unreadable:
+        return result
+    # the traces that were read are reported, and the run still fails, naming the others
+    print(result if isinstance(result, str) else json.dumps(result, indent=2, sort_keys=True), flush=True)
+    raise ValueError(f"{len(report.unreadable)} of {len(traces)} traces not replayed: "
+                     + "; ".join(why for _, why in report.unreadable))
 
 
 def cmd_simulate(args: argparse.Namespace) -> Any:
@@ -191,7 +192,9 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
                 source.chunks, lambda done: progress(done, "reading") if total else None))
             footprint, objects, chunks = first.footprint, first.objects, first.for_replay()
             if not footprint:
-                raise ValueError(f"{description} has no requests: nothing to simulate")
+                raise ValueError(f"{description} has no requests: nothing to simulate" if not objects else
+                                 f"{description} requests no bytes (every size is 0): a share of its footprint is "
+                                 f"no cache at all")
             description += f" (percentages of its footprint, {human_bytes(footprint)})"
         if args.sample_seed:
             description += f"; htda(auto)'s shadow caches replay sample {args.sample_seed} of the groups"

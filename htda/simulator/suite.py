@@ -25,9 +25,9 @@ from .engine import ReplayResult
 from .generator import AnalysisWorkload
 from .report import human_bytes
 from .run import RunSpec, htda_label, is_hindsight_label, simulate
-from .trace import Chunk, CsvTraceReader, footprint_and_replay
+from .trace import TRACE_SUFFIXES, Chunk, CsvTraceReader, TraceError, footprint_and_replay, trace_name
 
-__all__ = ["SuiteTrace", "TraceVerdict", "at_or_above", "suite_traces", "run_suite", "verdict_of"]
+__all__ = ["SuiteReport", "SuiteTrace", "TraceVerdict", "at_or_above", "suite_traces", "run_suite", "verdict_of"]
 
 SUITE_SIZES = (0.01, 0.05, 0.10, 0.20, 0.50)
 #: how far below the best baseline a ratio may be and still count as at or above it (rounding between policies
@@ -91,38 +91,67 @@ def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None,
     if not root.is_dir():
         raise ValueError(f"--suite {folder}: not a folder")
     traces = []
-    for path in sorted(root.glob("*.csv")):
-        traces.append(SuiteTrace(path.stem, lambda p=path: CsvTraceReader(p, time_unit=time_unit).chunks(), str(path)))
+    for path in sorted(p for p in root.iterdir() if p.name.endswith(TRACE_SUFFIXES) and p.is_file()):
+        traces.append(SuiteTrace(trace_name(path), lambda p=path: CsvTraceReader(p, time_unit=time_unit).chunks(),
+                                 str(path)))
     if synthetic is not None:
         described = f"synthetic analysis workload ({synthetic.requests:,} requests, seed {synthetic.seed})"
         traces.append(SuiteTrace("synthetic", synthetic.chunks, described))
     if not traces:
-        raise ValueError(f"--suite {folder}: no *.csv traces in it (and no --synthetic)")
+        raise ValueError(f"--suite {folder}: no traces in it ({', '.join('*' + x for x in TRACE_SUFFIXES)}) "
+                         f"and no --synthetic")
     return traces
+
+
+@dataclass
+class SuiteReport:
+    """What a suite run gives: the report (reStructuredText), a verdict per trace replayed, and the traces that could
+    not be read, each with why (the others are replayed all the same: one bad file does not lose a night's run)."""
+
+    text: str
+    verdicts: list[TraceVerdict]
+    unreadable: list[tuple[str, str]] = field(default_factory=list)  # (where the trace is, why it was not replayed)
 
 
 def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[float], rating: str = "lrfu",
               fractions: tuple[float, ...] = SUITE_SIZES,
               admissions: list[str] | None = None,
               candidates: list[float] | None = None, hindsight: bool = False,
-              sample_seed: int = 0) -> tuple[str, list[TraceVerdict]]:
-    """Replay every trace; return the report (reStructuredText) and the verdicts."""
-    sections, verdicts = [], []
-    for trace in traces:
-        with footprint_and_replay(trace.chunks) as first:
-            if not first.footprint:
-                raise ValueError(f"{trace.source}: no requests")
-            capacities = [max(1, int(f * first.footprint)) for f in fractions]
-            spec = RunSpec(capacities=capacities, half_lives=half_lives, baselines=baselines, rating=rating,
-                           belady=False, admissions=admissions or ["none"], candidates=candidates,
-                           without_groups=first.grouped,  # the group rule's effect, where it has one
-                           hindsight=hindsight, sample_seed=sample_seed, objects=first.objects)
-            started = time.process_time()
-            result = _size_by_size(first.for_replay, spec)
-            cpu = time.process_time() - started
+              sample_seed: int = 0, progress: Callable[[str], None] | None = None) -> SuiteReport:
+    """Replay every trace, saying to ``progress`` when each starts and ends."""
+    sections, verdicts, unreadable = [], [], []
+    for number, trace in enumerate(traces, start=1):
+        step = f"[{number}/{len(traces)}] {trace.name}"
+        if progress:
+            progress(f"{step}: replaying")
+        try:
+            with footprint_and_replay(trace.chunks) as first:
+                if not first.footprint:
+                    raise TraceError(f"{trace.source}: no bytes requested (every size is 0)")
+                capacities = [max(1, int(f * first.footprint)) for f in fractions]
+                spec = RunSpec(capacities=capacities, half_lives=half_lives, baselines=baselines, rating=rating,
+                               belady=False, admissions=admissions or ["none"], candidates=candidates,
+                               without_groups=first.grouped,  # the group rule's effect, where it has one
+                               hindsight=hindsight, sample_seed=sample_seed, objects=first.objects)
+                started = time.process_time()
+                result = _size_by_size(first.for_replay, spec)
+                cpu = time.process_time() - started
+        except (TraceError, OSError) as exc:
+            unreadable.append((trace.source, str(exc)))
+            if progress:
+                progress(f"{step}: not replayed: {exc}")
+            continue
         verdict = verdict_of(trace.name, result, capacities, fractions, baselines, half_lives, spec.admissions[0])
         verdicts.append(verdict)
         sections.append(_section(trace, result, capacities, fractions, verdict, cpu))
+        if progress:
+            at = sum(at_or_above(htda, best) for _, htda, _, best, _ in verdict.rows)
+            progress(f"{step}: HTDA at or above the best baseline at {at} of {len(verdict.rows)} sizes "
+                     f"({cpu:.1f} s of CPU)")
+    return SuiteReport("\n\n".join(sections + [_summary(verdicts, unreadable, sample_seed)]), verdicts, unreadable)
+
+
+def _summary(verdicts: list[TraceVerdict], unreadable: list[tuple[str, str]], sample_seed: int) -> str:
     summary = ["Summary", "-------", ""]
     if sample_seed:
         summary += [f"(htda(auto)'s shadow caches replayed sample {sample_seed} of the groups.)", ""]
@@ -137,7 +166,8 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
             line += (f"; its best candidate alone, in hindsight, at or above the best baseline at "
                      f"{v.hindsight_wins} of {len(v.rows)} sizes")
         summary.append(line)
-    return "\n\n".join(sections + ["\n".join(summary)]), verdicts
+    summary += [f"- not replayed: {why}" for _, why in unreadable]
+    return "\n".join(summary)
 
 
 def verdict_of(name: str, result: ReplayResult, capacities: list[int], fractions: tuple[float, ...],

@@ -1,8 +1,10 @@
 """Access traces: the CSV format, a streaming reader and writer, and the in-memory chunk type.
 
 A trace is a sequence of requests ``timestamp,object_id,size_bytes[,group_id]``
-(one CSV row each, an optional header row starting with ``timestamp``).  It is
-read in chunks of numpy arrays so that a trace of any length replays in
+(one CSV row each, an optional header row starting with ``timestamp``), as
+plain UTF-8 text or compressed with gzip, bzip2 or xz (:func:`open_trace`: public
+traces are shipped compressed, and a trace of billions of requests is not
+decompressed to disk first).  It is read in chunks of numpy arrays so that a trace of any length replays in
 bounded memory: only the tables of distinct object and group names grow, never
 a list of requests.
 
@@ -13,21 +15,25 @@ gets a new id (HEP files are immutable; a changed size means a new file).
 
 from __future__ import annotations
 
+import bz2
 import csv
+import gzip
 import io
+import lzma
 import math
 import os
 import tempfile
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Generic, NamedTuple, TypeVar
+from typing import BinaryIO, Generic, NamedTuple, TypeVar, cast
 
 import numpy as np
 
 from . import DEFAULT_CHUNK
 
 __all__ = ["Chunk", "CsvTraceReader", "FirstPass", "Interner", "Recording", "TraceError", "first_timestamp",
+           "count_lines", "open_trace", "open_trace_bytes", "trace_name",
            "footprint_and_objects", "footprint_and_replay", "footprint_bytes", "record_sizes", "write_csv",
            "NO_GROUP"]
 
@@ -38,6 +44,71 @@ _MAX_SIZE = (1 << 63) - 1  # sizes are int64 in the replay
 
 class TraceError(ValueError):
     """A malformed trace; the message names the file and line."""
+
+
+#: leading bytes of the compressed formats a trace may come in, and how to open each
+_COMPRESSED: dict[bytes, Callable[[str], io.BufferedIOBase]] = {
+    b"\x1f\x8b": lambda path: gzip.open(path, "rb"),
+    b"BZh": lambda path: bz2.open(path, "rb"),
+    b"\xfd7zXZ\x00": lambda path: lzma.open(path, "rb"),
+}
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+#: file name endings of the traces ``--suite`` replays
+TRACE_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz")
+
+
+def open_trace_bytes(path: str | os.PathLike) -> io.BufferedIOBase:
+    """A trace file's bytes, decompressed if it is gzip, bzip2 or xz (told by its first bytes, not its name)."""
+    path = os.fspath(path)
+    with open(path, "rb") as fh:
+        magic = fh.read(6)
+    if magic.startswith(_ZSTD_MAGIC):
+        raise TraceError(f"{path}: compressed with zstd, which this Python cannot read: decompress it first "
+                         f"(zstd -d {path}), or recompress it with gzip or xz")
+    for prefix, opener in _COMPRESSED.items():
+        if magic.startswith(prefix):
+            return opener(path)
+    return open(path, "rb")
+
+
+def open_trace(path: str | os.PathLike) -> io.TextIOWrapper:
+    """A trace file as text, for the csv module.
+
+    utf-8-sig: a trace saved by a spreadsheet starts with a byte-order mark, which is not data."""
+    return io.TextIOWrapper(cast(BinaryIO, open_trace_bytes(path)), encoding="utf-8-sig", newline="")
+
+
+def trace_name(path: str | os.PathLike) -> str:
+    """A trace's name without its suffix (``p3`` for ``p3.csv.gz``)."""
+    base = os.path.basename(os.fspath(path))
+    for suffix in sorted(TRACE_SUFFIXES, key=len, reverse=True):
+        if base.endswith(suffix):
+            return base[: -len(suffix)]
+    return os.path.splitext(base)[0]
+
+
+@contextmanager
+def _decoding(path: str) -> Iterator[None]:
+    """Undecodable bytes and broken compressed streams reported as a :class:`TraceError` naming ``path``."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path}: not UTF-8 text (byte {exc.start} of a block cannot be decoded): a trace is a "
+                         f"CSV file, plain or compressed with gzip, bzip2 or xz") from None
+    except (EOFError, gzip.BadGzipFile, lzma.LZMAError, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno is not None:  # a real I/O error (bz2 reports bad data without one)
+            raise
+        raise TraceError(f"{path}: its compressed data ends early or is corrupt ({exc or type(exc).__name__})") \
+            from None
+
+
+def count_lines(path: str | os.PathLike) -> int:
+    """How many lines a trace has (decompressed): the total a progress bar counts towards."""
+    count = 0
+    with _decoding(os.fspath(path)), open_trace_bytes(path) as fh:
+        while block := fh.read(1 << 22):
+            count += block.count(b"\n")
+    return count
 
 
 @dataclass
@@ -96,14 +167,16 @@ class CsvTraceReader:
         self.objects: Interner[tuple[str, int]] = Interner()  # (object id, size): a size change is a new object
         self.groups: Interner[str] = Interner()
         self.has_groups = False
-        self.total_bytes = os.path.getsize(self.path)
 
     def __iter__(self) -> Iterator[Chunk]:
         return self.chunks()
 
     def chunks(self) -> Iterator[Chunk]:
-        # utf-8-sig: a trace saved by a spreadsheet starts with a byte-order mark, which is not data
-        with open(self.path, newline="", encoding="utf-8-sig") as fh:
+        with _decoding(self.path):
+            yield from self._chunks()
+
+    def _chunks(self) -> Iterator[Chunk]:
+        with open_trace(self.path) as fh:
             rows = self._parse(fh)
             first = True
             while True:
@@ -125,7 +198,7 @@ class CsvTraceReader:
     def _parse(self, fh: io.TextIOBase) -> Iterator[tuple[float, int, int, int]]:
         intern_object, intern_group = self.objects, self.groups
         last_time = -math.inf
-        for line_no, row in _data_rows(fh):
+        for line_no, row in _data_rows(fh, self.path):
             t, name, size, group = self._fields(row, line_no)
             if t < last_time:
                 raise self._error(line_no, f"timestamp {t} is earlier than the previous row's {last_time}")
@@ -165,24 +238,30 @@ class CsvTraceReader:
         return np.fromiter((size for _, size in self.objects.names), dtype=np.int64, count=len(self.objects))
 
 
-def _data_rows(fh: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
+def _data_rows(fh: Iterable[str], path: str = "") -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of the CSV rows that are requests: not blank, not the header."""
-    for line_no, row in enumerate(csv.reader(fh), start=1):
-        if not row or (len(row) == 1 and not row[0].strip()):
-            continue
-        if line_no == 1 and row[0].strip().lower() == "timestamp":
-            continue
-        yield line_no, row
+    reader = csv.reader(fh)
+    try:
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if reader.line_num == 1 and row[0].strip().lower() == "timestamp":
+                continue
+            yield reader.line_num, row
+    except csv.Error as exc:  # a field past the csv module's limit, a NUL byte: not a trace's row
+        raise TraceError(f"{path}, line {reader.line_num}: not a CSV row ({exc})") from None
 
 
 def first_timestamp(path: str | os.PathLike) -> float | None:
-    """The first data row's timestamp (None if there is none or it is not a number): a cheap look at the unit."""
-    with open(path, newline="", encoding="utf-8-sig") as fh:
-        for _, row in _data_rows(fh):
-            try:
-                return float(row[0])
-            except ValueError:
-                return None
+    """The first data row's timestamp (None if there is none, it is not a finite number or the file cannot be read
+    as a trace: the replay says why): a cheap look at the unit."""
+    try:
+        with open_trace(path) as fh:
+            for _, row in _data_rows(fh):
+                first = float(row[0])
+                return first if math.isfinite(first) else None
+    except (ValueError, OSError, EOFError, lzma.LZMAError):  # UnicodeDecodeError and TraceError are ValueErrors
+        return None
     return None
 
 

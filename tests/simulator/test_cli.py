@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import subprocess
 import sys
@@ -235,8 +236,28 @@ def test_suite_judges_htda_against_the_best_baseline_on_every_trace(tmp_path):
 
 
 def test_suite_needs_traces(tmp_path):
-    with pytest.raises(ValueError, match="no \\*.csv traces"):
+    with pytest.raises(ValueError, match="no traces in it \\(\\*.csv, \\*.csv.gz"):
         run_cli("simulate", "--suite", str(tmp_path))
+
+
+def test_the_suite_replays_past_a_trace_it_cannot_read_and_fails_naming_it(tmp_path, capsys):
+    loop = "".join(f"{i},/o{i % 50},100\n" for i in range(1000))
+    (tmp_path / "a_loop.csv.gz").write_bytes(gzip.compress(loop.encode()))  # read decompressed, named "a_loop"
+    (tmp_path / "b_broken.csv").write_text("1,/a,10\n0,/a,10\n")
+    (tmp_path / "c_zero.csv").write_text("1,/a,0\n")
+    (tmp_path / "d_loop.csv").write_text(loop)
+    with pytest.raises(ValueError, match="2 of 4 traces not replayed: .*b_broken.csv, line 2: timestamp 0.0 is "
+                                         "earlier.*c_zero.csv: no bytes requested"):
+        run_cli("simulate", "--suite", str(tmp_path), "--policies", "lru", "--progress")
+    out, err = capsys.readouterr()
+    assert "a_loop\n~~~~~~" in out and "d_loop\n~~~~~~" in out  # the traces after the broken ones were replayed
+    assert "- not replayed: " + str(tmp_path / "b_broken.csv") + ", line 2" in out
+    assert "b_broken\n~~" not in out
+    lines = [line for line in err.splitlines() if line.startswith("htda simulate --suite ")]
+    assert lines[0] == "htda simulate --suite [1/4] a_loop: replaying"
+    assert lines[1].startswith("htda simulate --suite [1/4] a_loop: HTDA at or above the best baseline at ")
+    assert lines[3].startswith("htda simulate --suite [2/4] b_broken: not replayed: ")
+    assert len(lines) == 8
 
 
 def test_the_suite_replays_size_by_size_as_one_pass_would(tmp_path):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
 import tempfile
 
@@ -9,7 +12,17 @@ import numpy as np
 import pytest
 
 from htda.simulator.generator import AnalysisWorkload
-from htda.simulator.trace import NO_GROUP, CsvTraceReader, Recording, TraceError, footprint_and_replay, write_csv
+from htda.simulator.trace import (
+    NO_GROUP,
+    CsvTraceReader,
+    Recording,
+    TraceError,
+    count_lines,
+    first_timestamp,
+    footprint_and_replay,
+    trace_name,
+    write_csv,
+)
 
 
 def read_all(path, chunk_size=3):
@@ -142,3 +155,44 @@ def test_the_footprint_pass_feeds_the_replay_even_when_it_cannot_record(tmpfs, m
                 assert all(np.array_equal(a, b) for a, b in zip(columns(replay()), expected))
         assert len(opened) == reads
         assert seen[-1] == 20_000 and seen == sorted(seen)  # requests read so far, after each chunk
+
+
+ROWS = "timestamp,object_id,size_bytes,group_id\n1,/a,10,g\n2,/b,20,g\n3,/a,10,\n"
+
+
+@pytest.mark.parametrize("compress", [gzip.compress, bz2.compress, lzma.compress], ids=["gzip", "bzip2", "xz"])
+def test_a_compressed_trace_reads_as_the_plain_one(tmp_path, compress):
+    plain, packed = tmp_path / "t.csv", tmp_path / "t.csv.packed"  # told by its bytes, not its name
+    plain.write_text(ROWS)
+    packed.write_bytes(compress(ROWS.encode()))
+    (_, expected), (reader, chunks) = read_all(plain), read_all(packed)
+    for name in ("times", "ids", "sizes", "groups"):
+        assert np.concatenate([getattr(c, name) for c in chunks]).tolist() == \
+            np.concatenate([getattr(c, name) for c in expected]).tolist()
+    assert reader.has_groups and count_lines(packed) == 4 and first_timestamp(packed) == 1.0
+
+
+@pytest.mark.parametrize("content, message", [
+    (gzip.compress(ROWS.encode(), mtime=0)[:-12], "compressed data ends early or is corrupt"),
+    (lzma.compress(ROWS.encode())[:30], "compressed data ends early or is corrupt"),
+    (b"\x28\xb5\x2f\xfd" + bytes(20), "compressed with zstd.*zstd -d"),
+    (ROWS.encode("utf-16"), "not UTF-8 text"),
+    (b"1,/a,10\n2," + b"x" * 200_000 + b",5\n", "line 2: not a CSV row"),
+], ids=["gzip-truncated", "xz-truncated", "zstd", "utf-16", "field-too-long"])
+def test_a_file_that_is_not_a_trace_is_named_with_why(tmp_path, content, message):
+    path = tmp_path / "bad.csv"
+    path.write_bytes(content)
+    with pytest.raises(TraceError, match=f"bad.csv.*{message}"):
+        read_all(path)
+    assert first_timestamp(path) in (None, 1.0)  # the unit's hint looks, and leaves the error to the replay
+
+
+def test_a_timestamp_past_floats_gives_no_unit_hint(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("1e400,/a,1\n")
+    assert first_timestamp(path) is None
+
+
+def test_a_trace_is_named_without_its_suffixes():
+    assert [trace_name(p) for p in ("d/p3.csv", "p3.csv.gz", "/x/web.07.csv.xz", "other.txt")] == \
+        ["p3", "p3", "web.07", "other"]
