@@ -1,7 +1,7 @@
 """Judge the adaptive rating as issue 16 does: the public traces at 1-50 %, over several samples, and the
 synthetic analysis workload at every size from 0.25 to 50 %.
 
-    python bench/adaptive_judge.py TRACES_DIR --out DIR        # every *.csv of it, five samples, kept in DIR
+    python bench/adaptive_judge.py TRACES_DIR --out DIR        # every trace of it, five samples, kept in DIR
     python bench/adaptive_judge.py TRACES_DIR --out DIR --samples 3 --baselines OTHER_OUT
     python bench/adaptive_judge.py --generated 2 --samples 2 --synthetic-requests 20000   # the quick smoke run
 
@@ -49,7 +49,7 @@ sys.path.insert(0, str(REPO))
 
 from htda.simulator.generator import AnalysisWorkload  # noqa: E402
 from htda.simulator.suite import TIE, at_or_above  # noqa: E402
-from htda.simulator.trace import write_csv  # noqa: E402
+from htda.simulator.trace import TRACE_SUFFIXES, trace_name, write_csv  # noqa: E402
 
 BASELINES = ("lru", "lfu", "arc", "s3fifo", "wtinylfu")
 TRACE_SIZES = ("1%", "5%", "10%", "20%", "50%")
@@ -128,7 +128,8 @@ def plan(traces: Sequence[Path], out: Path, samples: int, baselines: Path | None
     for trace in sorted(traces, key=lambda t: -t.stat().st_size):
         for seed in range(samples):
             full = seed == 0 and baselines is None  # the baselines and the bound ride along with sample 0
-            jobs.append((simulate_command([str(trace)], TRACE_SIZES, seed, full), out / f"{trace.stem}.s{seed}.json"))
+            jobs.append((simulate_command([str(trace)], TRACE_SIZES, seed, full),
+                         out / f"{trace_name(trace)}.s{seed}.json"))
     if synthetic_requests:
         target = ["--synthetic", "--requests", str(synthetic_requests)]
         jobs.append((simulate_command(target, SYNTHETIC_SIZES, 0, baselines is None), out / "synthetic.s0.json"))
@@ -139,8 +140,8 @@ def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | No
            synthetic_requests: int, jobs: int = 1) -> str:
     source = baselines or out
     cells = [cell for trace in sorted(traces) for cell in cells_of(
-        trace.stem, TRACE_SIZES, source / f"{trace.stem}.s0.json",
-        [out / f"{trace.stem}.s{seed}.json" for seed in range(samples)])]
+        trace_name(trace), TRACE_SIZES, source / f"{trace_name(trace)}.s0.json",
+        [out / f"{trace_name(trace)}.s{seed}.json" for seed in range(samples)])]
     lines = [f"htda(auto) against the best of {', '.join(BASELINES)} and the PFOO-L bound: {len(traces)} traces at "
              f"{', '.join(TRACE_SIZES)} of each footprint ({len(cells)} cells), {samples} samples of the groups",
              "", f"{'sample':<8}{'cells at or above':>20}{'mean vs best':>15}{'gap closed':>13}"]
@@ -158,7 +159,7 @@ def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | No
     worst = sorted(cells, key=lambda c: min(c.htda) - c.best)[:5]
     lines.append("worst cells (the lowest sample): " + "; ".join(
         f"{c.trace} {c.size} {min(c.htda) - c.best:+.4f} ({c.best_name})" for c in worst))
-    speeds = sorted((htda_speed(out / f"{t.stem}.s0.json"), t.stem) for t in traces)
+    speeds = sorted((htda_speed(out / f"{trace_name(t)}.s0.json"), trace_name(t)) for t in traces)
     lines.append(f"htda(auto) replay, requests a second of CPU (sample 0): slowest "
                  f"{speeds[0][0]:,.0f} ({speeds[0][1]}), median {speeds[len(speeds) // 2][0]:,.0f}"
                  + ("" if jobs == 1 else f" ({jobs} replays at a time share the machine: --jobs 1 for the speed)"))
@@ -183,7 +184,8 @@ def generated_traces(folder: Path, count: int) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("traces", type=Path, nargs="?", help="a folder of CSV traces (every *.csv in it)")
+    parser.add_argument("traces", type=Path, nargs="?",
+                        help="a folder of CSV traces (every *.csv, *.csv.gz, *.csv.bz2, *.csv.xz in it)")
     parser.add_argument("--generated", type=int, metavar="N",
                         help="instead of a folder, N generated traces of the synthetic workload (a smoke run)")
     parser.add_argument("--out", type=Path, help="where the replays' JSON is kept (default: a temporary folder)")
@@ -203,9 +205,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         out = args.out or Path(scratch)
         out.mkdir(parents=True, exist_ok=True)
         folder = args.traces if args.generated is None else generated_traces(out / "generated", args.generated)
-        traces = sorted(folder.glob("*.csv"))
+        traces = sorted(p for p in folder.iterdir() if p.name.endswith(TRACE_SUFFIXES) and p.is_file())
         if not traces:
-            parser.error(f"{folder}: no *.csv traces in it")
+            parser.error(f"{folder}: no traces in it ({', '.join('*' + x for x in TRACE_SUFFIXES)})")
         jobs = plan(traces, out, args.samples, args.baselines, args.synthetic_requests)
         with ThreadPoolExecutor(args.jobs) as pool:
             for done, path in enumerate(pool.map(lambda job: replay(*job), jobs), 1):
