@@ -15,7 +15,7 @@ from ..lfn import normalize_lfn
 from ..node import plugins
 from ..node.client import ClientError
 from ..node.component import Component
-from ..node.config import REQUIRED, ConfigError, Field, ListOf, Section, one_of, plugin_of, positive
+from ..node.config import REQUIRED, ConfigError, Field, ListOf, Section, non_negative, one_of, plugin_of, positive
 from ..node.periodic import Periodic
 from ..node.rest import HTTPError, Request, Response, Route
 from ..protocol import cache as proto
@@ -79,7 +79,7 @@ DEVICE = Section({
     "path": Field(str, REQUIRED, "directory of the device (relative: to the config file)"),
     "backend": Field(str, "posix", "cache-device plugin (htda.cachedev); the logical one is made by the node",
                      check=plugin_of(DEVICE_GROUP, exclude=("logical",))),
-    "capacity": Field(int, 0, "bytes this device may hold (0: its whole file system)"),
+    "capacity": Field(int, 0, "bytes this device may hold (0: its whole file system)", check=non_negative),
     "high_watermark": Field(float, 0.95, "fill the device up to this fraction of its capacity", check=_fraction),
     "low_watermark": Field(float, 0.90, "once above the high mark, evict down to this fraction", check=_fraction),
 }, check=_marks_in_order)
@@ -123,12 +123,15 @@ SCHEMA = Section({
     "verify_root": Field(bool, True, "open staged .root files with uproot and list their keys"),
     "verify_on_start": Field(str, "size", "start-up check of found copies: size (size+mtime+source) or checksum",
                              check=one_of("size", "checksum")),
-    "revalidate_interval": Field(float, 600.0, "seconds before a copy is checked against its source again"),
-    "revalidate_per_cycle": Field(int, 32, "copies re-checked per cycle"),
-    "scrub_bytes_per_cycle": Field(int, 256 << 20, "bytes of copies whose checksum is re-verified per cycle"),
+    "revalidate_interval": Field(float, 600.0, "seconds before a copy is checked against its source again",
+                                 check=non_negative),
+    "revalidate_per_cycle": Field(int, 32, "copies re-checked per cycle", check=non_negative),
+    "scrub_bytes_per_cycle": Field(int, 256 << 20, "bytes of copies whose checksum is re-verified per cycle",
+                                   check=non_negative),
     "max_attempts": Field(int, 3, "failed copies of a file before it is released", check=positive),
-    "retry_delay": Field(float, 30.0, "seconds before a failed copy is retried (doubles each time)"),
-    "release_interval": Field(float, 300.0, "seconds before the same file is released again"),
+    "retry_delay": Field(float, 30.0, "seconds before a failed copy is retried (doubles each time)",
+                         check=non_negative),
+    "release_interval": Field(float, 300.0, "seconds before the same file is released again", check=non_negative),
     # copies of POSIX files keep their source's owner, group and mode; XRootD and HTTP files have none here
     "remote_owner": Field(str, "root", "owner of copies of xrootd/http files (a user name or uid)",
                           check=_account(group=False)),

@@ -10,6 +10,7 @@ problem with a one-line message naming the file and the dotted key, e.g.::
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import tomllib
 from collections.abc import Callable, Mapping
@@ -30,6 +31,7 @@ class _Required:
 
 REQUIRED: Any = _Required()
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
 
 
@@ -140,8 +142,15 @@ def _convert(value: Any, spec: Field, source: str, dotted: str) -> Any:
 def _scalar(value: Any, kind: type, source: str, dotted: str) -> Any:
     # bool is a subclass of int in Python; a TOML `true` must not pass as a number.
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+        value = float(value)
     if isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool)):
+        # TOML has inf and nan, and Python's integers have no bound: every number here is a count, a size or a
+        # time that SQLite, the C kernels and sleep() take as a finite 64-bit value
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{source}: '{dotted}' must be a finite number, not {value!r}")
+        if isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
+            raise ConfigError(f"{source}: '{dotted}' must be an integer from {_INT64[0]:,} to {_INT64[1]:,}, "
+                              f"not {value}")
         return value
     got = type(value).__name__
     raise ConfigError(f"{source}: '{dotted}' must be {_TYPE_NAMES.get(kind, kind.__name__)}, not {got} {value!r}")
@@ -150,6 +159,11 @@ def _scalar(value: Any, kind: type, source: str, dotted: str) -> Any:
 def positive(value: float) -> str | None:
     """Check helper: the value must be > 0."""
     return None if value > 0 else "must be greater than 0"
+
+
+def non_negative(value: float) -> str | None:
+    """Check helper: the value must be >= 0."""
+    return None if value >= 0 else "must be 0 or more"
 
 
 def one_of(*choices: str) -> Callable[[Any], str | None]:

@@ -52,6 +52,18 @@ def duration_text(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+def _hysteresis(text: str) -> float:
+    """``--hysteresis``: a factor >= 1, as the coordinator's ``hysteresis`` option takes it."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 1.0):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a factor >= 1 (how many times better a file must score "
+                                         f"to displace a placed one)")
+    return value
+
+
 def _count(minimum: int, what: str):
     """An argparse type: an integer >= ``minimum``, refused with a message naming ``what``."""
 
@@ -319,7 +331,8 @@ def add_parser(subparsers) -> None:
                    help="split each cache over this many nodes; HTDA then runs with the coordinator's placement")
     p.add_argument("--cycle", help="seconds between placement cycles (default 5m with --nodes > 1; on one node: "
                                    "also run HTDA with placement cycles)")
-    p.add_argument("--hysteresis", type=float, default=2.0, help="placement hysteresis (default %(default)s)")
+    p.add_argument("--hysteresis", type=_hysteresis, default=2.0,
+                   help="placement hysteresis, a factor >= 1 (default %(default)s)")
     p.add_argument("--no-belady", action="store_true", help="skip Belady's MIN")
     p.add_argument("--no-bound", action="store_true", help="skip the PFOO-L upper bound")
     p.add_argument("--out", help="directory for table.txt, result.json and the PNG plots")
@@ -329,7 +342,7 @@ def add_parser(subparsers) -> None:
                         "are in seconds)")
     p.add_argument("--chunk", type=_count(1, "--chunk"), default=65536, help="requests read per chunk")
     p.add_argument("--window", type=_count(0, "--window"), default=0,
-                   help="requests per point of the over-time series (default: 1%% of the trace)")
+                   help="requests per point of the over-time series (default, or 0: 1%% of the trace)")
     p.add_argument("--unknown-size", default="1GiB", help="size of history files whose size is unknown")
     p.add_argument("--schema", default="", help="PostgreSQL schema of the coordinator's tables (its config's)")
     _workload_options(p)

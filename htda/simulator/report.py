@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ..units import parse_bytes
+from ..units import MAX_BYTES, parse_bytes
 from .engine import PolicyResult, ReplayResult
 
 __all__ = ["human_bytes", "parse_size", "summary_table", "sweep_table", "as_dict", "plot_sweep", "plot_over_time",
@@ -23,9 +23,14 @@ def parse_size(text: str, reference: int | None = None) -> int:
     if reference is None:
         raise ValueError(f"cache size {text!r}: a percentage needs a footprint to refer to")
     try:
-        return int(float(value[:-1]) / 100 * reference)
+        share = float(value[:-1])
     except ValueError:
         raise ValueError(f"cache size {text!r} is not a size (e.g. 500G, 1.5TiB, 10%)") from None
+    size = share / 100 * reference
+    if not 0 <= size <= MAX_BYTES:  # (nan fails both)
+        raise ValueError(f"cache size {text!r} must be a share >= 0 of the footprint ({reference:,} bytes), at most "
+                         f"{MAX_BYTES:,} bytes")
+    return int(size)
 
 
 def human_bytes(n: float) -> str:

@@ -30,6 +30,7 @@ from typing import BinaryIO, Generic, NamedTuple, TypeVar, cast
 
 import numpy as np
 
+from ..units import MAX_BYTES
 from . import DEFAULT_CHUNK
 
 __all__ = ["Chunk", "CsvTraceReader", "FirstPass", "Interner", "Recording", "TraceError", "first_timestamp",
@@ -39,7 +40,6 @@ __all__ = ["Chunk", "CsvTraceReader", "FirstPass", "Interner", "Recording", "Tra
 
 #: group id of a request without a group (the object is its own group)
 NO_GROUP = -1
-_MAX_SIZE = (1 << 63) - 1  # sizes are int64 in the replay
 
 
 class TraceError(ValueError):
@@ -226,7 +226,7 @@ class CsvTraceReader:
             size = int(row[2])
         except ValueError:
             raise self._error(line_no, f"size_bytes {row[2]!r} is not an integer") from None
-        if not 0 <= size <= _MAX_SIZE:
+        if not 0 <= size <= MAX_BYTES:
             raise self._error(line_no, f"size_bytes {size} is {'negative' if size < 0 else 'too large'}")
         return t, name, size, row[3].strip() if len(row) == 4 else ""
 

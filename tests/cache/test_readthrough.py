@@ -70,6 +70,7 @@ def test_sizes_are_read_as_the_simulator_reads_them():
 
     assert parse_bytes("50G") == 50 * 10**9 and parse_bytes("1.5TiB") == 3 * 2**39 and parse_bytes("512mib") == 2**29
     assert parse_bytes("123456") == 123456 and parse_bytes(" 2kB ") == 2000
-    for bad in ("lots", "-5G", "inf", "1e400", "5X"):
+    assert parse_bytes(str(2**63 - 1)) == 2**63 - 1  # the most a signed 64-bit count holds, exactly
+    for bad in ("lots", "-5G", "inf", "1e400", "5X", "1e30", str(2**63), "nan"):
         with pytest.raises(ValueError, match="size"):
             parse_bytes(bad)

@@ -56,6 +56,17 @@ def test_typo_in_key_fails_start_with_one_line_naming_key_and_file(tmp_path):
      "'coordinator.admission' must be one of tinylfu, none"),
     ('[node]\ncomponents = ["cache"]\n[cache]\ndevices = [{path = "d", high_watermark = 0.5, low_watermark = 0.9}]\n',
      "'cache.devices[0]': low_watermark 0.9 is above high_watermark 0.5"),
+    # TOML has inf and nan, and its integers reach past what SQLite and the kernels hold
+    (BASE + "[pool]\nexpiry = inf\n", "'pool.expiry' must be a finite number, not inf"),
+    (BASE + "[pool]\nexpiry = nan\n", "'pool.expiry' must be a finite number, not nan"),
+    ('[node]\ncomponents = ["cache"]\n[cache]\ndevices = [{path = "d", capacity = 100000000000000000000}]\n',
+     "'cache.devices[0].capacity' must be an integer from -9,223,372,036,854,775,808 to "
+     "9,223,372,036,854,775,807, not 100000000000000000000"),
+    ('[node]\ncomponents = ["cache"]\n[cache]\ndevices = [{path = "d", capacity = -5}]\n',
+     "'cache.devices[0].capacity' must be 0 or more"),
+    ('[node]\ncomponents = ["cache"]\n[cache]\nscrub_bytes_per_cycle = -1\n',
+     "'cache.scrub_bytes_per_cycle' must be 0 or more"),
+    ('[node]\ncomponents = ["cache"]\n[cache]\nretry_delay = -30.0\n', "'cache.retry_delay' must be 0 or more"),
 ])
 def test_bad_values_name_the_key(tmp_path, text, needle):
     path = write(tmp_path, text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import subprocess
 import sys
 
@@ -68,9 +69,16 @@ def test_bad_arguments_are_clear_errors(argv, message):
         run_cli(*argv)
 
 
+@pytest.mark.parametrize("size", ["inf%", "1e30%", "-5%", "nan%", "1e30", "-1G"])
+def test_a_cache_size_out_of_range_is_refused_by_name(size):
+    with pytest.raises(ValueError, match=f"cache size '{re.escape(size)}'"):
+        run_cli("simulate", "--synthetic", "--requests", "100", f"--sizes={size}")
+
+
 @pytest.mark.parametrize("option, value", [("--window", "-1"), ("--chunk", "0"), ("--window", "many"),
                                            ("--time-unit", "0"), ("--time-unit", "minutes"), ("--time-unit", "nan"),
-                                           ("--sample-seed", "-1"), ("--sample-seed", "one")])
+                                           ("--sample-seed", "-1"), ("--sample-seed", "one"), ("--hysteresis", "-1"),
+                                           ("--hysteresis", "0.5"), ("--hysteresis", "inf")])
 def test_bad_counts_are_refused_before_any_replay(option, value, capsys):
     with pytest.raises(SystemExit) as exc:
         run_cli("simulate", "--synthetic", option, value)
