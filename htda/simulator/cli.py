@@ -192,6 +192,11 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     candidates = _candidates(args)  # (a bad one is refused before the trace is read)
     source, total, description = _source(args)
     size_texts = _split(args.sizes)
+    if args.out:  # made (or refused) before the replay, which may take long, not after it
+        try:
+            os.makedirs(args.out, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"--out {args.out}: {exc.strerror or exc}") from None
     plots = bool(args.out) and _plots_available()
     if args.out and not plots:  # said before the replay, which may take long, not after it
         print("htda simulate: matplotlib is not installed: --out writes table.txt and result.json, no plots "
@@ -221,7 +226,6 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     text = "\n\n".join([description, summary_table(result), sweep_table(result, True, footprint),
                         sweep_table(result, False, footprint), best_half_lives(result, footprint)])
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
         written = _write_outputs(args.out, result, spec, footprint, text, plots)
         text += "\n\nwrote " + ", ".join(written)
     return text

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sqlalchemy import create_engine, func
+from sqlalchemy import create_engine, func, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..coordinator.model import File, GroupFile, Job, JobEvent
@@ -41,7 +41,11 @@ class HistoryTrace:
         self.unknown_size = unknown_size
         self.objects: Interner[tuple[int, int]] = Interner()  # (file id, size)
         self.groups: Interner[int] = Interner()
-        self.engine = create_engine(with_driver(url))  # the coordinator's choice of PostgreSQL driver
+        try:
+            self.engine = create_engine(with_driver(url))  # the coordinator's choice of PostgreSQL driver
+        except (SQLAlchemyError, ImportError) as exc:  # not a URL, an unknown dialect, its driver not installed
+            raise ValueError(f"--history {_shown(url)}: not a database SQLAlchemy can open ({exc}); the "
+                             f"coordinator's database URL, e.g. sqlite:////var/lib/htda/coordinator.db") from None
         if schema:  # the coordinator's ``schema`` option: its tables live in that PostgreSQL schema
             self.engine = self.engine.execution_options(schema_translate_map={None: schema})
 
@@ -86,3 +90,11 @@ class HistoryTrace:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _shown(url: str) -> str:
+    """``url`` to print: its password masked where it parses (it may be the coordinator's own)."""
+    try:
+        return repr(make_url(url).render_as_string(hide_password=True))
+    except (SQLAlchemyError, ValueError):
+        return repr(url)

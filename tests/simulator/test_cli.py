@@ -193,6 +193,21 @@ def test_unreadable_history_is_a_clear_error(tmp_path):
         run_cli("simulate", "--history", f"sqlite:///{not_a_coordinator}")
 
 
+@pytest.mark.parametrize("url, reason", [("garbage", "Could not parse"), ("nosuch://host/db", "nosuch"),
+                                         ("mysql://me:hunter2@host/db", "MySQLdb")])
+def test_a_history_url_that_is_no_database_is_refused_without_its_password(url, reason):
+    with pytest.raises(ValueError, match=f"--history .*not a database SQLAlchemy can open .*{reason}") as err:
+        run_cli("simulate", "--history", url)
+    assert "hunter2" not in str(err.value)
+
+
+def test_an_out_folder_that_cannot_be_made_is_refused_before_the_replay(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setattr("htda.simulator.run.simulate", lambda *a, **k: pytest.fail("replayed before --out was made"))
+    with pytest.raises(ValueError, match="--out .*file/sub: Not a directory"):
+        run_cli("simulate", "--synthetic", "--requests", "100", "--out", str(tmp_path / "file" / "sub"))
+
+
 def test_malformed_trace_names_the_line(tmp_path):
     trace = tmp_path / "bad.csv"
     trace.write_text("1,/a,10\n2,/b\n")
