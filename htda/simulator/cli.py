@@ -278,13 +278,29 @@ def cmd_generate(args: argparse.Namespace) -> Any:
 def _workload_options(p: argparse.ArgumentParser) -> None:
     d = AnalysisWorkload()
     g = p.add_argument_group("synthetic workload")
-    g.add_argument("--requests", type=int, default=d.requests, help=f"requests to generate (default {d.requests})")
-    g.add_argument("--seed", type=int, default=d.seed, help="random seed: the same seed gives the same trace")
-    g.add_argument("--live-datasets", type=int, default=d.live_datasets, help="datasets in use at any time")
-    g.add_argument("--analysts", type=int, default=d.analysts, help="analysts making passes at once")
-    g.add_argument("--zipf", type=float, default=d.zipf, help="popularity skew of the datasets (Zipf exponent)")
-    g.add_argument("--turnover", type=int, default=d.turnover,
+    g.add_argument("--requests", type=_count(0, "--requests"), default=d.requests,
+                   help=f"requests to generate (default {d.requests})")
+    g.add_argument("--seed", type=_count(0, "--seed"), default=d.seed,
+                   help="random seed: the same seed gives the same trace")
+    g.add_argument("--live-datasets", type=_count(1, "--live-datasets"), default=d.live_datasets,
+                   help="datasets in use at any time")
+    g.add_argument("--analysts", type=_count(1, "--analysts"), default=d.analysts,
+                   help="analysts making passes at once")
+    g.add_argument("--zipf", type=_skew, default=d.zipf,
+                   help="popularity skew of the datasets (Zipf exponent, >= 0; 0: all alike)")
+    g.add_argument("--turnover", type=_count(1, "--turnover"), default=d.turnover,
                    help="a new dataset replaces the oldest every this many passes")
+
+
+def _skew(text: str) -> float:
+    """``--zipf``: a finite exponent >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"--zipf {text!r}: give a Zipf exponent >= 0 (0: every dataset as popular)")
+    return value
 
 
 def add_parser(subparsers) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -59,6 +60,8 @@ class AnalysisWorkload:
     def __post_init__(self) -> None:
         if self.requests < 0 or self.live_datasets < 1 or self.analysts < 1 or self.turnover < 1:
             raise ValueError("requests >= 0, live_datasets >= 1, analysts >= 1 and turnover >= 1 are required")
+        if not (math.isfinite(self.zipf) and self.zipf >= 0) or self.seed < 0:
+            raise ValueError("zipf must be a finite exponent >= 0 and seed an integer >= 0")
         if not (1 <= self.files_per_dataset[0] <= self.files_per_dataset[1]):
             raise ValueError("files_per_dataset must be (low, high) with 1 <= low <= high")
         if not (0 < self.file_size[0] <= self.file_size[1]):

@@ -78,7 +78,9 @@ def test_a_cache_size_out_of_range_is_refused_by_name(size):
 @pytest.mark.parametrize("option, value", [("--window", "-1"), ("--chunk", "0"), ("--window", "many"),
                                            ("--time-unit", "0"), ("--time-unit", "minutes"), ("--time-unit", "nan"),
                                            ("--sample-seed", "-1"), ("--sample-seed", "one"), ("--hysteresis", "-1"),
-                                           ("--hysteresis", "0.5"), ("--hysteresis", "inf")])
+                                           ("--hysteresis", "0.5"), ("--hysteresis", "inf"), ("--zipf", "nan"),
+                                           ("--zipf", "-1"), ("--seed", "-1"), ("--requests", "-1"),
+                                           ("--analysts", "0")])
 def test_bad_counts_are_refused_before_any_replay(option, value, capsys):
     with pytest.raises(SystemExit) as exc:
         run_cli("simulate", "--synthetic", option, value)

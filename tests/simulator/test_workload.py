@@ -3,6 +3,8 @@ from 5 % to 50 % of the working set (small scale; bench/simulator_bench.py print
 
 from __future__ import annotations
 
+import pytest
+
 from htda.simulator.generator import AnalysisWorkload
 from htda.simulator.run import RunSpec, simulate
 
@@ -21,3 +23,10 @@ def test_htda_beats_lru_and_lfu_on_byte_hit_ratio():
         assert htda > table["lru", capacity], capacity
         assert htda > table["lfu", capacity], capacity
         assert htda <= bound  # and the gap to the bound is what the bench reports
+
+
+@pytest.mark.parametrize("field, value", [("zipf", float("nan")), ("zipf", -1.0), ("seed", -1), ("requests", -1),
+                                          ("turnover", 0)])
+def test_a_workload_out_of_its_range_is_refused(field, value):
+    with pytest.raises(ValueError, match=field):
+        AnalysisWorkload(**{field: value})
