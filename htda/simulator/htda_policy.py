@@ -106,6 +106,7 @@ class HTDAPolicy(CachePolicy):
         self._where: dict[int, bool] = {}  # cached file -> True in the window, False in main
         self._window_heap: list[tuple[float, int]] = []
         self.window_used = 0
+        self._climbing = (0, 0, 0)  # the window's hill climbing: requests, bytes hit and bytes of its sample so far
         self._group_of: dict[int, int] = {}  # file -> the group it was first requested in
         self._more_groups: dict[int, set[int]] = {}  # file -> all its groups, for files in several groups
         self._last_access: dict[int, float] = {}  # group -> time of its last recorded access
@@ -189,7 +190,8 @@ class HTDAPolicy(CachePolicy):
         used, window_used = self.used, self.window_used
         window_cap = admission.window * cap
         sample = admission.sample_size
-        sampled = sample_hit_bytes = sample_bytes = 0
+        # the hill climbing's sample carries over from chunk to chunk: where a chunk ends is the reader's business
+        sampled, sample_hit_bytes, sample_bytes = self._climbing
         hits = hit_bytes = staged = evicted = 0
 
         def lowest(heap: list[tuple[float, int]]) -> int:
@@ -282,6 +284,7 @@ class HTDAPolicy(CachePolicy):
                 sample = admission.sample_size
         rating.take_touched()
         self.used, self.window_used = used, window_used
+        self._climbing = (sampled, sample_hit_bytes, sample_bytes)
         self.staged += staged
         self.evicted += evicted
         return hits, hit_bytes
