@@ -94,7 +94,7 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
         w = _workload(args)
         return w, w.requests, f"synthetic analysis workload (seed {w.seed})"
     from .report import parse_size
-    from .trace import CsvTraceReader, count_lines
+    from .trace import STDIN, CsvTraceReader, count_lines, is_stream
 
     if args.history:
         from .history import HistoryTrace
@@ -105,6 +105,8 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
     if not args.trace:
         raise ValueError("give a trace file, --synthetic or --history URL")
     reader = CsvTraceReader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit)
+    if is_stream(args.trace):  # read once, by the replay: no look ahead at its unit or its length
+        return reader, None, f"trace {'standard input' if args.trace == STDIN else args.trace}"
     _hint_time_unit(args.trace, args.time_unit)
     return reader, count_lines(args.trace), f"trace {args.trace}"
 
@@ -312,7 +314,7 @@ def add_parser(subparsers) -> None:
         description="Replay a trace (CSV timestamp,object_id,size_bytes[,group_id], the coordinator's database, "
                     "or a synthetic analysis workload) against caches of the given sizes.  Several sizes and "
                     "half-lives make a sweep.")
-    p.add_argument("trace", nargs="?", help="CSV trace file")
+    p.add_argument("trace", nargs="?", help="CSV trace file, plain or gzip/bzip2/xz ('-': standard input)")
     p.add_argument("--synthetic", action="store_true", help="replay a generated analysis workload instead")
     p.add_argument("--history", metavar="URL", help="replay the accesses of a coordinator database (SQLAlchemy URL)")
     p.add_argument("--access-on", choices=("submit", "start"), default="submit",

@@ -22,9 +22,10 @@ import io
 import lzma
 import math
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO, Generic, NamedTuple, TypeVar, cast
 
@@ -34,7 +35,7 @@ from ..units import MAX_BYTES
 from . import DEFAULT_CHUNK
 
 __all__ = ["Chunk", "CsvTraceReader", "FirstPass", "Interner", "Recording", "TraceError", "first_timestamp",
-           "count_lines", "open_trace", "open_trace_bytes", "trace_name",
+           "count_lines", "is_stream", "open_trace", "open_trace_bytes", "trace_name", "STDIN",
            "footprint_and_objects", "footprint_and_replay", "footprint_bytes", "record_sizes", "write_csv",
            "NO_GROUP"]
 
@@ -46,36 +47,51 @@ class TraceError(ValueError):
     """A malformed trace; the message names the file and line."""
 
 
-#: leading bytes of the compressed formats a trace may come in, and how to open each
-_COMPRESSED: dict[bytes, Callable[[str], io.BufferedIOBase]] = {
-    b"\x1f\x8b": lambda path: gzip.open(path, "rb"),
-    b"BZh": lambda path: bz2.open(path, "rb"),
-    b"\xfd7zXZ\x00": lambda path: lzma.open(path, "rb"),
+#: leading bytes of the compressed formats a trace may come in, and how to read each from the file's stream
+_COMPRESSED: dict[bytes, Callable[[io.BufferedReader], io.BufferedIOBase]] = {
+    b"\x1f\x8b": lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
+    b"BZh": lambda raw: bz2.BZ2File(raw),
+    b"\xfd7zXZ\x00": lambda raw: lzma.LZMAFile(raw),
 }
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: file name endings of the traces ``--suite`` replays
 TRACE_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz")
+#: the trace's name that reads standard input
+STDIN = "-"
 
 
-def open_trace_bytes(path: str | os.PathLike) -> io.BufferedIOBase:
-    """A trace file's bytes, decompressed if it is gzip, bzip2 or xz (told by its first bytes, not its name)."""
+def is_stream(path: str | os.PathLike) -> bool:
+    """Whether ``path`` can be read only once: standard input (``-``), a pipe, a FIFO, a character device."""
     path = os.fspath(path)
-    with open(path, "rb") as fh:
-        magic = fh.read(6)
-    if magic.startswith(_ZSTD_MAGIC):
-        raise TraceError(f"{path}: compressed with zstd, which this Python cannot read: decompress it first "
-                         f"(zstd -d {path}), or recompress it with gzip or xz")
-    for prefix, opener in _COMPRESSED.items():
-        if magic.startswith(prefix):
-            return opener(path)
-    return open(path, "rb")
+    return path == STDIN or (os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path))
 
 
-def open_trace(path: str | os.PathLike) -> io.TextIOWrapper:
-    """A trace file as text, for the csv module.
+@contextmanager
+def open_trace_bytes(path: str | os.PathLike) -> Iterator[io.BufferedIOBase]:
+    """A trace's bytes, decompressed if they are gzip, bzip2 or xz (told by their first bytes, not the name, so that
+    a pipe is read as a file is); ``-`` is standard input."""
+    path = os.fspath(path)
+    with ExitStack() as stack:
+        raw = stack.enter_context(os.fdopen(os.dup(sys.stdin.fileno()), "rb") if path == STDIN else open(path, "rb"))
+        magic = raw.peek(len(_ZSTD_MAGIC) + 2)[:6]  # looked at, not consumed: a pipe is read once
+        if magic.startswith(_ZSTD_MAGIC):
+            raise TraceError(f"{path}: compressed with zstd, which this Python cannot read: decompress it on the "
+                             f"way in (zstd -dc {path if path != STDIN else 'TRACE.zst'} | htda simulate - ...)")
+        opener = next((open_ for prefix, open_ in _COMPRESSED.items() if magic.startswith(prefix)), None)
+        yield stack.enter_context(opener(raw)) if opener else raw
+
+
+@contextmanager
+def open_trace(path: str | os.PathLike) -> Iterator[io.TextIOWrapper]:
+    """A trace as text, for the csv module.
 
     utf-8-sig: a trace saved by a spreadsheet starts with a byte-order mark, which is not data."""
-    return io.TextIOWrapper(cast(BinaryIO, open_trace_bytes(path)), encoding="utf-8-sig", newline="")
+    with open_trace_bytes(path) as raw:
+        text = io.TextIOWrapper(cast(BinaryIO, raw), encoding="utf-8-sig", newline="")
+        try:
+            yield text
+        finally:
+            text.detach()  # raw is closed by open_trace_bytes, and standard input's own stream stays open
 
 
 def trace_name(path: str | os.PathLike) -> str:
@@ -167,6 +183,8 @@ class CsvTraceReader:
         self.objects: Interner[tuple[str, int]] = Interner()  # (object id, size): a size change is a new object
         self.groups: Interner[str] = Interner()
         self.has_groups = False
+        self._once = is_stream(self.path)  # a pipe: a second pass would find it empty
+        self._passes = 0
 
     def __iter__(self) -> Iterator[Chunk]:
         return self.chunks()
@@ -176,6 +194,10 @@ class CsvTraceReader:
             yield from self._chunks()
 
     def _chunks(self) -> Iterator[Chunk]:
+        self._passes += 1
+        if self._once and self._passes > 1:
+            raise TraceError(f"{self.path}: a pipe is read once, and this run needed to read it again (its first "
+                             f"pass could not be kept in the temporary folder: full?); give a file instead")
         with open_trace(self.path) as fh:
             rows = self._parse(fh)
             first = True

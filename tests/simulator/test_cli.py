@@ -234,6 +234,19 @@ def test_installed_htda_command(tmp_path):
     assert bad.returncode != 0 and "missing.csv" in bad.stderr
 
 
+def test_a_trace_on_standard_input_replays_as_the_file_does(tmp_path):
+    trace = tmp_path / "t.csv"
+    run_cli("trace", "generate", str(trace), "--requests", "3000", "--seed", "4")
+    args = ["--json", "simulate", "--sizes", "10%,1G", "--policies", "lru", "--no-belady"]
+    from_file = subprocess.run([sys.executable, "-m", "htda.cli", *args, str(trace)], capture_output=True, check=True)
+    piped = subprocess.run([sys.executable, "-m", "htda.cli", *args, "-"], input=gzip.compress(trace.read_bytes()),
+                           capture_output=True, check=True)
+    ratios = [[(r["policy"], r["capacity_bytes"], r["hit_bytes"]) for r in json.loads(out.stdout)["results"]]
+              for out in (from_file, piped)]
+    assert ratios[0] == ratios[1] and len(ratios[0]) == 2 * 10  # lru, htda(auto, 5m, 1h, 1d) with and without
+    # the filter, pfoo-l, at each size
+
+
 def test_suite_judges_htda_against_the_best_baseline_on_every_trace(tmp_path):
     run_cli("trace", "generate", str(tmp_path / "analysis.csv"), "--requests", "3000", "--seed", "2")
     # a scan over 50 objects repeated: LRU at any size below the loop misses everything

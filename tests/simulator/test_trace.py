@@ -7,6 +7,7 @@ import gzip
 import lzma
 import os
 import tempfile
+import threading
 
 import numpy as np
 import pytest
@@ -196,3 +197,15 @@ def test_a_timestamp_past_floats_gives_no_unit_hint(tmp_path):
 def test_a_trace_is_named_without_its_suffixes():
     assert [trace_name(p) for p in ("d/p3.csv", "p3.csv.gz", "/x/web.07.csv.xz", "other.txt")] == \
         ["p3", "p3", "web.07", "other"]
+
+
+def test_a_pipe_is_read_as_the_file_and_only_once(tmp_path):
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(gzip.compress(ROWS.encode())))
+    writer.start()
+    reader = CsvTraceReader(fifo)
+    assert np.concatenate([c.ids for c in reader]).tolist() == [0, 1, 0]  # decompressed, though it cannot be reopened
+    writer.join()
+    with pytest.raises(TraceError, match="a pipe is read once"):
+        list(reader)
