@@ -124,6 +124,7 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
         step = f"[{number}/{len(traces)}] {trace.name}"
         if progress:
             progress(f"{step}: replaying")
+        _reset_peak_rss()
         try:
             with footprint_and_replay(trace.chunks) as first:
                 if not first.footprint:
@@ -238,6 +239,16 @@ def _rst_table(header: list[str], rows: list[list[str]]) -> str:
     fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
                                   for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
     return "\n".join([rule, fmt(header), rule, *map(fmt, rows), rule])
+
+
+def _reset_peak_rss() -> None:
+    """Let the peak RSS start again from what the process holds now (Linux's ``clear_refs``), so that each
+    trace's table shows its own peak, not the largest trace's before it; elsewhere the peak is the run's."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
 
 
 def _peak_rss_mb() -> float:

@@ -3,9 +3,14 @@ it closes."""
 
 from __future__ import annotations
 
+import os
+import re
+
+import numpy as np
 import pytest
 
-from htda.simulator.suite import TraceVerdict
+from htda.simulator.suite import SuiteTrace, TraceVerdict, run_suite
+from htda.simulator.trace import NO_GROUP, Chunk
 
 
 def test_a_size_with_a_tiny_gap_swings_the_mean_share_but_not_the_summed_one():
@@ -19,3 +24,19 @@ def test_a_size_with_a_tiny_gap_swings_the_mean_share_but_not_the_summed_one():
 def test_without_a_gap_there_is_no_summed_share():
     verdict = TraceVerdict("t", [(0.01, 0.33, "lru", 0.33, 0.33)])
     assert verdict.summed_gap_closed is None and verdict.gap_closed == 0.0 and verdict.wins_everywhere
+
+
+def _one_pass(requests: int, objects: int):
+    def chunks():
+        ids = np.arange(requests, dtype=np.int64) % objects
+        yield Chunk(ids.astype(np.float64), ids, np.full(requests, 1000, dtype=np.int64),
+                    np.full(requests, NO_GROUP, dtype=np.int64))
+    return chunks
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="the peak is reset through Linux's /proc")
+def test_each_trace_shows_its_own_peak_rss_not_the_largest_before_it():
+    report = run_suite([SuiteTrace("large", _one_pass(300_000, 300_000), "large"),
+                        SuiteTrace("small", _one_pass(1000, 100), "small")], ["lru"], [86400.0])
+    large, small = (float(mb) for mb in re.findall(r"peak RSS (\d+) MB", report.text))
+    assert small < large / 2
