@@ -15,7 +15,18 @@ from ..lfn import normalize_lfn
 from ..node import plugins
 from ..node.client import ClientError
 from ..node.component import Component
-from ..node.config import REQUIRED, ConfigError, Field, ListOf, Section, non_negative, one_of, plugin_of, positive
+from ..node.config import (
+    REQUIRED,
+    ConfigError,
+    Field,
+    ListOf,
+    Section,
+    fraction,
+    non_negative,
+    one_of,
+    plugin_of,
+    positive,
+)
 from ..node.periodic import Periodic
 from ..node.rest import HTTPError, Request, Response, Route
 from ..protocol import cache as proto
@@ -43,10 +54,6 @@ READS_INTERVAL, READS_TTL = 1.0, 30.0
 STORAGE_GROUP, DEVICE_GROUP, UNION_GROUP = "htda.storage", "htda.cachedev", "htda.union"
 #: URL schemes of per-file ``source`` locations and the storage plugin that serves each
 SOURCE_SCHEMES = {"root": "xrootd", "xroot": "xrootd", "http": "http", "https": "http"}
-
-
-def _fraction(value: float) -> str | None:
-    return None if 0 < value <= 1 else "must be a fraction in (0, 1]"
 
 
 def _marks_in_order(device: dict[str, Any]) -> str | None:
@@ -80,8 +87,8 @@ DEVICE = Section({
     "backend": Field(str, "posix", "cache-device plugin (htda.cachedev); the logical one is made by the node",
                      check=plugin_of(DEVICE_GROUP, exclude=("logical",))),
     "capacity": Field(int, 0, "bytes this device may hold (0: its whole file system)", check=non_negative),
-    "high_watermark": Field(float, 0.95, "fill the device up to this fraction of its capacity", check=_fraction),
-    "low_watermark": Field(float, 0.90, "once above the high mark, evict down to this fraction", check=_fraction),
+    "high_watermark": Field(float, 0.95, "fill the device up to this fraction of its capacity", check=fraction),
+    "low_watermark": Field(float, 0.90, "once above the high mark, evict down to this fraction", check=fraction),
 }, check=_marks_in_order)
 
 SCHEMA = Section({

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..node.client import ClientError
 from ..node.component import Component
-from ..node.config import Field, ListOf, Section, positive
+from ..node.config import Field, ListOf, Section, non_negative, positive, share
 from ..node.periodic import Periodic
 from ..protocol import coordinator
 from ..protocol.base import Endpoint, ProtocolError, check_answer, to_wire
@@ -97,14 +97,16 @@ class SubmitAgent(Component):
         })), list, "how input paths and URLs map to LFNs"),
         "rank_scale": Field(float, 1e9, "weight of the cache affinity (0..1) in the job's Rank", check=positive),
         "max_preferred": Field(int, 8, "preferred nodes written into the job", check=positive),
-        "min_fraction": Field(float, 0.0, "nodes holding no more than this share of the bytes are not preferred"),
+        "min_fraction": Field(float, 0.0, "nodes holding no more than this share of the bytes are not preferred",
+                              check=share),
         "relative_fraction": Field(float, 0.5, "nodes holding less than this part of the best node's share of the "
                                                "bytes are not preferred (a replica still being copied, a file or two "
                                                "of a group): with steer_requirements the job waits for a better one",
-                                   check=lambda v: None if 0.0 <= v <= 1.0 else "must be in [0, 1]"),
+                                   check=share),
         "steer_requirements": Field(bool, False, "also require a preferred node (Requirements untouched if false)"),
         "steer_timeout": Field(float, 600.0, "with steer_requirements: seconds after submission (QDate) a job "
-                                             "stops waiting for a preferred node (0: it waits for ever)"),
+                                             "stops waiting for a preferred node (0: it waits for ever)",
+                               check=non_negative),
         "first_read_home": Field(bool, False, "steer a job whose inputs no node holds to one node per input "
                                               "(the same for every job sharing one), so that new data is read "
                                               "once where workers read storage through a read-through cache "
@@ -113,7 +115,7 @@ class SubmitAgent(Component):
                                         "storage as soon as the job is routed, before it starts (the cache "
                                         "node's read_ahead must be on; docs/cache.rst)"),
         "home_timeout": Field(float, 300.0, "with steer_requirements: seconds after submission a job waits "
-                                            "for its first-read home (0: for ever)"),
+                                            "for its first-read home (0: for ever)", check=non_negative),
         "cold_first": Field(bool, True, "a job whose inputs no node holds (steered to its first-read home: it "
                                         "reads them all from storage and runs longest) starts before its owner's "
                                         "other jobs of default priority: JobPrio 1 where it is 0 or unset"),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..node import plugins
 from ..node.component import Component
-from ..node.config import ConfigError, Field, Section, one_of, plugin_of, positive
+from ..node.config import ConfigError, Field, Section, fraction, non_negative, one_of, plugin_of, positive
 from ..node.periodic import Periodic
 from ..node.rest import HTTPError, Request
 from ..protocol.cache import CacheFacts
@@ -45,12 +45,12 @@ def _at_least_one(value: float) -> str | None:
     return None if value >= 1.0 else "must be at least 1"
 
 
-def _not_negative(value: float) -> str | None:
-    return None if value >= 0 else "must not be negative"
+def _unix_time(value: float) -> str | None:
+    # keys are logs of sums scaled from the epoch: one far from the accesses' times leaves them no precision
+    return None if 0.0 <= value <= _YEAR_2100 else "must be a unix time from 0 (1970) to 4102444800 (2100)"
 
 
-def _fraction(value: float) -> str | None:
-    return None if 0.0 < value <= 1.0 else "must be in (0, 1]"
+_YEAR_2100 = 4102444800.0
 
 
 def _half_lives(values: list[float]) -> str | None:
@@ -68,7 +68,7 @@ class CoordinatorComponent(Component):
         "policy": Field(str, "lrfu", "rating policy: an htda.policies entry point (lrfu, lru, lfu, lrfu-adaptive)",
                         check=plugin_of("htda.policies")),
         "half_life": Field(float, 86400.0, "seconds after which an access weighs half", check=positive),
-        "epoch": Field(float, 0.0, "reference time T0 of the rating keys (any fixed unix time)"),
+        "epoch": Field(float, 0.0, "reference time T0 of the rating keys (any fixed unix time)", check=_unix_time),
         "adaptive": Field(bool, True, "with policy lrfu: choose the half-life online among adaptive_half_lives by "
                                       "shadow caches, starting at half_life (the lrfu-adaptive policy; "
                                       "docs/coordinator.rst); false: always half_life"),
@@ -95,7 +95,7 @@ class CoordinatorComponent(Component):
         "cycle": Field(float, 30.0, "seconds between work cycles", check=positive),
         "hysteresis": Field(float, 2.0, "how many times better a file must score to displace a placed one",
                             check=_at_least_one),
-        "fill": Field(float, 0.95, "fraction of each cache node's capacity to assign", check=_fraction),
+        "fill": Field(float, 0.95, "fraction of each cache node's capacity to assign", check=fraction),
         "candidate_factor": Field(float, 1.5, "rate candidates up to this multiple of the pool's capacity",
                                   check=_at_least_one),
         "unknown_size": Field(int, 1 << 30, "bytes assumed for a file whose size is not known yet",
@@ -108,11 +108,11 @@ class CoordinatorComponent(Component):
                            check=one_of(*ACCESS_ON)),
         "max_batch": Field(int, 100_000, "most jobs, events or LFNs in one request", check=positive),
         "max_defer": Field(float, 600.0, "seconds a file's staging may wait while jobs read it from storage "
-                                         "(reported by cache nodes; 0: never wait)", check=_not_negative),
+                                         "(reported by cache nodes; 0: never wait)", check=non_negative),
         "first_read_wait": Field(float, 0.0, "seconds a group wanted for the first time waits to be placed "
                                              "until a job reads it, so that its copy goes to that job's node "
                                              "(for workers that read storage through a read-through cache; "
-                                             "0: place at once)", check=_not_negative),
+                                             "0: place at once)", check=non_negative),
         "max_copies": Field(int, 3, "most copies of a popular group: groups read by many jobs get copies in "
                                     "proportion to their popularity in room no first copy wants, copied from "
                                     "the nodes that hold them, never from storage (1: no replicas)",

@@ -163,7 +163,17 @@ def positive(value: float) -> str | None:
 
 def non_negative(value: float) -> str | None:
     """Check helper: the value must be >= 0."""
-    return None if value >= 0 else "must be 0 or more"
+    return None if value >= 0 else "must not be negative"
+
+
+def fraction(value: float) -> str | None:
+    """Check helper: the value must be a fraction in (0, 1]."""
+    return None if 0.0 < value <= 1.0 else "must be a fraction in (0, 1]"
+
+
+def share(value: float) -> str | None:
+    """Check helper: the value must be a share in [0, 1]."""
+    return None if 0.0 <= value <= 1.0 else "must be in [0, 1]"
 
 
 def one_of(*choices: str) -> Callable[[Any], str | None]:

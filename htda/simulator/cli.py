@@ -52,16 +52,19 @@ def duration_text(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-def _hysteresis(text: str) -> float:
-    """``--hysteresis``: a factor >= 1, as the coordinator's ``hysteresis`` option takes it."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 1.0):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a factor >= 1 (how many times better a file must score "
-                                         f"to displace a placed one)")
-    return value
+def _number(minimum: float, what: str, hint: str):
+    """An argparse type: a finite number >= ``minimum``, refused with a message naming ``what`` and giving ``hint``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value >= minimum):
+            raise argparse.ArgumentTypeError(f"{what} {text!r}: give {hint}")
+        return value
+
+    return parse
 
 
 def _count(minimum: int, what: str):
@@ -288,21 +291,11 @@ def _workload_options(p: argparse.ArgumentParser) -> None:
                    help="datasets in use at any time")
     g.add_argument("--analysts", type=_count(1, "--analysts"), default=d.analysts,
                    help="analysts making passes at once")
-    g.add_argument("--zipf", type=_skew, default=d.zipf,
+    g.add_argument("--zipf", type=_number(0.0, "--zipf", "a Zipf exponent >= 0 (0: every dataset as popular)"),
+                   default=d.zipf,
                    help="popularity skew of the datasets (Zipf exponent, >= 0; 0: all alike)")
     g.add_argument("--turnover", type=_count(1, "--turnover"), default=d.turnover,
                    help="a new dataset replaces the oldest every this many passes")
-
-
-def _skew(text: str) -> float:
-    """``--zipf``: a finite exponent >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"--zipf {text!r}: give a Zipf exponent >= 0 (0: every dataset as popular)")
-    return value
 
 
 def add_parser(subparsers) -> None:
@@ -353,7 +346,9 @@ def add_parser(subparsers) -> None:
                    help="split each cache over this many nodes; HTDA then runs with the coordinator's placement")
     p.add_argument("--cycle", help="seconds between placement cycles (default 5m with --nodes > 1; on one node: "
                                    "also run HTDA with placement cycles)")
-    p.add_argument("--hysteresis", type=_hysteresis, default=2.0,
+    p.add_argument("--hysteresis", default=2.0,
+                   type=_number(1.0, "--hysteresis", "a factor >= 1 (how many times better a file must score to "
+                                                     "displace a placed one, as the coordinator's hysteresis)"),
                    help="placement hysteresis, a factor >= 1 (default %(default)s)")
     p.add_argument("--no-belady", action="store_true", help="skip Belady's MIN")
     p.add_argument("--no-bound", action="store_true", help="skip the PFOO-L upper bound")

@@ -63,10 +63,13 @@ def test_typo_in_key_fails_start_with_one_line_naming_key_and_file(tmp_path):
      "'cache.devices[0].capacity' must be an integer from -9,223,372,036,854,775,808 to "
      "9,223,372,036,854,775,807, not 100000000000000000000"),
     ('[node]\ncomponents = ["cache"]\n[cache]\ndevices = [{path = "d", capacity = -5}]\n',
-     "'cache.devices[0].capacity' must be 0 or more"),
+     "'cache.devices[0].capacity' must not be negative"),
     ('[node]\ncomponents = ["cache"]\n[cache]\nscrub_bytes_per_cycle = -1\n',
-     "'cache.scrub_bytes_per_cycle' must be 0 or more"),
-    ('[node]\ncomponents = ["cache"]\n[cache]\nretry_delay = -30.0\n', "'cache.retry_delay' must be 0 or more"),
+     "'cache.scrub_bytes_per_cycle' must not be negative"),
+    ('[node]\ncomponents = ["cache"]\n[cache]\nretry_delay = -30.0\n', "'cache.retry_delay' must not be negative"),
+    ('[node]\ncomponents = ["coordinator"]\n[coordinator]\nepoch = 1e300\n', "'coordinator.epoch' must be a unix time"),
+    ('[node]\ncomponents = ["submit"]\n[submit]\nmin_fraction = 2.0\n', "'submit.min_fraction' must be in [0, 1]"),
+    ('[node]\ncomponents = ["submit"]\n[submit]\nsteer_timeout = -1.0\n', "'submit.steer_timeout' must not be "),
 ])
 def test_bad_values_name_the_key(tmp_path, text, needle):
     path = write(tmp_path, text)
