@@ -138,12 +138,18 @@ def _pyplot():
     return plt
 
 
-def _style(label: str, r: PolicyResult) -> dict[str, Any]:
+def _style(label: str, r: PolicyResult, index: int, colors: Any) -> dict[str, Any]:
+    """How ``label``, the ``index``-th policy of the plot, is drawn: ten colours do not tell eleven policies apart,
+    so each gets its own of ``colors`` (tab20), baselines squares, HTDA circles, its filtered variants dash-dotted,
+    the adaptive default thicker."""
     if r.bound:
         return {"linestyle": "--", "color": "black"}
     if label == "belady":
         return {"linestyle": ":", "color": "black"}
-    return {"marker": "o", "markersize": 3}
+    htda = label.startswith("htda")
+    shade = (2 * index) % 20 + (index // 10) % 2  # tab20 pairs a dark and a light shade: the ten dark ones first
+    return {"marker": "o" if htda else "s", "markersize": 3, "color": colors(shade),
+            "linestyle": "-." if htda and "+" in label else "-", "linewidth": 2.5 if label == "htda(auto)" else 1.5}
 
 
 def plot_sweep(result: ReplayResult, path: str | os.PathLike, reference: int | None = None) -> None:
@@ -151,10 +157,11 @@ def plot_sweep(result: ReplayResult, path: str | os.PathLike, reference: int | N
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     scale, unit = (reference / 100, "% of footprint") if reference else (1e9, "GB")
-    for label, by_cap in _by_label(result).items():
+    colors = plt.get_cmap("tab20")
+    for index, (label, by_cap) in enumerate(_by_label(result).items()):
         capacities = sorted(by_cap)
         xs = [c / scale for c in capacities]
-        style = _style(label, by_cap[capacities[0]])
+        style = _style(label, by_cap[capacities[0]], index, colors)
         name = label + (" (PFOO-L bound)" if by_cap[capacities[0]].bound else "")
         axes[0].plot(xs, [result.hit_ratio(by_cap[c]) for c in capacities], label=name, **style)
         axes[1].plot(xs, [result.byte_hit_ratio(by_cap[c]) for c in capacities], label=name, **style)
@@ -176,11 +183,14 @@ def plot_over_time(result: ReplayResult, capacity: int, path: str | os.PathLike)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(12, 4.5))
     hours = [(t - result.start_series[0]) / 3600 for t in result.start_series]
+    colors = plt.get_cmap("tab20")
+    order = {label: index for index, label in enumerate(_by_label(result))}  # the same colours as the sweep's
     for r in result.results:
         if r.capacity != capacity:
             continue
         ratios = [h / b if b else 0.0 for h, b in zip(r.hit_bytes_series, result.bytes_series)]
-        ax.plot(hours, ratios, label=r.label + (" (PFOO-L bound)" if r.bound else ""), **_style(r.label, r))
+        ax.plot(hours, ratios, label=r.label + (" (PFOO-L bound)" if r.bound else ""),
+                **_style(r.label, r, order[r.label], colors))
     ax.set_xlabel("trace time (hours)")
     ax.set_ylabel("byte hit ratio per window")
     ax.set_ylim(0, 1)
