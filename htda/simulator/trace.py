@@ -54,6 +54,7 @@ _COMPRESSED: dict[bytes, Callable[[io.BufferedReader], io.BufferedIOBase]] = {
     b"\xfd7zXZ\x00": lambda raw: lzma.LZMAFile(raw),
 }
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_MAGIC_BYTES = 6  # the longest of them (xz's)
 #: file name endings of the traces ``--suite`` replays
 TRACE_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz")
 #: the trace's name that reads standard input
@@ -73,7 +74,7 @@ def open_trace_bytes(path: str | os.PathLike) -> Iterator[io.BufferedIOBase]:
     path = os.fspath(path)
     with ExitStack() as stack:
         raw = stack.enter_context(os.fdopen(os.dup(sys.stdin.fileno()), "rb") if path == STDIN else open(path, "rb"))
-        magic = raw.peek(len(_ZSTD_MAGIC) + 2)[:6]  # looked at, not consumed: a pipe is read once
+        magic = raw.peek(_MAGIC_BYTES)[:_MAGIC_BYTES]  # looked at, not consumed: a pipe is read once
         if magic.startswith(_ZSTD_MAGIC):
             raise TraceError(f"{path}: compressed with zstd, which this Python cannot read: decompress it on the "
                              f"way in (zstd -dc {path if path != STDIN else 'TRACE.zst'} | htda simulate - ...)")
@@ -91,7 +92,7 @@ def open_trace(path: str | os.PathLike) -> Iterator[io.TextIOWrapper]:
         try:
             yield text
         finally:
-            text.detach()  # raw is closed by open_trace_bytes, and standard input's own stream stays open
+            text.detach()  # raw is open_trace_bytes' to close (for ``-``, a copy of standard input's descriptor)
 
 
 def trace_name(path: str | os.PathLike) -> str:
