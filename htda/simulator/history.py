@@ -13,6 +13,7 @@ history does not have to fit in memory.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from sqlalchemy import create_engine, func, make_url
@@ -20,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..coordinator.model import File, GroupFile, Job, JobEvent
 from ..coordinator.store import ACCESS_ON, accesses_query, with_driver
+from ..units import MAX_BYTES
 from . import DEFAULT_CHUNK
 from .trace import Chunk, Interner
 
@@ -80,6 +82,10 @@ class HistoryTrace:
                 times, ids, sizes, groups = [], [], [], []
                 for t, file_id, size, input_group, task_group in part:
                     size = self.unknown_size if size is None else int(size)
+                    if not 0 <= size <= MAX_BYTES or t is None or not math.isfinite(t):
+                        raise ValueError(f"the coordinator's history in {self.engine.url!r} is damaged: file "
+                                         f"{file_id} is {size} bytes, read at time {t} (sizes from 0 to 8 EiB, "
+                                         f"finite times)")
                     times.append(float(t))
                     ids.append(self.objects((file_id, size)))
                     sizes.append(size)

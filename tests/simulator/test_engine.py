@@ -131,3 +131,21 @@ def test_hits_do_not_depend_on_where_the_trace_is_cut_into_chunks():
     hits = [[(r.label, r.capacity, r.hit_bytes, r.staged, r.evicted) for r in cut.results] for cut in cuts]
     assert hits[0] == hits[1] == hits[2]
     assert any(label.endswith("+tinylfu") for label, *_ in hits[0])
+
+
+def test_a_damaged_history_is_refused_by_what_is_wrong(tmp_path):
+    import sqlite3
+
+    from htda.coordinator.store import JobRecord, Store
+    from htda.simulator.history import HistoryTrace
+
+    url = f"sqlite:///{tmp_path / 'coordinator.db'}"
+    store = Store(url)
+    store.ingest_jobs([JobRecord("j1", "alice", ["/d/a"], sizes={"/d/a": 10}, submit_time=50.0)])
+    store.close()
+    with sqlite3.connect(tmp_path / "coordinator.db") as db:
+        db.execute("UPDATE htda_files SET size = -5")
+    trace = HistoryTrace(url)
+    with pytest.raises(ValueError, match="history .* is damaged: file 1 is -5 bytes, read at time 50.0"):
+        list(trace.chunks())
+    trace.close()
