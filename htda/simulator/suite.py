@@ -119,6 +119,10 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
               candidates: list[float] | None = None, hindsight: bool = False,
               sample_seed: int = 0, progress: Callable[[str], None] | None = None) -> SuiteReport:
     """Replay every trace, saying to ``progress`` when each starts and ends."""
+    # checked once, before any trace is read; the sizes are each trace's own (from its footprint)
+    spec = RunSpec(capacities=[1], half_lives=half_lives, baselines=baselines, rating=rating, belady=False,
+                   admissions=admissions or ["none"], candidates=candidates, hindsight=hindsight,
+                   sample_seed=sample_seed)
     sections, verdicts, unreadable = [], [], []
     for number, trace in enumerate(traces, start=1):
         step = f"[{number}/{len(traces)}] {trace.name}"
@@ -126,30 +130,36 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
             progress(f"{step}: replaying")
         _reset_peak_rss()
         try:
-            with footprint_and_replay(trace.chunks) as first:
-                if not first.footprint:
-                    raise TraceError(f"{trace.source}: no bytes requested (every size is 0)")
-                capacities = [max(1, int(f * first.footprint)) for f in fractions]
-                spec = RunSpec(capacities=capacities, half_lives=half_lives, baselines=baselines, rating=rating,
-                               belady=False, admissions=admissions or ["none"], candidates=candidates,
-                               without_groups=first.grouped,  # the group rule's effect, where it has one
-                               hindsight=hindsight, sample_seed=sample_seed, objects=first.objects)
-                started = time.process_time()
-                result = _size_by_size(first.for_replay, spec)
-                cpu = time.process_time() - started
+            verdict, section, cpu = _judged(trace, spec, fractions)
         except (TraceError, OSError) as exc:
             unreadable.append((trace.source, str(exc)))
             if progress:
                 progress(f"{step}: not replayed: {exc}")
             continue
-        verdict = verdict_of(trace.name, result, capacities, fractions, baselines, half_lives, spec.admissions[0])
         verdicts.append(verdict)
-        sections.append(_section(trace, result, capacities, fractions, verdict, cpu))
+        sections.append(section)
         if progress:
             at = sum(at_or_above(htda, best) for _, htda, _, best, _ in verdict.rows)
             progress(f"{step}: HTDA at or above the best baseline at {at} of {len(verdict.rows)} sizes "
                      f"({cpu:.1f} s of CPU)")
     return SuiteReport("\n\n".join(sections + [_summary(verdicts, unreadable, sample_seed)]), verdicts, unreadable)
+
+
+def _judged(trace: SuiteTrace, spec: RunSpec, fractions: tuple[float, ...]) -> tuple[TraceVerdict, str, float]:
+    """One trace replayed at ``fractions`` of its footprint as ``spec`` says: its verdict, its section of the report
+    and the CPU seconds it took."""
+    with footprint_and_replay(trace.chunks) as first:
+        if not first.footprint:
+            raise TraceError(f"{trace.source}: no bytes requested (every size is 0)")
+        capacities = [max(1, int(f * first.footprint)) for f in fractions]
+        spec = replace(spec, capacities=capacities, objects=first.objects,
+                       without_groups=first.grouped)  # the group rule's effect, where it has one
+        started = time.process_time()
+        result = _size_by_size(first.for_replay, spec)
+        cpu = time.process_time() - started
+    verdict = verdict_of(trace.name, result, capacities, fractions, spec.baselines, spec.half_lives,
+                         spec.admissions[0])
+    return verdict, _section(trace, result, capacities, fractions, verdict, cpu), cpu
 
 
 def _summary(verdicts: list[TraceVerdict], unreadable: list[tuple[str, str]], sample_seed: int) -> str:
