@@ -305,20 +305,21 @@ class LastingLeads:
         self.rounds = 0.0
         self._sums = [[0.0] * (layouts * layouts) for _ in range(candidates)]  # at i * layouts + j, for i < j
         self._squares = [[0.0] * (layouts * layouts) for _ in range(candidates)]
+        # per candidate c and pair i < j: where the two shadows' hits are, and where the pair's sums are
+        self._pairs = [[(c + candidates * i, c + candidates * j, i * layouts + j)
+                        for i in range(layouts) for j in range(i + 1, layouts)] for c in range(candidates)]
 
     def add(self, hits: Sequence[float], requested: float) -> None:
         """Add one round: each shadow's hits (a block of ``candidates`` per layout) and the bytes asked for."""
         if requested <= 0:
             return
-        decay, nc, nl = self.decay, self.candidates, self.layouts
+        decay = self.decay
         self.rounds = decay * self.rounds + 1.0
-        for c in range(nc):
-            sums, squares = self._sums[c], self._squares[c]
-            for i in range(nl):
-                for j in range(i + 1, nl):
-                    d = (hits[c + nc * j] - hits[c + nc * i]) / requested
-                    sums[i * nl + j] = decay * sums[i * nl + j] + d
-                    squares[i * nl + j] = decay * squares[i * nl + j] + d * d
+        for sums, squares, pairs in zip(self._sums, self._squares, self._pairs):  # (once a round: kept lean)
+            for low, high, k in pairs:
+                d = (hits[high] - hits[low]) / requested
+                sums[k] = decay * sums[k] + d
+                squares[k] = decay * squares[k] + d * d
 
     def z(self, candidate: int, layout: int, other: int) -> float:
         """By how many standard errors ``other`` has beaten ``layout`` at ``candidate``'s half-life, per round."""
@@ -349,6 +350,8 @@ class TwoPaceChoice:
                  decay: float = 0.5, decisive: float = 0.5, half_life_decay: float = 0.9, held: int | None = None,
                  lasting_decay: float = 0.99, lasting_z: float = 2.0):
         self.candidates, self.layouts, self.held = candidates, layouts, held
+        #: each candidate's shadows, one per layout: its block of the totals
+        self.blocks = [tuple(c + candidates * lay for lay in range(layouts)) for c in range(candidates)]
         self.quick = DampedChoice(candidates * layouts, hysteresis, patience, decay, decisive)
         self.slow = DampedChoice(candidates * layouts, hysteresis, 1, half_life_decay, decisive)
         self.lasting = LastingLeads(candidates, layouts, lasting_decay)
@@ -364,13 +367,13 @@ class TwoPaceChoice:
         slow.add(hits, requested)
         self.lasting.add(hits, requested)
         totals = slow.totals
-        leads = [max((c + nc * lay for lay in range(self.layouts)), key=totals.__getitem__) for c in range(nc)]
+        leads = [max(block, key=totals.__getitem__) for block in self.blocks]
         to = slow.verdict(leads[candidate], leads)
         if to is not None:
             quick.challenger, quick.wins = -1, 0
             return to % nc, to // nc
         mine = candidate + nc * layout
-        to = quick.verdict(mine, [candidate + nc * lay for lay in range(self.layouts)])
+        to = quick.verdict(mine, self.blocks[candidate])
         if to is None:
             lasting = self._lasting_lead(candidate, layout)
             if lasting is None:
