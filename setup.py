@@ -89,6 +89,7 @@ setup(
         "htcondor>=24.0",
         "uproot>=5.0",
         "numpy>=1.24",
+        "zstandard>=0.19",  # htda simulate: public traces come zstd-compressed
         "awkward>=2.0",
         "msgspec>=0.18",  # htda.protocol: the typed bodies between roles and their schemas
     ],

@@ -43,7 +43,7 @@ from htda.coordinator.adaptive import AdaptiveLRFUPolicy  # noqa: E402
 from htda.simulator.engine import replay  # noqa: E402
 from htda.simulator.htda_policy import HTDAPolicy  # noqa: E402
 from htda.simulator.run import AUTO_START, DEFAULT_HALF_LIVES  # noqa: E402
-from htda.simulator.trace import Chunk, CsvTraceReader, footprint_and_objects  # noqa: E402
+from htda.simulator.trace import Chunk, footprint_and_objects, trace_reader  # noqa: E402
 
 SIZES = (0.01, 0.05, 0.10, 0.20, 0.50)
 BASE = "htda_base"
@@ -121,7 +121,7 @@ def main() -> None:
     with checkout_as_package(args.rev) as base:
         all_ratios = []
         for path in args.traces:
-            all_ratios += compare(Path(path).stem, list(CsvTraceReader(path)), base, args.runs)
+            all_ratios += compare(Path(path).stem, list(trace_reader(path)), base, args.runs)
         if args.many_objects:
             from simulator_bench import many_objects_trace  # (beside this file)
 

@@ -97,7 +97,7 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
         w = _workload(args)
         return w, w.requests, f"synthetic analysis workload (seed {w.seed})"
     from .report import parse_size
-    from .trace import STDIN, CsvTraceReader, count_lines, is_stream
+    from .trace import STDIN, count_requests, is_oracle_general, is_stream, trace_reader
 
     if args.history:
         from .history import HistoryTrace
@@ -107,11 +107,12 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
         return h, h.requests(), f"coordinator history {args.history}"
     if not args.trace:
         raise ValueError("give a trace file, --synthetic or --history URL")
-    reader = CsvTraceReader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit)
+    reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit)
     if is_stream(args.trace):  # read once, by the replay: no look ahead at its unit or its length
         return reader, None, f"trace {'standard input' if args.trace == STDIN else args.trace}"
-    _hint_time_unit(args.trace, args.time_unit)
-    return reader, count_lines(args.trace), f"trace {args.trace}"
+    if not is_oracle_general(args.trace):  # its timestamps are seconds, by the format
+        _hint_time_unit(args.trace, args.time_unit)
+    return reader, count_requests(args.trace), f"trace {args.trace}"
 
 
 _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -305,9 +306,10 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "simulate", help="replay an access trace through HTDA's policy and others, bounded by the optimum",
         description="Replay a trace (CSV timestamp,object_id,size_bytes[,group_id], the coordinator's database, "
-                    "or a synthetic analysis workload) against caches of the given sizes.  Several sizes and "
-                    "half-lives make a sweep.")
-    p.add_argument("trace", nargs="?", help="CSV trace file, plain or gzip/bzip2/xz ('-': standard input)")
+                    "a libCacheSim oracleGeneral trace, or a synthetic analysis workload) against caches of the "
+                    "given sizes.  Several sizes and half-lives make a sweep.")
+    p.add_argument("trace", nargs="?", help="CSV trace file, plain or gzip/bzip2/xz/zstd ('-': standard input), or "
+                                            "a libCacheSim oracleGeneral trace (*.oracleGeneral[.bin][.zst])")
     p.add_argument("--synthetic", action="store_true", help="replay a generated analysis workload instead")
     p.add_argument("--history", metavar="URL", help="replay the accesses of a coordinator database (SQLAlchemy URL)")
     p.add_argument("--access-on", choices=("submit", "start"), default="submit",
@@ -329,7 +331,8 @@ def add_parser(subparsers) -> None:
                    help="which sample of the groups the adaptive rating's shadow caches replay (default 0, the "
                         "coordinator's): on a trace of more groups than it samples, runs with a few seeds show how "
                         "much of a difference the sample makes")
-    p.add_argument("--suite", metavar="DIR", help="replay every *.csv trace of DIR (and --synthetic) at 1-50 %% of "
+    p.add_argument("--suite", metavar="DIR", help="replay every trace of DIR (*.csv[.gz|.bz2|.xz|.zst], "
+                                                  "*.oracleGeneral[.bin][.zst]; and --synthetic) at 1-50 %% of "
                                                   "each footprint against every baseline; print reST tables")
     p.add_argument("--policies", default="lru,lfu,arc,s3fifo,wtinylfu", help="baseline policies (default %(default)s)")
     p.add_argument("--rating", default="lrfu", help="coordinator rating policy (htda.policies entry point)")

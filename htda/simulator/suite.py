@@ -25,7 +25,7 @@ from .engine import ReplayResult
 from .generator import AnalysisWorkload
 from .report import human_bytes
 from .run import RunSpec, htda_label, is_hindsight_label, simulate
-from .trace import TRACE_SUFFIXES, Chunk, CsvTraceReader, TraceError, footprint_and_replay, trace_name
+from .trace import TRACE_SUFFIXES, Chunk, TraceError, footprint_and_replay, trace_name, trace_reader
 
 __all__ = ["SuiteReport", "SuiteTrace", "TraceVerdict", "at_or_above", "suite_traces", "run_suite", "verdict_of"]
 
@@ -85,14 +85,14 @@ class TraceVerdict:
 
 def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None,
                  time_unit: float = 1.0) -> list[SuiteTrace]:
-    """The CSV traces of ``folder`` (sorted by name; timestamps in ``time_unit`` seconds), then the synthetic
-    workload if given."""
+    """The traces of ``folder`` (CSV and oracleGeneral, sorted by name; timestamps in ``time_unit`` seconds), then
+    the synthetic workload if given."""
     root = Path(folder)
     if not root.is_dir():
         raise ValueError(f"--suite {folder}: not a folder")
     traces = []
     for path in sorted(p for p in root.iterdir() if p.name.endswith(TRACE_SUFFIXES) and p.is_file()):
-        traces.append(SuiteTrace(trace_name(path), lambda p=path: CsvTraceReader(p, time_unit=time_unit).chunks(),
+        traces.append(SuiteTrace(trace_name(path), lambda p=path: trace_reader(p, time_unit=time_unit).chunks(),
                                  str(path)))
     if synthetic is not None:
         described = f"synthetic analysis workload ({synthetic.requests:,} requests, seed {synthetic.seed})"

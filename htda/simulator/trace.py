@@ -2,9 +2,11 @@
 
 A trace is a sequence of requests ``timestamp,object_id,size_bytes[,group_id]``
 (one CSV row each, an optional header row starting with ``timestamp``), as
-plain UTF-8 text or compressed with gzip, bzip2 or xz (:func:`open_trace`: public
-traces are shipped compressed, and a trace of billions of requests is not
-decompressed to disk first).  It is read in chunks of numpy arrays so that a trace of any length replays in
+plain UTF-8 text or compressed with gzip, bzip2, xz or zstd (:func:`open_trace`:
+public traces are shipped compressed, and a trace of billions of requests is
+not decompressed to disk first).  libCacheSim's binary *oracleGeneral* traces
+are read too (:mod:`.oracle`; :func:`trace_reader` picks the reader by the
+name).  A trace is read in chunks of numpy arrays so that one of any length replays in
 bounded memory: only the tables of distinct object and group names grow, never
 a list of requests.
 
@@ -27,17 +29,21 @@ import tempfile
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import BinaryIO, Generic, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, BinaryIO, Generic, NamedTuple, TypeVar, cast
 
 import numpy as np
+import zstandard
 
 from ..units import MAX_BYTES
 from . import DEFAULT_CHUNK
 
+if TYPE_CHECKING:
+    from .oracle import OracleGeneralReader
+
 __all__ = ["Chunk", "CsvTraceReader", "FirstPass", "Interner", "Recording", "TraceError", "first_timestamp",
            "count_lines", "is_stream", "open_trace", "open_trace_bytes", "trace_name", "STDIN",
            "footprint_and_objects", "footprint_and_replay", "footprint_bytes", "record_sizes", "write_csv",
-           "NO_GROUP"]
+           "NO_GROUP", "ORACLE_SUFFIXES", "decoding", "is_oracle_general", "trace_reader", "count_requests"]
 
 #: group id of a request without a group (the object is its own group)
 NO_GROUP = -1
@@ -52,11 +58,14 @@ _COMPRESSED: dict[bytes, Callable[[io.BufferedReader], io.BufferedIOBase]] = {
     b"\x1f\x8b": lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
     b"BZh": lambda raw: bz2.BZ2File(raw),
     b"\xfd7zXZ\x00": lambda raw: lzma.LZMAFile(raw),
+    b"\x28\xb5\x2f\xfd": lambda raw: io.BufferedReader(_ZstdFrames(raw), buffer_size=1 << 20),
 }
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _MAGIC_BYTES = 6  # the longest of them (xz's)
+_PACKED = ("", ".gz", ".bz2", ".xz", ".zst")
+#: file name endings of libCacheSim's oracleGeneral traces (:mod:`.oracle`; the format has no magic bytes)
+ORACLE_SUFFIXES = tuple(f".oracleGeneral{bin_}{packed}" for bin_ in ("", ".bin") for packed in _PACKED)
 #: file name endings of the traces ``--suite`` replays
-TRACE_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz")
+TRACE_SUFFIXES = tuple(".csv" + packed for packed in _PACKED) + ORACLE_SUFFIXES
 #: the trace's name that reads standard input
 STDIN = "-"
 
@@ -67,17 +76,52 @@ def is_stream(path: str | os.PathLike) -> bool:
     return path == STDIN or (os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path))
 
 
+class _ZstdFrames(io.RawIOBase):
+    """A zstd stream's bytes, frame after frame (pzstd and ``zstd -T`` write several), with an error where it ends
+    inside a frame: zstandard's own reader returns what it has and stops, and a truncated trace would read as a
+    shorter one."""
+
+    def __init__(self, raw: io.BufferedIOBase):
+        self._raw = raw
+        self._frame = zstandard.ZstdDecompressor().decompressobj()
+        self._fed = False  # the current frame has had input
+        self._out = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._out:
+            block = self._raw.read(1 << 20)
+            if not block:
+                if self._fed:
+                    raise zstandard.ZstdError("the data ends inside a zstd frame")
+                return 0
+            self._out = self._decompress(block)
+        n = min(len(buffer), len(self._out))
+        buffer[:n], self._out = self._out[:n], self._out[n:]
+        return n
+
+    def _decompress(self, block: bytes) -> bytes:
+        out = []
+        while block:
+            out.append(self._frame.decompress(block))
+            self._fed = True
+            if not self._frame.eof:
+                break
+            block = self._frame.unused_data  # the next frame starts in this block
+            self._frame, self._fed = zstandard.ZstdDecompressor().decompressobj(), False
+        return b"".join(out)
+
+
 @contextmanager
 def open_trace_bytes(path: str | os.PathLike) -> Iterator[io.BufferedIOBase]:
-    """A trace's bytes, decompressed if they are gzip, bzip2 or xz (told by their first bytes, not the name, so that
-    a pipe is read as a file is); ``-`` is standard input."""
+    """A trace's bytes, decompressed if they are gzip, bzip2, xz or zstd (told by their first bytes, not the name,
+    so that a pipe is read as a file is); ``-`` is standard input."""
     path = os.fspath(path)
     with ExitStack() as stack:
         raw = stack.enter_context(os.fdopen(os.dup(sys.stdin.fileno()), "rb") if path == STDIN else open(path, "rb"))
         magic = raw.peek(_MAGIC_BYTES)[:_MAGIC_BYTES]  # looked at, not consumed: a pipe is read once
-        if magic.startswith(_ZSTD_MAGIC):
-            raise TraceError(f"{path}: compressed with zstd, which this Python cannot read: decompress it on the "
-                             f"way in (zstd -dc {path if path != STDIN else 'TRACE.zst'} | htda simulate - ...)")
         opener = next((open_ for prefix, open_ in _COMPRESSED.items() if magic.startswith(prefix)), None)
         yield stack.enter_context(opener(raw)) if opener else raw
 
@@ -105,27 +149,58 @@ def trace_name(path: str | os.PathLike) -> str:
 
 
 @contextmanager
-def _decoding(path: str) -> Iterator[None]:
+def decoding(path: str) -> Iterator[None]:
     """Undecodable bytes and broken compressed streams reported as a :class:`TraceError` naming ``path``."""
     try:
         yield
     except UnicodeDecodeError as exc:
         raise TraceError(f"{path}: not UTF-8 text (byte {exc.start} of a block cannot be decoded): a trace is a "
-                         f"CSV file, plain or compressed with gzip, bzip2 or xz") from None
-    except (EOFError, gzip.BadGzipFile, lzma.LZMAError, OSError) as exc:
+                         f"CSV file, plain or compressed with gzip, bzip2, xz or zstd, or a libCacheSim "
+                         f"oracleGeneral file named *{ORACLE_SUFFIXES[0]}[.zst]") from None
+    except (EOFError, gzip.BadGzipFile, lzma.LZMAError, zstandard.ZstdError, OSError) as exc:
         if isinstance(exc, OSError) and exc.errno is not None:  # a real I/O error (bz2 reports bad data without one)
             raise
         raise TraceError(f"{path}: its compressed data ends early or is corrupt ({exc or type(exc).__name__})") \
             from None
 
 
+def is_oracle_general(path: str | os.PathLike) -> bool:
+    """Whether ``path`` names a libCacheSim oracleGeneral trace (told by the name: the format has no magic bytes)."""
+    return os.path.basename(os.fspath(path)).endswith(ORACLE_SUFFIXES)
+
+
+def trace_reader(path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK,
+                 time_unit: float = 1.0) -> CsvTraceReader | OracleGeneralReader:
+    """The reader of ``path``'s format: :class:`.oracle.OracleGeneralReader` for the names
+    :func:`is_oracle_general` knows, :class:`CsvTraceReader` for the rest."""
+    if is_oracle_general(path):
+        from .oracle import OracleGeneralReader
+
+        return OracleGeneralReader(path, chunk_size=chunk_size, time_unit=time_unit)
+    return CsvTraceReader(path, chunk_size=chunk_size, time_unit=time_unit)
+
+
 def count_lines(path: str | os.PathLike) -> int:
     """How many lines a trace has (decompressed): the total a progress bar counts towards."""
     count = 0
-    with _decoding(os.fspath(path)), open_trace_bytes(path) as fh:
+    with decoding(os.fspath(path)), open_trace_bytes(path) as fh:
         while block := fh.read(1 << 22):
             count += block.count(b"\n")
     return count
+
+
+def count_requests(path: str | os.PathLike) -> int:
+    """About how many requests a trace has (a CSV's lines, an oracleGeneral trace's records): a progress bar's
+    total."""
+    if not is_oracle_general(path):
+        return count_lines(path)
+    from .oracle import RECORD
+
+    total = 0
+    with decoding(os.fspath(path)), open_trace_bytes(path) as fh:
+        while block := fh.read(1 << 22):
+            total += len(block)
+    return total // RECORD.itemsize
 
 
 @dataclass
@@ -191,7 +266,7 @@ class CsvTraceReader:
         return self.chunks()
 
     def chunks(self) -> Iterator[Chunk]:
-        with _decoding(self.path):
+        with decoding(self.path):
             yield from self._chunks()
 
     def _chunks(self) -> Iterator[Chunk]:
@@ -283,7 +358,7 @@ def first_timestamp(path: str | os.PathLike) -> float | None:
             for _, row in _data_rows(fh):
                 first = float(row[0])
                 return first if math.isfinite(first) else None
-    except (ValueError, OSError, EOFError, lzma.LZMAError):  # UnicodeDecodeError and TraceError are ValueErrors
+    except (ValueError, OSError, EOFError, lzma.LZMAError, zstandard.ZstdError):  # TraceError is one
         return None
     return None
 

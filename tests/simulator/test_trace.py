@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 import pytest
+import zstandard
 
 from htda.simulator.generator import AnalysisWorkload
 from htda.simulator.trace import (
@@ -161,7 +162,14 @@ def test_the_footprint_pass_feeds_the_replay_even_when_it_cannot_record(tmpfs, m
 ROWS = "timestamp,object_id,size_bytes,group_id\n1,/a,10,g\n2,/b,20,g\n3,/a,10,\n"
 
 
-@pytest.mark.parametrize("compress", [gzip.compress, bz2.compress, lzma.compress], ids=["gzip", "bzip2", "xz"])
+def zstd_frames(data: bytes) -> bytes:
+    """``data`` as two zstd frames, as pzstd and ``zstd -T`` write it: a reader that stops at the first loses rows."""
+    cut = len(data) // 2
+    return b"".join(zstandard.ZstdCompressor().compress(part) for part in (data[:cut], data[cut:]))
+
+
+@pytest.mark.parametrize("compress", [gzip.compress, bz2.compress, lzma.compress, zstd_frames],
+                         ids=["gzip", "bzip2", "xz", "zstd"])
 def test_a_compressed_trace_reads_as_the_plain_one(tmp_path, compress):
     plain, packed = tmp_path / "t.csv", tmp_path / "t.csv.packed"  # told by its bytes, not its name
     plain.write_text(ROWS)
@@ -176,10 +184,11 @@ def test_a_compressed_trace_reads_as_the_plain_one(tmp_path, compress):
 @pytest.mark.parametrize("content, message", [
     (gzip.compress(ROWS.encode(), mtime=0)[:-12], "compressed data ends early or is corrupt"),
     (lzma.compress(ROWS.encode())[:30], "compressed data ends early or is corrupt"),
-    (b"\x28\xb5\x2f\xfd" + bytes(20), "compressed with zstd.*zstd -d"),
+    (zstandard.ZstdCompressor().compress(ROWS.encode())[:-6], "compressed data ends early or is corrupt"),
+    (b"\x28\xb5\x2f\xfd" + bytes(20), "compressed data ends early or is corrupt"),
     (ROWS.encode("utf-16"), "not UTF-8 text"),
     (b"1,/a,10\n2," + b"x" * 200_000 + b",5\n", "line 2: not a CSV row"),
-], ids=["gzip-truncated", "xz-truncated", "zstd", "utf-16", "field-too-long"])
+], ids=["gzip-truncated", "xz-truncated", "zstd-truncated", "zstd-garbage", "utf-16", "field-too-long"])
 def test_a_file_that_is_not_a_trace_is_named_with_why(tmp_path, content, message):
     path = tmp_path / "bad.csv"
     path.write_bytes(content)
@@ -195,8 +204,9 @@ def test_a_timestamp_past_floats_gives_no_unit_hint(tmp_path):
 
 
 def test_a_trace_is_named_without_its_suffixes():
-    assert [trace_name(p) for p in ("d/p3.csv", "p3.csv.gz", "/x/web.07.csv.xz", "other.txt")] == \
-        ["p3", "p3", "web.07", "other"]
+    assert [trace_name(p) for p in ("d/p3.csv", "p3.csv.gz", "/x/web.07.csv.xz", "w.csv.zst", "c52.oracleGeneral.zst",
+                                    "w106.oracleGeneral.bin.zst", "other.txt")] == \
+        ["p3", "p3", "web.07", "w", "c52", "w106", "other"]
 
 
 def test_a_pipe_is_read_as_the_file_and_only_once(tmp_path):

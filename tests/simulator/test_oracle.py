@@ -1,0 +1,103 @@
+"""libCacheSim's oracleGeneral binary traces: read as the same requests written as CSV."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import zstandard
+
+from htda.simulator.oracle import RECORD, OracleGeneralReader
+from htda.simulator.suite import suite_traces
+from htda.simulator.trace import CsvTraceReader, TraceError, count_requests, trace_reader
+
+# (time, id, size): block 7 is read with two sizes (two objects, as in a CSV trace), ids past 32 bits, a size 0
+REQUESTS = [(10, 7, 512), (10, 2**40 + 1, 4096), (11, 7, 512), (12, 3, 0), (12, 7, 1024), (13, 2**40 + 1, 4096),
+            (15, 9, 512), (15, 7, 512), (20, 3, 0), (21, 2**40 + 1, 4096)]
+
+
+def oracle_bytes(requests: list[tuple[int, int, int]]) -> bytes:
+    """``requests`` as libCacheSim writes them (its next-access field filled with -1: never read)."""
+    records = np.zeros(len(requests), dtype=RECORD)
+    for i, (t, oid, size) in enumerate(requests):
+        records[i] = (t, oid, size, -1)
+    return records.tobytes()
+
+
+def csv_text(requests: list[tuple[int, int, int]]) -> str:
+    return "timestamp,object_id,size_bytes\n" + "".join(f"{t},{oid},{size}\n" for t, oid, size in requests)
+
+
+def columns(reader) -> dict[str, list]:
+    chunks = list(reader)
+    return {name: np.concatenate([getattr(c, name) for c in chunks]).tolist()
+            for name in ("times", "ids", "sizes", "groups")}
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 100])
+@pytest.mark.parametrize("name, pack", [("t.oracleGeneral.bin", lambda b: b),
+                                        ("t.oracleGeneral.zst", lambda b: zstandard.ZstdCompressor().compress(b))])
+def test_reads_the_requests_the_csv_holds_in_any_chunks(tmp_path, name, pack, chunk_size):
+    binary, text = tmp_path / name, tmp_path / "t.csv"
+    binary.write_bytes(pack(oracle_bytes(REQUESTS)))
+    text.write_text(csv_text(REQUESTS))
+    reader = trace_reader(binary, chunk_size=chunk_size)
+    assert isinstance(reader, OracleGeneralReader)
+    got = columns(reader)
+    assert got == columns(CsvTraceReader(text))
+    assert got["ids"] == [0, 1, 0, 2, 3, 1, 4, 0, 2, 1]  # (id, size) pairs, numbered as first seen
+    assert reader.object_sizes().tolist() == [512, 4096, 0, 1024, 512]
+    assert count_requests(binary) == len(REQUESTS)
+
+
+def test_a_replay_gives_the_hits_of_the_csv(tmp_path):
+    rng = np.random.default_rng(5)
+    ids = rng.zipf(1.3, 4000) % 500
+    requests = [(i // 10, int(oid), 512 * (1 + int(oid) % 8)) for i, oid in enumerate(ids)]
+    (tmp_path / "z.oracleGeneral.zst").write_bytes(zstandard.ZstdCompressor().compress(oracle_bytes(requests)))
+    (tmp_path / "z.csv").write_text(csv_text(requests))
+
+    def simulate(path):
+        out = subprocess.run([sys.executable, "-m", "htda.cli", "simulate", str(path), "--sizes", "5%,20%",
+                              "--half-lives", "auto", "--admission", "none", "--policies", "lru,arc", "--no-bound",
+                              "--json"],
+                             capture_output=True, text=True, check=True).stdout
+        return [(r["policy"], r["capacity_bytes"], r["hits"], r["hit_bytes"]) for r in json.loads(out)["results"]]
+
+    binary = simulate(tmp_path / "z.oracleGeneral.zst")
+    assert binary == simulate(tmp_path / "z.csv")
+    assert {policy for policy, *_ in binary} == {"lru", "arc", "htda(auto)", "belady"}
+    assert all(hits > 0 for *_, hits, _ in binary)
+
+
+@pytest.mark.parametrize("content, message", [
+    (oracle_bytes(REQUESTS)[:-5], r"partial record \(19 bytes after record 9\)"),
+    (oracle_bytes([(10, 1, 5), (12, 2, 5), (11, 3, 5)]), "record 3: timestamp 11 is earlier than the previous "
+                                                         "record's 12"),
+    (b"", "no requests"),
+    (zstandard.ZstdCompressor().compress(oracle_bytes(REQUESTS))[:-9], "compressed data ends early or is corrupt"),
+], ids=["partial-record", "time-backwards", "empty", "zstd-truncated"])
+def test_a_broken_trace_is_named_with_why(tmp_path, content, message):
+    path = tmp_path / "bad.oracleGeneral"
+    path.write_bytes(content)
+    with pytest.raises(TraceError, match=f"bad.oracleGeneral.*{message}"):
+        list(trace_reader(path, chunk_size=2))
+
+
+def test_time_going_back_across_chunks_is_found(tmp_path):
+    path = tmp_path / "t.oracleGeneral"
+    path.write_bytes(oracle_bytes([(10, 1, 5), (12, 2, 5), (11, 3, 5)]))
+    with pytest.raises(TraceError, match="record 3: timestamp 11 is earlier than the previous record's 12"):
+        list(trace_reader(path, chunk_size=1))
+
+
+def test_the_suite_takes_oracle_general_traces(tmp_path):
+    (tmp_path / "cluster52.oracleGeneral.zst").write_bytes(zstandard.ZstdCompressor().compress(oracle_bytes(REQUESTS)))
+    (tmp_path / "p3.csv").write_text(csv_text(REQUESTS))
+    (tmp_path / "notes.txt").write_text("not a trace")
+    traces = suite_traces(tmp_path, None)
+    assert [t.name for t in traces] == ["cluster52", "p3"]
+    assert [len(list(t.chunks())) for t in traces] == [1, 1]
