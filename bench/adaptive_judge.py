@@ -49,7 +49,7 @@ sys.path.insert(0, str(REPO))
 
 from htda.simulator.generator import AnalysisWorkload  # noqa: E402
 from htda.simulator.suite import TIE, at_or_above  # noqa: E402
-from htda.simulator.trace import TRACE_SUFFIXES, trace_name, write_csv  # noqa: E402
+from htda.simulator.trace import TRACE_PATTERNS, is_trace_file, trace_name, write_csv  # noqa: E402
 
 BASELINES = ("lru", "lfu", "arc", "s3fifo", "wtinylfu")
 TRACE_SIZES = ("1%", "5%", "10%", "20%", "50%")
@@ -205,9 +205,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         out = args.out or Path(scratch)
         out.mkdir(parents=True, exist_ok=True)
         folder = args.traces if args.generated is None else generated_traces(out / "generated", args.generated)
-        traces = sorted(p for p in folder.iterdir() if p.name.endswith(TRACE_SUFFIXES) and p.is_file())
+        traces = sorted(filter(is_trace_file, folder.iterdir()))
         if not traces:
-            parser.error(f"{folder}: no traces in it ({', '.join('*' + x for x in TRACE_SUFFIXES)})")
+            parser.error(f"{folder}: no traces in it ({TRACE_PATTERNS})")
         jobs = plan(traces, out, args.samples, args.baselines, args.synthetic_requests)
         with ThreadPoolExecutor(args.jobs) as pool:
             for done, path in enumerate(pool.map(lambda job: replay(*job), jobs), 1):

@@ -309,7 +309,7 @@ def add_parser(subparsers) -> None:
                     "a libCacheSim oracleGeneral trace, or a synthetic analysis workload) against caches of the "
                     "given sizes.  Several sizes and half-lives make a sweep.")
     p.add_argument("trace", nargs="?", help="CSV trace file, plain or gzip/bzip2/xz/zstd ('-': standard input), or "
-                                            "a libCacheSim oracleGeneral trace (*.oracleGeneral[.bin][.zst])")
+                                            "a libCacheSim oracleGeneral trace (*.oracleGeneral*)")
     p.add_argument("--synthetic", action="store_true", help="replay a generated analysis workload instead")
     p.add_argument("--history", metavar="URL", help="replay the accesses of a coordinator database (SQLAlchemy URL)")
     p.add_argument("--access-on", choices=("submit", "start"), default="submit",
@@ -332,7 +332,7 @@ def add_parser(subparsers) -> None:
                         "coordinator's): on a trace of more groups than it samples, runs with a few seeds show how "
                         "much of a difference the sample makes")
     p.add_argument("--suite", metavar="DIR", help="replay every trace of DIR (*.csv[.gz|.bz2|.xz|.zst], "
-                                                  "*.oracleGeneral[.bin][.zst]; and --synthetic) at 1-50 %% of "
+                                                  "*.oracleGeneral*; and --synthetic) at 1-50 %% of "
                                                   "each footprint against every baseline; print reST tables")
     p.add_argument("--policies", default="lru,lfu,arc,s3fifo,wtinylfu", help="baseline policies (default %(default)s)")
     p.add_argument("--rating", default="lrfu", help="coordinator rating policy (htda.policies entry point)")

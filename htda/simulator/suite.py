@@ -25,7 +25,7 @@ from .engine import ReplayResult
 from .generator import AnalysisWorkload
 from .report import human_bytes
 from .run import RunSpec, htda_label, is_hindsight_label, simulate
-from .trace import TRACE_SUFFIXES, Chunk, TraceError, footprint_and_replay, trace_name, trace_reader
+from .trace import TRACE_PATTERNS, Chunk, TraceError, footprint_and_replay, is_trace_file, trace_name, trace_reader
 
 __all__ = ["SuiteReport", "SuiteTrace", "TraceVerdict", "at_or_above", "suite_traces", "run_suite", "verdict_of"]
 
@@ -91,14 +91,14 @@ def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None,
     if not root.is_dir():
         raise ValueError(f"--suite {folder}: not a folder")
     traces = []
-    for path in sorted(p for p in root.iterdir() if p.name.endswith(TRACE_SUFFIXES) and p.is_file()):
+    for path in sorted(filter(is_trace_file, root.iterdir())):
         traces.append(SuiteTrace(trace_name(path), lambda p=path: trace_reader(p, time_unit=time_unit).chunks(),
                                  str(path)))
     if synthetic is not None:
         described = f"synthetic analysis workload ({synthetic.requests:,} requests, seed {synthetic.seed})"
         traces.append(SuiteTrace("synthetic", synthetic.chunks, described))
     if not traces:
-        raise ValueError(f"--suite {folder}: no traces in it ({', '.join('*' + x for x in TRACE_SUFFIXES)}) "
+        raise ValueError(f"--suite {folder}: no traces in it ({TRACE_PATTERNS}) "
                          f"and no --synthetic")
     return traces
 

@@ -29,6 +29,7 @@ import tempfile
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Generic, NamedTuple, TypeVar, cast
 
 import numpy as np
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
 __all__ = ["Chunk", "CsvTraceReader", "FirstPass", "Interner", "Recording", "TraceError", "first_timestamp",
            "count_lines", "is_stream", "open_trace", "open_trace_bytes", "trace_name", "STDIN",
            "footprint_and_objects", "footprint_and_replay", "footprint_bytes", "record_sizes", "write_csv",
-           "NO_GROUP", "ORACLE_SUFFIXES", "decoding", "is_oracle_general", "trace_reader", "count_requests"]
+           "NO_GROUP", "CSV_SUFFIXES", "TRACE_PATTERNS", "decoding", "is_trace_file", "is_oracle_general",
+           "trace_reader", "count_requests"]
 
 #: group id of a request without a group (the object is its own group)
 NO_GROUP = -1
@@ -61,11 +63,13 @@ _COMPRESSED: dict[bytes, Callable[[io.BufferedReader], io.BufferedIOBase]] = {
     b"\x28\xb5\x2f\xfd": lambda raw: io.BufferedReader(_ZstdFrames(raw), buffer_size=1 << 20),
 }
 _MAGIC_BYTES = 6  # the longest of them (xz's)
-_PACKED = ("", ".gz", ".bz2", ".xz", ".zst")
-#: file name endings of libCacheSim's oracleGeneral traces (:mod:`.oracle`; the format has no magic bytes)
-ORACLE_SUFFIXES = tuple(f".oracleGeneral{bin_}{packed}" for bin_ in ("", ".bin") for packed in _PACKED)
-#: file name endings of the traces ``--suite`` replays
-TRACE_SUFFIXES = tuple(".csv" + packed for packed in _PACKED) + ORACLE_SUFFIXES
+#: file name endings of CSV traces
+CSV_SUFFIXES = tuple(".csv" + packed for packed in ("", ".gz", ".bz2", ".xz", ".zst"))
+#: what marks a libCacheSim oracleGeneral trace's name (:mod:`.oracle`; the format has no magic bytes), as
+#: libCacheSim itself tells it: ``w106.oracleGeneral.bin.zst``, ``msr_hm_0.oracleGeneral.zst``
+_ORACLE_MARK = ".oraclegeneral"
+#: the files ``--suite`` replays, as messages name them
+TRACE_PATTERNS = "*.csv (plain, .gz, .bz2, .xz or .zst) and *.oracleGeneral* (libCacheSim's binary traces)"
 #: the trace's name that reads standard input
 STDIN = "-"
 
@@ -140,9 +144,11 @@ def open_trace(path: str | os.PathLike) -> Iterator[io.TextIOWrapper]:
 
 
 def trace_name(path: str | os.PathLike) -> str:
-    """A trace's name without its suffix (``p3`` for ``p3.csv.gz``)."""
+    """A trace's name without its suffix (``p3`` for ``p3.csv.gz``, ``w106`` for ``w106.oracleGeneral.bin.zst``)."""
     base = os.path.basename(os.fspath(path))
-    for suffix in sorted(TRACE_SUFFIXES, key=len, reverse=True):
+    if is_oracle_general(base):
+        return base[: base.lower().index(_ORACLE_MARK)]
+    for suffix in sorted(CSV_SUFFIXES, key=len, reverse=True):
         if base.endswith(suffix):
             return base[: -len(suffix)]
     return os.path.splitext(base)[0]
@@ -156,7 +162,7 @@ def decoding(path: str) -> Iterator[None]:
     except UnicodeDecodeError as exc:
         raise TraceError(f"{path}: not UTF-8 text (byte {exc.start} of a block cannot be decoded): a trace is a "
                          f"CSV file, plain or compressed with gzip, bzip2, xz or zstd, or a libCacheSim "
-                         f"oracleGeneral file named *{ORACLE_SUFFIXES[0]}[.zst]") from None
+                         f"oracleGeneral file named *.oracleGeneral[.zst]") from None
     except (EOFError, gzip.BadGzipFile, lzma.LZMAError, zstandard.ZstdError, OSError) as exc:
         if isinstance(exc, OSError) and exc.errno is not None:  # a real I/O error (bz2 reports bad data without one)
             raise
@@ -166,7 +172,12 @@ def decoding(path: str) -> Iterator[None]:
 
 def is_oracle_general(path: str | os.PathLike) -> bool:
     """Whether ``path`` names a libCacheSim oracleGeneral trace (told by the name: the format has no magic bytes)."""
-    return os.path.basename(os.fspath(path)).endswith(ORACLE_SUFFIXES)
+    return _ORACLE_MARK in os.path.basename(os.fspath(path)).lower()
+
+
+def is_trace_file(path: Path) -> bool:
+    """Whether ``path`` is a file ``--suite`` replays (:data:`TRACE_PATTERNS`)."""
+    return (path.name.endswith(CSV_SUFFIXES) or is_oracle_general(path)) and path.is_file()
 
 
 def trace_reader(path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK,

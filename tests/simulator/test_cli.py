@@ -274,7 +274,7 @@ def test_suite_judges_htda_against_the_best_baseline_on_every_trace(tmp_path):
 
 
 def test_suite_needs_traces(tmp_path):
-    with pytest.raises(ValueError, match="no traces in it \\(\\*.csv, \\*.csv.gz"):
+    with pytest.raises(ValueError, match=r"no traces in it \(\*\.csv \(plain, .*\*\.oracleGeneral\*"):
         run_cli("simulate", "--suite", str(tmp_path))
 
 

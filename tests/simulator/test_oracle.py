@@ -97,7 +97,9 @@ def test_time_going_back_across_chunks_is_found(tmp_path):
 def test_the_suite_takes_oracle_general_traces(tmp_path):
     (tmp_path / "cluster52.oracleGeneral.zst").write_bytes(zstandard.ZstdCompressor().compress(oracle_bytes(REQUESTS)))
     (tmp_path / "p3.csv").write_text(csv_text(REQUESTS))
+    (tmp_path / "w106.oracleGeneral.bin").write_bytes(oracle_bytes(REQUESTS))
     (tmp_path / "notes.txt").write_text("not a trace")
+    (tmp_path / "old.oracleGeneral").mkdir()
     traces = suite_traces(tmp_path, None)
-    assert [t.name for t in traces] == ["cluster52", "p3"]
-    assert [len(list(t.chunks())) for t in traces] == [1, 1]
+    assert [t.name for t in traces] == ["cluster52", "p3", "w106"]
+    assert [sum(map(len, t.chunks())) for t in traces] == [len(REQUESTS)] * 3
