@@ -185,7 +185,7 @@ def generated_traces(folder: Path, count: int) -> Path:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("traces", type=Path, nargs="?",
-                        help="a folder of CSV traces (every *.csv, *.csv.gz, *.csv.bz2, *.csv.xz in it)")
+                        help=f"a folder of traces (every {TRACE_PATTERNS} in it)")
     parser.add_argument("--generated", type=int, metavar="N",
                         help="instead of a folder, N generated traces of the synthetic workload (a smoke run)")
     parser.add_argument("--out", type=Path, help="where the replays' JSON is kept (default: a temporary folder)")

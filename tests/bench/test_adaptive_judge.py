@@ -61,8 +61,9 @@ def test_the_judge_counts_each_sample_and_reuses_what_it_replayed(tmp_path):
 
 
 def test_a_folder_without_traces_is_refused_by_name(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a trace")
     done = subprocess.run([*JUDGE, str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=60)
-    assert done.returncode == 2 and f"{tmp_path}: no traces in it (*.csv, *.csv.gz" in done.stderr
+    assert done.returncode == 2 and f"{tmp_path}: no traces in it (*.csv (plain, .gz" in done.stderr
 
 
 def test_a_folder_or_generated_traces_but_not_both(tmp_path):
