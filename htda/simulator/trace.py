@@ -62,6 +62,8 @@ _COMPRESSED: dict[bytes, Callable[[io.BufferedReader], io.BufferedIOBase]] = {
     b"\xfd7zXZ\x00": lambda raw: lzma.LZMAFile(raw),
     b"\x28\xb5\x2f\xfd": lambda raw: io.BufferedReader(_ZstdFrames(raw), buffer_size=1 << 20),
 }
+# a zstd stream may start with a skippable frame (pzstd's, which says how long the next frame is): magic 0x184D2A5?
+_COMPRESSED.update({bytes([0x50 + low]) + b"\x2a\x4d\x18": _COMPRESSED[b"\x28\xb5\x2f\xfd"] for low in range(16)})
 _MAGIC_BYTES = 6  # the longest of them (xz's)
 #: file name endings of CSV traces
 CSV_SUFFIXES = tuple(".csv" + packed for packed in ("", ".gz", ".bz2", ".xz", ".zst"))
@@ -81,15 +83,15 @@ def is_stream(path: str | os.PathLike) -> bool:
 
 
 class _ZstdFrames(io.RawIOBase):
-    """A zstd stream's bytes, frame after frame (pzstd and ``zstd -T`` write several), with an error where it ends
-    inside a frame: zstandard's own reader returns what it has and stops, and a truncated trace would read as a
-    shorter one."""
+    """A zstd stream's bytes, frame after frame (pzstd writes several, and so do zstd files put end to end), with an
+    error where it ends inside a frame: zstandard's own reader returns what it has and stops, and a truncated trace
+    would read as a shorter one."""
 
     def __init__(self, raw: io.BufferedIOBase):
         self._raw = raw
         self._frame = zstandard.ZstdDecompressor().decompressobj()
         self._fed = False  # the current frame has had input
-        self._out = b""
+        self._out = memoryview(b"")  # decompressed, not read yet
 
     def readable(self) -> bool:
         return True
@@ -101,7 +103,7 @@ class _ZstdFrames(io.RawIOBase):
                 if self._fed:
                     raise zstandard.ZstdError("the data ends inside a zstd frame")
                 return 0
-            self._out = self._decompress(block)
+            self._out = memoryview(self._decompress(block))
         n = min(len(buffer), len(self._out))
         buffer[:n], self._out = self._out[:n], self._out[n:]
         return n
