@@ -11,6 +11,7 @@ import sys
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
+from . import TRACE_FORMATS
 from .generator import AnalysisWorkload
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
         w = _workload(args)
         return w, w.requests, f"synthetic analysis workload (seed {w.seed})"
     from .report import parse_size
-    from .trace import STDIN, count_requests, is_oracle_general, is_stream, trace_reader
+    from .trace import STDIN, CsvTraceReader, count_requests, is_stream, trace_reader
 
     if args.history:
         from .history import HistoryTrace
@@ -107,12 +108,12 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
         return h, h.requests(), f"coordinator history {args.history}"
     if not args.trace:
         raise ValueError("give a trace file, --synthetic or --history URL")
-    reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit)
+    reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit, fmt=args.format)
     if is_stream(args.trace):  # read once, by the replay: no look ahead at its unit or its length
         return reader, None, f"trace {'standard input' if args.trace == STDIN else args.trace}"
-    if not is_oracle_general(args.trace):  # its timestamps are seconds, by the format
+    if isinstance(reader, CsvTraceReader):  # an oracleGeneral trace's timestamps are seconds, by the format
         _hint_time_unit(args.trace, args.time_unit)
-    return reader, count_requests(args.trace), f"trace {args.trace}"
+    return reader, count_requests(args.trace, args.format), f"trace {args.trace}"
 
 
 _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -360,6 +361,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--time-unit", type=_time_unit, default=1.0,
                    help="unit of a CSV trace's timestamps: s (the default), ms, us, ns or seconds (the half-lives "
                         "are in seconds)")
+    p.add_argument("--format", choices=TRACE_FORMATS, default="auto",
+                   help="the trace's format: csv, oracleGeneral (libCacheSim's binary records), or auto (the "
+                        "default): oracleGeneral if its name says so (*.oracleGeneral*), else csv; --suite tells each "
+                        "file by its name")
     p.add_argument("--chunk", type=_count(1, "--chunk"), default=65536, help="requests read per chunk")
     p.add_argument("--window", type=_count(0, "--window"), default=0,
                    help="requests per point of the over-time series (default, or 0: 1%% of the trace)")

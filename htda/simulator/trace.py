@@ -36,7 +36,7 @@ import numpy as np
 import zstandard
 
 from ..units import MAX_BYTES
-from . import DEFAULT_CHUNK
+from . import DEFAULT_CHUNK, TRACE_FORMATS
 
 if TYPE_CHECKING:
     from .oracle import OracleGeneralReader
@@ -45,7 +45,7 @@ __all__ = ["Chunk", "CsvTraceReader", "FirstPass", "Interner", "Recording", "Tra
            "count_lines", "is_stream", "open_trace", "open_trace_bytes", "trace_name", "STDIN",
            "footprint_and_objects", "footprint_and_replay", "footprint_bytes", "record_sizes", "write_csv",
            "NO_GROUP", "CSV_SUFFIXES", "TRACE_PATTERNS", "decoding", "is_trace_file", "is_oracle_general",
-           "trace_reader", "count_requests"]
+           "trace_reader", "count_requests", "TRACE_FORMATS"]
 
 #: group id of a request without a group (the object is its own group)
 NO_GROUP = -1
@@ -164,7 +164,7 @@ def decoding(path: str) -> Iterator[None]:
     except UnicodeDecodeError as exc:
         raise TraceError(f"{path}: not UTF-8 text (byte {exc.start} of a block cannot be decoded): a trace is a "
                          f"CSV file, plain or compressed with gzip, bzip2, xz or zstd, or a libCacheSim "
-                         f"oracleGeneral file named *.oracleGeneral[.zst]") from None
+                         f"oracleGeneral trace (named *.oracleGeneral*, or read with --format oracleGeneral)") from None
     except (EOFError, gzip.BadGzipFile, lzma.LZMAError, zstandard.ZstdError, OSError) as exc:
         if isinstance(exc, OSError) and exc.errno is not None:  # a real I/O error (bz2 reports bad data without one)
             raise
@@ -182,11 +182,18 @@ def is_trace_file(path: Path) -> bool:
     return (path.name.endswith(CSV_SUFFIXES) or is_oracle_general(path)) and path.is_file()
 
 
-def trace_reader(path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK,
-                 time_unit: float = 1.0) -> CsvTraceReader | OracleGeneralReader:
-    """The reader of ``path``'s format: :class:`.oracle.OracleGeneralReader` for the names
-    :func:`is_oracle_general` knows, :class:`CsvTraceReader` for the rest."""
-    if is_oracle_general(path):
+def _is_binary(path: str | os.PathLike, fmt: str) -> bool:
+    if fmt not in TRACE_FORMATS:
+        raise ValueError(f"trace format {fmt!r}: give one of {', '.join(TRACE_FORMATS)}")
+    return fmt == "oracleGeneral" or (fmt == "auto" and is_oracle_general(path))
+
+
+def trace_reader(path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0,
+                 fmt: str = "auto") -> CsvTraceReader | OracleGeneralReader:
+    """The reader of ``path``'s format ``fmt`` (:data:`TRACE_FORMATS`): by default
+    :class:`.oracle.OracleGeneralReader` for the names :func:`is_oracle_general` knows, :class:`CsvTraceReader` for
+    the rest (a pipe has no such name: ``fmt="oracleGeneral"`` says it)."""
+    if _is_binary(path, fmt):
         from .oracle import OracleGeneralReader
 
         return OracleGeneralReader(path, chunk_size=chunk_size, time_unit=time_unit)
@@ -202,10 +209,10 @@ def count_lines(path: str | os.PathLike) -> int:
     return count
 
 
-def count_requests(path: str | os.PathLike) -> int:
-    """About how many requests a trace has (a CSV's lines, an oracleGeneral trace's records): a progress bar's
-    total."""
-    if not is_oracle_general(path):
+def count_requests(path: str | os.PathLike, fmt: str = "auto") -> int:
+    """About how many requests a trace in format ``fmt`` has (a CSV's lines, an oracleGeneral trace's records): a
+    progress bar's total."""
+    if not _is_binary(path, fmt):
         return count_lines(path)
     from .oracle import RECORD
 

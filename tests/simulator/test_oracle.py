@@ -60,15 +60,20 @@ def test_a_replay_gives_the_hits_of_the_csv(tmp_path):
     (tmp_path / "z.oracleGeneral.zst").write_bytes(zstandard.ZstdCompressor().compress(oracle_bytes(requests)))
     (tmp_path / "z.csv").write_text(csv_text(requests))
 
-    def simulate(path):
+    def simulate(path, *options, given=None):
         out = subprocess.run([sys.executable, "-m", "htda.cli", "simulate", str(path), "--sizes", "5%,20%",
                               "--half-lives", "auto", "--admission", "none", "--policies", "lru,arc", "--no-bound",
-                              "--json"],
-                             capture_output=True, text=True, check=True).stdout
+                              "--json", *options], input=given, capture_output=True, check=True).stdout
         return [(r["policy"], r["capacity_bytes"], r["hits"], r["hit_bytes"]) for r in json.loads(out)["results"]]
 
     binary = simulate(tmp_path / "z.oracleGeneral.zst")
     assert binary == simulate(tmp_path / "z.csv")
+    # on a pipe there is no name to tell the format by: --format says it
+    packed = (tmp_path / "z.oracleGeneral.zst").read_bytes()
+    assert binary == simulate("-", "--format", "oracleGeneral", given=packed)
+    unsaid = subprocess.run([sys.executable, "-m", "htda.cli", "simulate", "-", "--sizes", "5%"], input=packed,
+                            capture_output=True, text=False)
+    assert unsaid.returncode != 0 and b"read with --format oracleGeneral" in unsaid.stderr
     assert {policy for policy, *_ in binary} == {"lru", "arc", "htda(auto)", "belady"}
     assert all(hits > 0 for *_, hits, _ in binary)
 
