@@ -12,9 +12,9 @@ little-endian records, no header::
 
 as ``libCacheSim/traceReader/customizedReader/oracle/oracleGeneralBin.h`` of
 https://github.com/1a1a11a/libCacheSim reads it.  The format has no magic
-bytes, so a trace is told by its name, as libCacheSim tells it: one with ``.oracleGeneral`` in it
-(``w106.oracleGeneral.bin.zst``, ``msr_hm_0.oracleGeneral.zst``; :func:`.trace.is_oracle_general`), compressed
-or not (told by the first bytes, as for a CSV trace).
+bytes, so a trace is told by its name, as libCacheSim tells it (``w106.oracleGeneral.bin.zst``,
+``msr_hm_0.oracleGeneral.zst``; :func:`.trace.is_oracle_general`), compressed or not (told by the first bytes, as
+for a CSV trace).
 
 An object is an (id, size) pair, as in a CSV trace, and ids are interned in
 order of first appearance, so that a trace replays to the same hits in either

@@ -67,9 +67,8 @@ _COMPRESSED.update({bytes([0x50 + low]) + b"\x2a\x4d\x18": _COMPRESSED[b"\x28\xb
 _MAGIC_BYTES = 6  # the longest of them (xz's)
 #: file name endings of CSV traces
 CSV_SUFFIXES = tuple(".csv" + packed for packed in ("", ".gz", ".bz2", ".xz", ".zst"))
-#: what marks a libCacheSim oracleGeneral trace's name (:mod:`.oracle`; the format has no magic bytes), as
-#: libCacheSim itself tells it: ``w106.oracleGeneral.bin.zst``, ``msr_hm_0.oracleGeneral.zst``
-_ORACLE_MARK = ".oraclegeneral"
+#: what marks a libCacheSim oracleGeneral trace's name (:mod:`.oracle`; the format has no magic bytes)
+_ORACLE_MARK = "oraclegeneral"
 #: the files ``--suite`` replays, as messages name them
 TRACE_PATTERNS = "*.csv (plain, .gz, .bz2, .xz or .zst) and *.oracleGeneral* (libCacheSim's binary traces)"
 #: the trace's name that reads standard input
@@ -149,7 +148,7 @@ def trace_name(path: str | os.PathLike) -> str:
     """A trace's name without its suffix (``p3`` for ``p3.csv.gz``, ``w106`` for ``w106.oracleGeneral.bin.zst``)."""
     base = os.path.basename(os.fspath(path))
     if is_oracle_general(base):
-        return base[: base.lower().index(_ORACLE_MARK)]
+        return base[: base.lower().index(_ORACLE_MARK)].rstrip("._-") or base
     for suffix in sorted(CSV_SUFFIXES, key=len, reverse=True):
         if base.endswith(suffix):
             return base[: -len(suffix)]
@@ -173,8 +172,11 @@ def decoding(path: str) -> Iterator[None]:
 
 
 def is_oracle_general(path: str | os.PathLike) -> bool:
-    """Whether ``path`` names a libCacheSim oracleGeneral trace (told by the name: the format has no magic bytes)."""
-    return _ORACLE_MARK in os.path.basename(os.fspath(path)).lower()
+    """Whether ``path`` names a libCacheSim oracleGeneral trace (told by the name: the format has no magic bytes), as
+    libCacheSim tells it (``detect_trace_type``): ``w106.oracleGeneral.bin.zst``, ``msr_hm_0.oracleGeneral.zst``,
+    ``x.oracleGeneral``, not ``x.oracleGeneralOpNS.zst`` (27-byte records with an operation and a namespace)."""
+    name = os.path.basename(os.fspath(path)).lower()
+    return f"{_ORACLE_MARK}." in name or name.endswith(_ORACLE_MARK) or f"{_ORACLE_MARK}bin" in name
 
 
 def is_trace_file(path: Path) -> bool:

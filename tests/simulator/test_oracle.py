@@ -12,7 +12,7 @@ import zstandard
 
 from htda.simulator.oracle import RECORD, OracleGeneralReader
 from htda.simulator.suite import suite_traces
-from htda.simulator.trace import CsvTraceReader, TraceError, count_requests, trace_reader
+from htda.simulator.trace import CsvTraceReader, TraceError, count_requests, is_oracle_general, trace_reader
 
 # (time, id, size): block 7 is read with two sizes (two objects, as in a CSV trace), ids past 32 bits, a size 0
 REQUESTS = [(10, 7, 512), (10, 2**40 + 1, 4096), (11, 7, 512), (12, 3, 0), (12, 7, 1024), (13, 2**40 + 1, 4096),
@@ -97,6 +97,14 @@ def test_time_going_back_across_chunks_is_found(tmp_path):
     path.write_bytes(oracle_bytes([(10, 1, 5), (12, 2, 5), (11, 3, 5)]))
     with pytest.raises(TraceError, match="record 3: timestamp 11 is earlier than the previous record's 12"):
         list(trace_reader(path, chunk_size=1))
+
+
+def test_the_format_is_told_by_the_name_as_libcachesim_tells_it():
+    named = ["w106.oracleGeneral.bin.zst", "msr_hm_0.oracleGeneral.zst", "c.oraclegeneral", "d/x.oracleGeneralBin",
+             "cluster52.oracleGeneral.sample10"]
+    others = ["x.oracleGeneralOpNS.zst", "x.csv", "oracleGeneral_notes.csv", "x.oracleSysTwrNS.zst"]
+    assert [is_oracle_general(n) for n in named] == [True] * len(named)
+    assert [is_oracle_general(n) for n in others] == [False] * len(others)
 
 
 def test_the_suite_takes_oracle_general_traces(tmp_path):

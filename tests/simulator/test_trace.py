@@ -231,8 +231,8 @@ def test_a_timestamp_past_floats_gives_no_unit_hint(tmp_path):
 def test_a_trace_is_named_without_its_suffixes():
     assert [trace_name(p) for p in ("d/p3.csv", "p3.csv.gz", "/x/web.07.csv.xz", "w.csv.zst", "c52.oracleGeneral.zst",
                                     "w106.oracleGeneral.bin.zst", "msr_hm_0.oraclegeneral.sample10.zst",
-                                    "other.txt")] == \
-        ["p3", "p3", "web.07", "w", "c52", "w106", "msr_hm_0", "other"]
+                                    "t_oracleGeneral", "other.txt")] == \
+        ["p3", "p3", "web.07", "w", "c52", "w106", "msr_hm_0", "t", "other"]
 
 
 def test_a_pipe_is_read_as_the_file_and_only_once(tmp_path):
