@@ -187,6 +187,9 @@ def is_trace_file(path: Path) -> bool:
 def _is_binary(path: str | os.PathLike, fmt: str) -> bool:
     if fmt not in TRACE_FORMATS:
         raise ValueError(f"trace format {fmt!r}: give one of {', '.join(TRACE_FORMATS)}")
+    if f"{_ORACLE_MARK}opns" in os.path.basename(os.fspath(path)).lower():
+        raise TraceError(f"{path}: libCacheSim's oracleGeneralOpNS format (27-byte records with an operation and a "
+                         f"namespace) is not read; its oracleGeneral form (24-byte records) is")
     return fmt == "oracleGeneral" or (fmt == "auto" and is_oracle_general(path))
 
 

@@ -92,6 +92,14 @@ def test_a_broken_trace_is_named_with_why(tmp_path, content, message):
         list(trace_reader(path, chunk_size=2))
 
 
+def test_the_opns_variant_is_refused_by_name(tmp_path):
+    path = tmp_path / "msr.oracleGeneralOpNS.zst"
+    path.write_bytes(zstandard.ZstdCompressor().compress(bytes(27 * 8)))
+    for fmt in ("auto", "oracleGeneral", "csv"):
+        with pytest.raises(TraceError, match="oracleGeneralOpNS format .* is not read"):
+            trace_reader(path, fmt=fmt)
+
+
 def test_time_going_back_across_chunks_is_found(tmp_path):
     path = tmp_path / "t.oracleGeneral"
     path.write_bytes(oracle_bytes([(10, 1, 5), (12, 2, 5), (11, 3, 5)]))
