@@ -25,13 +25,11 @@ change no byte hit ratio, and a trace's request count stays its record count.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator
 
 import numpy as np
 
-from . import DEFAULT_CHUNK
-from .trace import NO_GROUP, Chunk, Interner, TraceError, decoding, is_stream, open_trace_bytes
+from .trace import NO_GROUP, Chunk, TraceError, TraceReader, open_trace_bytes
 
 __all__ = ["RECORD", "OracleGeneralReader"]
 
@@ -39,35 +37,8 @@ __all__ = ["RECORD", "OracleGeneralReader"]
 RECORD = np.dtype([("time", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
 
 
-class OracleGeneralReader:
-    """Iterate an oracleGeneral trace as :class:`~.trace.Chunk` objects of at most ``chunk_size`` requests,
-    timestamps in seconds (``time_unit`` seconds per unit of the file's).
-
-    ``objects`` interns (id, size) pairs; a trace has no groups.
-    """
-
-    has_groups = False
-
-    def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0):
-        if not (math.isfinite(time_unit) and time_unit > 0):
-            raise ValueError(f"time unit must be a positive number of seconds, not {time_unit}")
-        self.path = os.fspath(path)
-        self.chunk_size = chunk_size
-        self.time_unit = time_unit
-        self.objects: Interner[tuple[int, int]] = Interner()
-        self._once = is_stream(self.path)
-        self._passes = 0
-
-    def __iter__(self) -> Iterator[Chunk]:
-        return self.chunks()
-
-    def chunks(self) -> Iterator[Chunk]:
-        self._passes += 1
-        if self._once and self._passes > 1:
-            raise TraceError(f"{self.path}: a pipe is read once, and this run needed to read it again; give a file "
-                             f"instead")
-        with decoding(self.path):
-            yield from self._chunks()
+class OracleGeneralReader(TraceReader):
+    """An oracleGeneral trace (this module's format); it has no groups."""
 
     def _chunks(self) -> Iterator[Chunk]:
         block = self.chunk_size * RECORD.itemsize
@@ -108,10 +79,6 @@ class OracleGeneralReader:
         ids = np.empty(len(unique), dtype=np.int64)
         ids[order] = interned
         return ids[inverse.reshape(-1)]
-
-    def object_sizes(self) -> np.ndarray:
-        """Size of every interned object id (valid after the trace was read)."""
-        return np.fromiter((size for _, size in self.objects.names), dtype=np.int64, count=len(self.objects))
 
 
 def _read_up_to(fh, size: int) -> bytes:

@@ -26,11 +26,12 @@ import math
 import os
 import sys
 import tempfile
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Generic, NamedTuple, TypeVar, cast
+from typing import BinaryIO, Generic, NamedTuple, TypeVar, cast
 
 import numpy as np
 import zstandard
@@ -38,11 +39,8 @@ import zstandard
 from ..units import MAX_BYTES
 from . import DEFAULT_CHUNK, TRACE_FORMATS
 
-if TYPE_CHECKING:
-    from .oracle import OracleGeneralReader
-
-__all__ = ["Chunk", "CsvTraceReader", "FirstPass", "Interner", "Recording", "TraceError", "first_timestamp",
-           "count_lines", "is_stream", "open_trace", "open_trace_bytes", "trace_name", "STDIN",
+__all__ = ["Chunk", "TraceReader", "CsvTraceReader", "FirstPass", "Interner", "Recording", "TraceError",
+           "first_timestamp", "count_lines", "is_stream", "open_trace", "open_trace_bytes", "trace_name", "STDIN",
            "footprint_and_objects", "footprint_and_replay", "footprint_bytes", "record_sizes", "write_csv",
            "NO_GROUP", "CSV_SUFFIXES", "TRACE_PATTERNS", "decoding", "is_trace_file", "is_oracle_general",
            "trace_reader", "count_requests", "TRACE_FORMATS"]
@@ -194,7 +192,7 @@ def _is_binary(path: str | os.PathLike, fmt: str) -> bool:
 
 
 def trace_reader(path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0,
-                 fmt: str = "auto") -> CsvTraceReader | OracleGeneralReader:
+                 fmt: str = "auto") -> TraceReader:
     """The reader of ``path``'s format ``fmt`` (:data:`TRACE_FORMATS`): by default
     :class:`.oracle.OracleGeneralReader` for the names :func:`is_oracle_general` knows, :class:`CsvTraceReader` for
     the rest (a pipe has no such name: ``fmt="oracleGeneral"`` says it)."""
@@ -205,13 +203,16 @@ def trace_reader(path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_
     return CsvTraceReader(path, chunk_size=chunk_size, time_unit=time_unit)
 
 
-def count_lines(path: str | os.PathLike) -> int:
-    """How many lines a trace has (decompressed): the total a progress bar counts towards."""
-    count = 0
+def _blocks(path: str | os.PathLike) -> Iterator[bytes]:
+    """A trace's decompressed bytes, a few MB at a time."""
     with decoding(os.fspath(path)), open_trace_bytes(path) as fh:
         while block := fh.read(1 << 22):
-            count += block.count(b"\n")
-    return count
+            yield block
+
+
+def count_lines(path: str | os.PathLike) -> int:
+    """How many lines a trace has (decompressed): the total a progress bar counts towards."""
+    return sum(block.count(b"\n") for block in _blocks(path))
 
 
 def count_requests(path: str | os.PathLike, fmt: str = "auto") -> int:
@@ -221,11 +222,7 @@ def count_requests(path: str | os.PathLike, fmt: str = "auto") -> int:
         return count_lines(path)
     from .oracle import RECORD
 
-    total = 0
-    with decoding(os.fspath(path)), open_trace_bytes(path) as fh:
-        while block := fh.read(1 << 22):
-            total += len(block)
-    return total // RECORD.itemsize
+    return sum(map(len, _blocks(path))) // RECORD.itemsize
 
 
 @dataclass
@@ -267,13 +264,15 @@ class Interner(Generic[Name]):
         return len(self.names)
 
 
-class CsvTraceReader:
-    """Iterate a CSV trace as :class:`Chunk` objects of at most ``chunk_size`` requests, timestamps in seconds
-    (``time_unit`` seconds per unit of the file's: 0.001 for milliseconds).
+class TraceReader(ABC):
+    """A trace file read as :class:`Chunk` objects of at most ``chunk_size`` requests, timestamps in seconds
+    (``time_unit`` seconds per unit of the file's: 0.001 for milliseconds), as often as asked, except from a pipe.
 
-    ``objects`` and ``groups`` intern names; ``sizes`` holds the size of
-    every object id (the table the offline bounds need).
+    ``objects`` interns (object id, size) pairs: a size change is a new object.  A format's reader says how its
+    bytes become chunks (:meth:`_chunks`).
     """
+
+    has_groups = False
 
     def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0):
         if not (math.isfinite(time_unit) and time_unit > 0):
@@ -281,9 +280,7 @@ class CsvTraceReader:
         self.path = os.fspath(path)
         self.chunk_size = chunk_size
         self.time_unit = time_unit  # seconds per unit of the timestamps (the half-lives are in seconds)
-        self.objects: Interner[tuple[str, int]] = Interner()  # (object id, size): a size change is a new object
-        self.groups: Interner[str] = Interner()
-        self.has_groups = False
+        self.objects: Interner[tuple[Hashable, int]] = Interner()
         self._once = is_stream(self.path)  # a pipe: a second pass would find it empty
         self._passes = 0
 
@@ -291,14 +288,32 @@ class CsvTraceReader:
         return self.chunks()
 
     def chunks(self) -> Iterator[Chunk]:
-        with decoding(self.path):
-            yield from self._chunks()
-
-    def _chunks(self) -> Iterator[Chunk]:
         self._passes += 1
         if self._once and self._passes > 1:
             raise TraceError(f"{self.path}: a pipe is read once, and this run needed to read it again (its first "
                              f"pass could not be kept in the temporary folder: full?); give a file instead")
+        with decoding(self.path):
+            yield from self._chunks()
+
+    @abstractmethod
+    def _chunks(self) -> Iterator[Chunk]:
+        """The file's requests, chunk by chunk (:class:`TraceError` for what is not a request)."""
+
+    def object_sizes(self) -> np.ndarray:
+        """Size of every interned object id (valid after the trace was read)."""
+        return np.fromiter((size for _, size in self.objects.names), dtype=np.int64, count=len(self.objects))
+
+
+class CsvTraceReader(TraceReader):
+    """A CSV trace (the module's format).  ``groups`` interns group names; ``has_groups`` says whether a row named
+    one."""
+
+    def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0):
+        super().__init__(path, chunk_size, time_unit)
+        self.groups: Interner[str] = Interner()
+        self.has_groups = False
+
+    def _chunks(self) -> Iterator[Chunk]:
         with open_trace(self.path) as fh:
             rows = self._parse(fh)
             first = True
@@ -355,10 +370,6 @@ class CsvTraceReader:
 
     def _error(self, line_no: int, message: str) -> TraceError:
         return TraceError(f"{self.path}, line {line_no}: {message}")
-
-    def object_sizes(self) -> np.ndarray:
-        """Size of every interned object id (valid after the trace was read)."""
-        return np.fromiter((size for _, size in self.objects.names), dtype=np.int64, count=len(self.objects))
 
 
 def _data_rows(fh: Iterable[str], path: str = "") -> Iterator[tuple[int, list[str]]]:
