@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from testkit.nodes import wait_until
+
 from .pool import job_description
 from .test_negotiation import idle_slots, ran_on
 
@@ -16,6 +18,20 @@ pytestmark = pytest.mark.slow
 
 INPUTS = {"/store/htda-test/reuse/a.root": 6000, "/store/htda-test/reuse/b.root": 6000}
 WAITS_FOR_ROUTING = "(MY.HTDA_Routed =?= true)"  # the site recipe: run once routed
+# The first job holds its claim until the test has seen the second one routed: under a loaded CI machine
+# a fixed sleep sometimes ended before the router had put the steered Rank on the second job, and the
+# claim was rightly relinquished (a race in the test, not a failure of reuse).
+HOLD_UNTIL_RELEASED = """#!/bin/sh
+tries=0
+while [ ! -e "$1" ] && [ "$tries" -lt 600 ]; do sleep 0.2; tries=$((tries + 1)); done
+"""
+
+
+def routed_while_first_runs(pool, first: str, second: str) -> bool:
+    """Whether the second job carries the router's steering while the first one still runs."""
+    running, waiting = pool.job(first), pool.job(second)
+    return bool(running and waiting and running.get("JobStatus") == "2"
+                and waiting.get("HTDA_Routed") == "true" and "HTDA_CacheAffinity" in waiting.get("Rank", ""))
 
 
 @pytest.mark.parametrize("steer_requirements", [True, False], ids=["required", "ranked"])
@@ -25,11 +41,19 @@ def test_the_next_steered_job_reuses_the_claim(htda_pool, steer_requirements):
     idle_slots(pool)
     # w1 is the only holder and has one core: the second job waits there for the first one's claim
     requirements = f'{WAITS_FOR_ROUTING} && TARGET.HTDA_NodeName == "w1"'
+    directory = pool.job_dir(owner)
+    hold, release = directory / "hold.sh", directory / "release"
+    hold.write_text(HOLD_UNTIL_RELEASED)
+    hold.chmod(0o755)
+    release.unlink(missing_ok=True)
     description = {**job_description(list(INPUTS), requirements=requirements),
-                   "executable": "/bin/sleep", "arguments": "3"}
+                   "executable": str(hold), "arguments": str(release)}
     with htda_pool.agent_configured(steer_requirements=steer_requirements, steer_timeout=300.0):
         jobs = [pool.submit(owner, description) for _ in range(2)]
         try:
+            wait_until(lambda: routed_while_first_runs(pool, *jobs), timeout=90, interval=0.5,
+                       what=f"job {jobs[0]} running while {jobs[1]} is routed")
+            release.touch()
             first, second = (pool.wait_finished(job, timeout=120) for job in jobs)
         finally:
             for job in jobs:
