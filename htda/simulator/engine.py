@@ -139,14 +139,17 @@ def _slice(chunk: Chunk, start: int, stop: int) -> Chunk:
 
 def replay(chunks: Iterable[Chunk] | Callable[[], Iterable[Chunk]], policies: Sequence[CachePolicy],
            offline: Sequence[BeladyPolicy] = (), bound_capacities: Sequence[int] = (),
-           progress: Callable[[float, str], None] | None = None, window: int | None = None) -> ReplayResult:
+           progress: Callable[[float, str], None] | None = None, window: int | None = None,
+           release: bool = False) -> ReplayResult:
     """Replay ``chunks`` through ``policies``; then the ``offline`` policies and the PFOO-L bound at each of
     ``bound_capacities``.  The time series have one entry per ``window`` requests (per chunk if None).
 
     ``chunks`` is the trace's chunks, which every policy replays in turn chunk by chunk, or a function giving them
     again as often as asked: then each policy replays the whole trace before the next one starts, so that its
     tables stay in the CPU's caches instead of being evicted by the other policies' at every chunk (the same
-    hits; a policy's measured speed is its own, and the run is faster)."""
+    hits; a policy's measured speed is its own, and the run is faster).  With ``release`` (for a caller that
+    does not look into the policies afterwards) each policy's tables are dropped once its totals are taken
+    (:meth:`~.policies.CachePolicy.release`): replayed in turn, a run then holds one policy's tables at a time."""
     again, first_pass = (chunks, chunks()) if callable(chunks) else (None, chunks)
 
     def windowed(pass_: Iterable[Chunk]) -> Iterable[Chunk]:
@@ -184,6 +187,8 @@ def replay(chunks: Iterable[Chunk] | Callable[[], Iterable[Chunk]], policies: Se
                         progress(done, policy.label)
         policy.finish()
         res.staged, res.evicted = policy.staged, policy.evicted
+        if release:
+            policy.release()
     result.results.extend(online)
     seen = object_sizes > -1
     result.objects = int(np.count_nonzero(seen))

@@ -94,7 +94,10 @@ class HTDAPolicy(CachePolicy):
     def __init__(self, capacity: int, rating: RatingPolicy[int], label: str | None = None, per_size: bool = False,
                  accesses: str = "job", admission: TinyLFUAdmission | None = None, objects: int = 0):
         """``objects``: the distinct objects of the trace, if known (0 if not): the tables start with room for
-        them (and as many groups) instead of growing, which moves every entry each time."""
+        them (and as many groups) instead of growing, which moves every entry each time.  They are made at the
+        first request, not here: a run builds every policy first and replays them one after another, and
+        tables reserved at once for each would all be held at once (gigabytes on a trace of millions of
+        objects)."""
         if accesses not in ACCESS_MODES:
             raise ValueError(f"accesses must be one of {', '.join(ACCESS_MODES)}")
         super().__init__(capacity, label)
@@ -119,25 +122,30 @@ class HTDAPolicy(CachePolicy):
             rating.set_capacity(capacity)  # type: ignore[attr-defined]
             rating.on_switch = _weak_callback(self._rekey)  # type: ignore[attr-defined]
             self._group_bytes = {}  # group -> bytes of the files first requested in it (its shadows' size)
-        if objects and callable(getattr(rating, "reserve", None)):
-            rating.reserve(objects)  # type: ignore[attr-defined]
-        # without admission the cache is the compiled one, with its own tables (the ones above stay empty)
-        self._loop = None if admission is not None else Loop(
-            rating=rating, capacity=self.capacity, per_job=accesses == "job", per_size=per_size,
-            sized=self._group_bytes is not None, reserve=objects)
+        self._objects = objects  # reserved for at the first request (then 0)
+        # without admission the cache is the compiled one, with its own tables (the ones above stay empty),
+        # made at the first request (:meth:`_compiled`)
+        self._loop: Loop | None = None
 
     @property
     def takes_arrays(self) -> bool:  # type: ignore[override]
-        return self._loop is not None  # the compiled cache reads the chunk's arrays in place
+        return self.admission is None  # the compiled cache reads the chunk's arrays in place
+
+    def _compiled(self) -> Loop:
+        """The compiled cache, made on first use."""
+        if self._loop is None:
+            self._loop = Loop(rating=self.rating, capacity=self.capacity, per_job=self.accesses == "job",
+                              per_size=self.per_size, sized=self._group_bytes is not None, reserve=self._objects)
+        return self._loop
 
     def contents(self) -> dict[int, int]:
         """The cached files and their sizes (a copy)."""
-        return dict(self._sizes) if self._loop is None else self._loop.contents()
+        return dict(self._sizes) if self.admission is not None else self._compiled().contents()
 
     def file_key(self, oid: int) -> float:
         """The file's current key: the best of its groups' keys (per byte if ``per_size``)."""
-        if self._loop is not None:
-            return self._loop.file_key(oid)
+        if self.admission is None:
+            return self._compiled().file_key(oid)
         groups = self._more_groups.get(oid)
         key = self.rating.key(self._group_of[oid]) if groups is None else best_key(map(self.rating.key, groups))
         return normalised_key(key, self._sizes.get(oid)) if self.per_size else key
@@ -145,8 +153,9 @@ class HTDAPolicy(CachePolicy):
     def _rekey(self) -> None:
         """Every key changed (an adaptive rating switched half-life): re-key the cached files and rebuild the heaps
         in place (the admission loop holds them)."""
-        if self._loop is not None:
-            self._loop.rekey()
+        if self.admission is None:
+            if self._loop is not None:  # (a cache not made yet holds nothing to re-key)
+                self._loop.rekey()
             return
         entry_key = self._entry_key
         for oid in entry_key:
@@ -158,10 +167,15 @@ class HTDAPolicy(CachePolicy):
         heapq.heapify(self._heap)
 
     def replay(self, times, ids, sizes, groups):
-        if self._loop is None:
-            assert self.admission is not None
+        if self._objects:  # the first request: the tables' room (see __init__)
+            if callable(getattr(self.rating, "reserve", None)):
+                self.rating.reserve(self._objects)  # type: ignore[attr-defined]
+            if self.admission is None:
+                self._compiled()  # its tables with that room, before it is forgotten
+            self._objects = 0
+        if self.admission is not None:
             return self._replay_admitted(times, ids, sizes, groups, self.admission)
-        hits, hit_bytes, staged, evicted, self.used = self._loop.replay(
+        hits, hit_bytes, staged, evicted, self.used = self._compiled().replay(
             _column(times, np.float64), _column(ids, np.int64), _column(sizes, np.int64), _column(groups, np.int64),
             self.used)
         self.rating.take_touched()  # the coordinator's incremental bookkeeping; the simulator does not need it

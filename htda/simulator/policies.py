@@ -47,6 +47,19 @@ class CachePolicy(ABC):
         """Called once after the last request (policies that batch work flush it here)."""
         return None
 
+    #: what :meth:`release` keeps: the label and the totals
+    KEPT_AFTER_RELEASE = frozenset({"capacity", "label", "used", "staged", "evicted"})
+
+    def release(self) -> None:
+        """Drop the replay's tables once it is over and its totals taken; the policy replays nothing after.
+        ``simulate`` has the engine call it (:func:`~.engine.replay`'s ``release``): replaying each policy alone
+        in turn, a run of many policies then holds one policy's tables at a time instead of all of them (on a
+        trace of millions of objects, hundreds of MB to GBs each).  Every attribute but
+        :data:`KEPT_AFTER_RELEASE` goes, so that a released policy used again fails at once instead of
+        replaying from empty tables."""
+        for name in [name for name in vars(self) if name not in self.KEPT_AFTER_RELEASE]:
+            delattr(self, name)
+
 
 class LRUPolicy(CachePolicy):
     """Least Recently Used: evict the object whose last request is oldest."""

@@ -229,4 +229,5 @@ def simulate(chunks: Iterable[Chunk] | Callable[[], Iterable[Chunk]], spec: RunS
     requests per point of the time series."""
     offline = [BeladyPolicy(c) for c in spec.capacities] if spec.belady else []
     bounds = spec.capacities if spec.bound else []
-    return replay(chunks, build_policies(spec), offline, bounds, progress, window)
+    # the policies are this function's own, so each one's tables go once its totals are taken
+    return replay(chunks, build_policies(spec), offline, bounds, progress, window, release=True)

@@ -498,8 +498,7 @@ def test_the_compiled_loop_takes_any_sequences_and_reports_a_bad_key():
 
 
 def test_the_compiled_loop_reads_arrays_of_its_types_and_one_length_only():
-    loop = HTDAPolicy(2_000, LRFUPolicy(half_life=30.0))._loop
-    assert loop is not None
+    loop = HTDAPolicy(2_000, LRFUPolicy(half_life=30.0))._compiled()
     times, ids = np.zeros(3), np.arange(3, dtype=np.int64)
     for bad in ((times, ids.astype(np.float64), ids, ids), (times.astype(np.float32), ids, ids, ids),
                 (times, ids, ids[:2], ids), (times, ids[::2], ids, ids), (list(times), ids, ids, ids)):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import tracemalloc
 import uuid
 
+import numpy as np
 import pytest
 
 from htda.simulator.engine import replay, windows_of
 from htda.simulator.generator import AnalysisWorkload
-from htda.simulator.policies import LRUPolicy
-from htda.simulator.run import AUTO, RunSpec, htda_label, simulate
+from htda.simulator.policies import CachePolicy, LRUPolicy
+from htda.simulator.run import AUTO, RunSpec, build_policies, htda_label, simulate
+from htda.simulator.trace import NO_GROUP
 
 
 def test_series_add_up_to_totals_and_windows_are_exact():
@@ -118,6 +121,43 @@ def test_each_policy_in_turn_over_a_trace_read_again_gives_the_same_results():
     assert all(len(r.hits_series) == 10 for r in in_turn.results if not r.bound)
     assert in_turn.requests_series == by_chunk.requests_series and in_turn.objects == by_chunk.objects
     assert progress[0] == "reading" and "htda(auto)" in progress
+
+
+def test_a_released_policy_keeps_its_totals_and_refuses_to_replay():
+    """``release=True`` (what ``simulate`` asks): each policy's tables go once its totals are taken, the same
+    results as keeping them; a released policy used again fails at once instead of replaying from nothing."""
+    workload = AnalysisWorkload(requests=10_000, seed=6, chunk_size=2000)
+    spec = RunSpec(capacities=[workload.footprint_bytes() // 10], half_lives=[AUTO],
+                   baselines=["lru", "arc", "s3fifo", "wtinylfu"], belady=False, bound=False)
+    kept, released = build_policies(spec), build_policies(spec)
+    a = replay(workload.chunks, kept)
+    b = replay(workload.chunks, released, release=True)
+    assert [(r.label, r.hit_bytes, r.staged, r.evicted) for r in a.results] == \
+        [(r.label, r.hit_bytes, r.staged, r.evicted) for r in b.results]
+    for before, after in zip(kept, released):
+        assert (after.label, after.used, after.staged, after.evicted) == \
+            (before.label, before.used, before.staged, before.evicted)
+        assert set(vars(after)) <= CachePolicy.KEPT_AFTER_RELEASE < set(vars(before))
+        with pytest.raises(AttributeError):
+            after.replay([0.0], [1], [1], [NO_GROUP])
+
+
+def test_htda_reserves_its_tables_at_its_first_request_not_when_built():
+    """A run builds every policy before replaying them in turn: HTDA's tables, sized for the trace's objects,
+    are made at a policy's first request, so that building five sizes of it for a trace of millions of objects
+    does not hold five sets of them at once."""
+    spec = RunSpec(capacities=[1_000, 10_000, 100_000], half_lives=[AUTO], baselines=[], belady=False, bound=False,
+                   objects=200_000)
+    tracemalloc.start()
+    try:
+        policies = build_policies(spec)
+        built = tracemalloc.get_traced_memory()[0]
+        one = np.zeros(1)
+        policies[0].replay(one, one.astype(np.int64), one.astype(np.int64) + 1, np.full(1, NO_GROUP))
+        replaying = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert built < 2**20 and replaying > 10 * 2**20  # (200,000 files and groups: tens of MB)
 
 
 def test_hits_do_not_depend_on_where_the_trace_is_cut_into_chunks():
