@@ -92,31 +92,40 @@ typedef struct {
 #define CACHED(file) ((file)->head.flag)
 #define ACCESSED(group) ((group)->head.flag)
 
-/* Records of one size in a power-of-two array of slots, at most half full; never deleted. */
+/* Records of one size, dense in order of addition and never deleted, found through an index of (id, where) slots:
+ * a power-of-two array at most half full, probed linearly.  The index's slots are small (16 bytes) where a record
+ * is 56-80, so a half-empty index costs a fraction of what half-empty records would (a trace of 4.4 million
+ * objects: 1.1 GB of tables instead of 2.3), and growing it moves no record. */
 typedef struct {
-    char *slots;
+    int64_t id;
+    Py_ssize_t at; /* 1 + the record's place, 0: an empty slot */
+} Slot;
+
+typedef struct {
+    Slot *index;
+    char *records;
     size_t stride;
-    Py_ssize_t mask, count;
+    Py_ssize_t mask, count, room; /* the index's slots - 1; records held, and room for */
 } Table;
 
-#define RECORD(table, i) ((Head *)((table)->slots + (size_t)(i) * (table)->stride))
+#define RECORD(table, i) ((Head *)((table)->records + (size_t)(i) * (table)->stride))
 
 static inline Py_ssize_t
-home_of(const Table *table, int64_t id)
+home_of(Py_ssize_t mask, int64_t id)
 {
-    return (Py_ssize_t)(((uint64_t)id * 0x9E3779B97F4A7C15ULL) >> 17) & table->mask;
+    return (Py_ssize_t)(((uint64_t)id * 0x9E3779B97F4A7C15ULL) >> 17) & mask;
 }
 
 /* the record of id, or NULL */
 static inline Head *
 find(const Table *table, int64_t id)
 {
-    for (Py_ssize_t i = home_of(table, id);; i = (i + 1) & table->mask) {
-        Head *head = RECORD(table, i);
-        if (!head->used)
+    for (Py_ssize_t i = home_of(table->mask, id);; i = (i + 1) & table->mask) {
+        const Slot *slot = &table->index[i];
+        if (!slot->at)
             return NULL;
-        if (head->id == id)
-            return head;
+        if (slot->id == id)
+            return RECORD(table, slot->at - 1);
     }
 }
 
@@ -130,37 +139,44 @@ table_init(Table *table, size_t stride, long long reserve)
     table->stride = stride;
     table->mask = slots - 1;
     table->count = 0;
-    table->slots = PyMem_Calloc((size_t)slots, stride);
-    if (table->slots == NULL) {
+    table->room = slots / 2;
+    table->index = PyMem_Calloc((size_t)slots, sizeof(Slot));
+    table->records = PyMem_Malloc((size_t)table->room * stride);
+    if (table->index == NULL || table->records == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    htda_prefault(table->slots, (size_t)slots * stride);
+    htda_prefault(table->index, (size_t)slots * sizeof(Slot));
     return 0;
 }
 
-/* twice the slots, every record moved to its place in them (pointers to records are stale after it) */
+/* twice the index's slots (and room for as many more records), each slot moved to its place in them; pointers to
+ * records are stale after it */
 static int
 grow(Table *table)
 {
-    Table bigger = {PyMem_Calloc((size_t)(table->mask + 1) * 2, table->stride), table->stride,
-                    table->mask * 2 + 1, table->count};
-    if (bigger.slots == NULL) {
-        PyErr_NoMemory();
+    Py_ssize_t mask = table->mask * 2 + 1;
+    Slot *index = PyMem_Calloc((size_t)mask + 1, sizeof(Slot));
+    if (index == NULL || htda_grow((void **)&table->records, table->room * 2, table->stride) < 0) {
+        PyMem_Free(index);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
         return -1;
     }
-    htda_prefault(bigger.slots, (size_t)(bigger.mask + 1) * bigger.stride);
+    table->room *= 2;
+    htda_prefault(index, ((size_t)mask + 1) * sizeof(Slot));
     for (Py_ssize_t i = 0; i <= table->mask; i++) {
-        Head *head = RECORD(table, i);
-        if (!head->used)
+        Slot slot = table->index[i];
+        if (!slot.at)
             continue;
-        Py_ssize_t j = home_of(&bigger, head->id);
-        while (RECORD(&bigger, j)->used)
-            j = (j + 1) & bigger.mask;
-        memcpy(RECORD(&bigger, j), head, table->stride);
+        Py_ssize_t j = home_of(mask, slot.id);
+        while (index[j].at)
+            j = (j + 1) & mask;
+        index[j] = slot;
     }
-    PyMem_Free(table->slots);
-    *table = bigger;
+    PyMem_Free(table->index);
+    table->index = index;
+    table->mask = mask;
     return 0;
 }
 
@@ -168,12 +184,14 @@ grow(Table *table)
 static Head *
 add(Table *table, int64_t id)
 {
-    if (2 * (table->count + 1) > table->mask + 1 && grow(table) < 0)
+    if (table->count == table->room && grow(table) < 0)
         return NULL;
-    Py_ssize_t i = home_of(table, id);
-    while (RECORD(table, i)->used)
+    Py_ssize_t i = home_of(table->mask, id);
+    while (table->index[i].at)
         i = (i + 1) & table->mask;
-    Head *head = RECORD(table, i);
+    table->index[i] = (Slot){id, table->count + 1};
+    Head *head = RECORD(table, table->count);
+    memset(head, 0, table->stride);
     head->id = id;
     head->used = 1;
     table->count++;
@@ -892,7 +910,7 @@ Loop_rekey(Loop *self, PyObject *Py_UNUSED(ignored))
     if (failed)
         PyErr_SetString(PyExc_TypeError, "the rating's keys() must be a dict");
     self->heap.n = 0; /* room enough: every cached file had an entry */
-    for (Py_ssize_t i = 0; i <= self->files.mask && !failed; i++) {
+    for (Py_ssize_t i = 0; i < self->files.count && !failed; i++) {
         File *file = (File *)RECORD(&self->files, i);
         if (file->head.used && CACHED(file) && file->where == MAIN) { /* (queued files have no entry) */
             failed = current_key(self, file, &file->key) < 0;
@@ -933,7 +951,7 @@ static PyObject *
 Loop_contents(Loop *self, PyObject *Py_UNUSED(ignored))
 {
     PyObject *held = PyDict_New();
-    for (Py_ssize_t i = 0; held != NULL && i <= self->files.mask; i++) {
+    for (Py_ssize_t i = 0; held != NULL && i < self->files.count; i++) {
         File *file = (File *)RECORD(&self->files, i);
         if (!file->head.used || !CACHED(file))
             continue;
@@ -1022,18 +1040,20 @@ Loop_clear(Loop *self)
 static void
 free_tables(Loop *self)
 {
-    for (Py_ssize_t i = 0; self->files.slots && i <= self->files.mask; i++) {
+    for (Py_ssize_t i = 0; i < self->files.count; i++) {
         File *file = (File *)RECORD(&self->files, i);
         Py_XDECREF(file->group);
         Py_XDECREF(file->groups);
     }
-    for (Py_ssize_t i = 0; self->groups.slots && i <= self->groups.mask; i++) {
+    for (Py_ssize_t i = 0; i < self->groups.count; i++) {
         Group *group = (Group *)RECORD(&self->groups, i);
         Py_XDECREF(group->group);
         Py_XDECREF(group->bytes);
     }
-    PyMem_Free(self->files.slots);
-    PyMem_Free(self->groups.slots);
+    PyMem_Free(self->files.index);
+    PyMem_Free(self->files.records);
+    PyMem_Free(self->groups.index);
+    PyMem_Free(self->groups.records);
     PyMem_Free(self->heap.entries);
     PyMem_Free(self->queue.a);
     PyMem_Free(self->ghost.a);
