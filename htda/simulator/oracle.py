@@ -25,13 +25,15 @@ change no byte hit ratio, and a trace's request count stays its record count.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 
 import numpy as np
 
+from . import DEFAULT_CHUNK
 from .trace import NO_GROUP, Chunk, TraceError, TraceReader, open_trace_bytes
 
-__all__ = ["RECORD", "OracleGeneralReader"]
+__all__ = ["RECORD", "OracleGeneralReader", "PairInterner"]
 
 #: one request of an oracleGeneral trace
 RECORD = np.dtype([("time", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
@@ -39,6 +41,10 @@ RECORD = np.dtype([("time", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i
 
 class OracleGeneralReader(TraceReader):
     """An oracleGeneral trace (this module's format); it has no groups."""
+
+    def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0):
+        super().__init__(path, chunk_size, time_unit)
+        self.pairs = PairInterner()
 
     def _chunks(self) -> Iterator[Chunk]:
         block = self.chunk_size * RECORD.itemsize
@@ -74,11 +80,82 @@ class OracleGeneralReader(TraceReader):
         pairs["id"], pairs["size"] = records["id"], records["size"]
         unique, first, inverse = np.unique(pairs, return_index=True, return_inverse=True)
         order = np.argsort(first, kind="stable")  # first appearance: the numbering a CSV of the same trace gets
-        intern = self.objects
-        interned = [intern(pair) for pair in zip(unique["id"][order].tolist(), unique["size"][order].tolist())]
         ids = np.empty(len(unique), dtype=np.int64)
-        ids[order] = interned
+        ids[order] = self.pairs.intern(unique["id"][order], unique["size"][order].astype(np.int64))
         return ids[inverse.reshape(-1)]
+
+    def object_sizes(self) -> np.ndarray:
+        return self.pairs.sizes()
+
+
+class PairInterner:
+    """Numbers (id, size) pairs densely in order of first appearance, in arrays: some 30 bytes a pair where a dict of
+    tuples takes some 240, on traces of hundreds of millions of objects.
+
+    Pairs are found by id in a sorted array (an id's first size); a pair whose id came first with another size (rare:
+    most traces keep an object's size) is kept in a dict beside it.  New ids are merged in chunk by chunk.
+    """
+
+    def __init__(self) -> None:
+        self._ids = np.zeros(0, dtype=np.uint64)  # sorted; each id once, with the size it first came with
+        self._first_sizes = np.zeros(0, dtype=np.int64)  # aligned with _ids
+        self._numbers = np.zeros(0, dtype=np.int64)  # aligned with _ids
+        self._resized: dict[tuple[int, int], int] = {}  # (id, size) pairs whose id is in _ids with another size
+        self._sizes = np.zeros(0, dtype=np.int64)  # the size of every number so far (may be longer: grown)
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def sizes(self) -> np.ndarray:
+        """The size of every pair, by number."""
+        return self._sizes[: self._count].copy()
+
+    def intern(self, ids: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """The numbers of distinct pairs (``ids``, ``sizes``), given in order of first appearance."""
+        at = np.searchsorted(self._ids, ids)
+        known = at < len(self._ids)
+        known[known] = self._ids[at[known]] == ids[known]
+        same = known.copy()
+        same[known] = self._first_sizes[at[known]] == sizes[known]
+        _, first_of_id = np.unique(ids, return_index=True)
+        adds_id = np.zeros(len(ids), dtype=bool)
+        adds_id[first_of_id] = True
+        adds_id &= ~known  # a new id, at its first pair in the chunk: goes into the sorted arrays
+        numbers = np.empty(len(ids), dtype=np.int64)
+        numbers[same] = self._numbers[at[same]]
+        # the rest are pairs of a known id with another size or a second size of a new id: the dict's
+        elsewhere = np.flatnonzero(~same & ~adds_id)
+        fresh = adds_id.copy()
+        for i in elsewhere.tolist():
+            number = self._resized.get((int(ids[i]), int(sizes[i])))
+            if number is None:
+                fresh[i] = True
+            else:
+                numbers[i] = number
+        numbers[fresh] = self._count + np.arange(np.count_nonzero(fresh))
+        for i in elsewhere[fresh[elsewhere]].tolist():
+            self._resized[(int(ids[i]), int(sizes[i]))] = int(numbers[i])
+        self._remember(ids[adds_id], sizes[adds_id], numbers[adds_id])
+        self._record_sizes(numbers[fresh], sizes[fresh])
+        return numbers
+
+    def _remember(self, ids: np.ndarray, sizes: np.ndarray, numbers: np.ndarray) -> None:
+        if not len(ids):
+            return
+        order = np.argsort(ids)
+        at = np.searchsorted(self._ids, ids[order])
+        self._ids = np.insert(self._ids, at, ids[order])
+        self._first_sizes = np.insert(self._first_sizes, at, sizes[order])
+        self._numbers = np.insert(self._numbers, at, numbers[order])
+
+    def _record_sizes(self, numbers: np.ndarray, sizes: np.ndarray) -> None:
+        self._count += len(numbers)
+        if self._count > len(self._sizes):
+            grown = np.zeros(max(self._count, 2 * len(self._sizes)), dtype=np.int64)
+            grown[: len(self._sizes)] = self._sizes
+            self._sizes = grown
+        self._sizes[numbers] = sizes
 
 
 def _read_up_to(fh, size: int) -> bytes:

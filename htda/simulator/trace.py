@@ -268,8 +268,9 @@ class TraceReader(ABC):
     """A trace file read as :class:`Chunk` objects of at most ``chunk_size`` requests, timestamps in seconds
     (``time_unit`` seconds per unit of the file's: 0.001 for milliseconds), as often as asked, except from a pipe.
 
-    ``objects`` interns (object id, size) pairs: a size change is a new object.  A format's reader says how its
-    bytes become chunks (:meth:`_chunks`).
+    Every format interns (object id, size) pairs in order of first appearance (a size change is a new object), so
+    a trace replays to the same hits in any format.  A format's reader says how its bytes become chunks
+    (:meth:`_chunks`) and knows the size of each object id it gave (:meth:`object_sizes`).
     """
 
     has_groups = False
@@ -280,7 +281,6 @@ class TraceReader(ABC):
         self.path = os.fspath(path)
         self.chunk_size = chunk_size
         self.time_unit = time_unit  # seconds per unit of the timestamps (the half-lives are in seconds)
-        self.objects: Interner[tuple[Hashable, int]] = Interner()
         self._once = is_stream(self.path)  # a pipe: a second pass would find it empty
         self._passes = 0
 
@@ -299,9 +299,9 @@ class TraceReader(ABC):
     def _chunks(self) -> Iterator[Chunk]:
         """The file's requests, chunk by chunk (:class:`TraceError` for what is not a request)."""
 
+    @abstractmethod
     def object_sizes(self) -> np.ndarray:
         """Size of every interned object id (valid after the trace was read)."""
-        return np.fromiter((size for _, size in self.objects.names), dtype=np.int64, count=len(self.objects))
 
 
 class CsvTraceReader(TraceReader):
@@ -310,8 +310,12 @@ class CsvTraceReader(TraceReader):
 
     def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0):
         super().__init__(path, chunk_size, time_unit)
+        self.objects: Interner[tuple[Hashable, int]] = Interner()
         self.groups: Interner[str] = Interner()
         self.has_groups = False
+
+    def object_sizes(self) -> np.ndarray:
+        return np.fromiter((size for _, size in self.objects.names), dtype=np.int64, count=len(self.objects))
 
     def _chunks(self) -> Iterator[Chunk]:
         with open_trace(self.path) as fh:

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import zstandard
 
-from htda.simulator.oracle import RECORD, OracleGeneralReader
+from htda.simulator.oracle import RECORD, OracleGeneralReader, PairInterner
 from htda.simulator.suite import suite_traces
-from htda.simulator.trace import CsvTraceReader, TraceError, count_requests, is_oracle_general, trace_reader
+from htda.simulator.trace import CsvTraceReader, Interner, TraceError, count_requests, is_oracle_general, trace_reader
 
 # (time, id, size): block 7 is read with two sizes (two objects, as in a CSV trace), ids past 32 bits, a size 0
 REQUESTS = [(10, 7, 512), (10, 2**40 + 1, 4096), (11, 7, 512), (12, 3, 0), (12, 7, 1024), (13, 2**40 + 1, 4096),
@@ -124,3 +124,22 @@ def test_the_suite_takes_oracle_general_traces(tmp_path):
     traces = suite_traces(tmp_path, None)
     assert [t.name for t in traces] == ["cluster52", "p3", "w106"]
     assert [sum(map(len, t.chunks())) for t in traces] == [len(REQUESTS)] * 3
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_array_interner_numbers_pairs_as_a_dict_does_over_any_chunks(seed):
+    """Ids seen with several sizes (in one chunk or across chunks), ids past 32 bits, pairs met again chunks later."""
+    rng = np.random.default_rng(seed)
+    n = 3000
+    ids = rng.integers(0, 300, n).astype(np.uint64) * np.uint64(2**33 + 1)
+    sizes = rng.choice([0, 512, 4096, 4096, 4096], n).astype(np.int64)  # mostly one size an id, sometimes others
+    arrays, reference = PairInterner(), Interner()
+    bounds = np.sort(rng.choice(np.arange(1, n), 25, replace=False))
+    for part_ids, part_sizes in zip(np.split(ids, bounds), np.split(sizes, bounds)):
+        # the interner is given each chunk's distinct pairs in order of first appearance
+        distinct = list(dict.fromkeys(zip(part_ids.tolist(), part_sizes.tolist())))
+        got = arrays.intern(np.array([i for i, _ in distinct], dtype=np.uint64),
+                            np.array([s for _, s in distinct], dtype=np.int64))
+        assert got.tolist() == [reference(pair) for pair in distinct]
+    assert len(arrays) == len(reference) > 300
+    assert arrays.sizes().tolist() == [size for _, size in reference.names]

@@ -1,0 +1,92 @@
+"""Peak memory of ``htda simulate`` on a trace of millions of objects, each read by few requests.
+
+    python bench/simulator_memory.py                          # writes the trace, runs this checkout
+    python bench/simulator_memory.py --checkout /tmp/old      # ... and another checkout, side by side
+    python bench/simulator_memory.py --configuration 1        # the first configuration only
+
+The trace is oracleGeneral (libCacheSim's binary format): ``--requests``
+requests (5 million by default), Zipf object ids with 65 % of the requests
+for objects read once, lognormal sizes.  Each configuration runs in a child
+process (``htda simulate`` of the checkout, imported from its directory)
+and the bench prints the child's peak RSS (from ``wait4``) and wall time.
+The figures are the whole run's: reading the trace, every policy at every
+size.  A checkout given with ``--checkout`` needs its C extensions built
+(``python setup.py build_ext --inplace``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from htda.simulator.oracle import RECORD
+
+HERE = Path(__file__).resolve().parent.parent
+
+CONFIGURATIONS = {
+    "LRU and htda(auto), 1/10/50 %": ["--sizes", "1%,10%,50%", "--policies", "lru"],
+    "every baseline and htda(auto), 1/5/10/20/50 %": ["--sizes", "1%,5%,10%,20%,50%"],
+}
+COMMON = ["--half-lives", "auto", "--admission", "none", "--no-belady", "--no-bound"]
+
+
+def write_trace(path: Path, requests: int, seed: int) -> int:
+    """Writes the trace; returns its number of objects."""
+    rng = np.random.default_rng(seed)
+    ids = rng.zipf(1.05, requests).astype(np.uint64)
+    once = rng.random(requests) < 0.65
+    ids[once] = np.uint64(10**12) + np.arange(np.count_nonzero(once), dtype=np.uint64)
+    sizes = (rng.lognormal(9, 1.5, 1 << 24) + 1).astype(np.uint32)  # bytes; median ~8 kB, a long tail
+    records = np.zeros(requests, dtype=RECORD)
+    records["time"] = np.arange(requests) // 100
+    records["id"] = ids
+    records["size"] = sizes[ids % np.uint64(len(sizes))]
+    records["next"] = -1
+    records.tofile(path)
+    return len(np.unique(ids))
+
+
+def run(checkout: Path, trace: Path, options: list[str]) -> tuple[int, float]:
+    """Peak RSS in bytes and wall seconds of one ``htda simulate`` in a child process."""
+    command = [sys.executable, "-c", "import sys; from htda.cli import main; sys.exit(main())",
+               "simulate", str(trace), *options, *COMMON]
+    started = time.perf_counter()
+    child = subprocess.Popen(command, cwd=checkout, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"{checkout}: htda simulate failed ({' '.join(command[3:])})")
+    return usage.ru_maxrss * 1024, wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=5_000_000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--trace", type=Path, default=Path("/var/tmp/htda-memory.oracleGeneral.bin"),
+                        help="where the trace is written (24 bytes a request)")
+    parser.add_argument("--checkout", type=Path, action="append", default=[],
+                        help="another checkout to measure beside this one (repeatable)")
+    parser.add_argument("--configuration", type=int, action="append", choices=range(1, len(CONFIGURATIONS) + 1),
+                        help="run only this configuration (1 or 2; repeatable): a checkout that keeps every "
+                             "policy's tables needs some 12 GB for the first and more for the second")
+    args = parser.parse_args()
+    chosen = [list(CONFIGURATIONS.items())[n - 1] for n in args.configuration or range(1, len(CONFIGURATIONS) + 1)]
+
+    objects = write_trace(args.trace, args.requests, args.seed)
+    print(f"trace {args.trace}: {args.requests:,} requests, {objects:,} objects (an object is an id and a size)")
+    print(f"{'checkout':<32} {'configuration':<48} {'peak RSS':>10} {'wall':>8}")
+    for checkout in [HERE, *args.checkout]:
+        for name, options in chosen:
+            rss, wall = run(checkout, args.trace, options)
+            print(f"{str(checkout):<32} {name:<48} {rss / 1e9:>7.2f} GB {wall:>7.0f}s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
