@@ -36,6 +36,7 @@ QUICK: dict[str, tuple[list[str], bool]] = {
                         "--synthetic-requests", "20000"], False),
     "adaptive-inspect": ([str(BENCH / "adaptive_inspect.py"), "--synthetic", "20000", "--size", "2%"], False),
     "scale": ([str(BENCH / "scale.py"), "--quick"], False),
+    "simulator-memory": ([str(BENCH / "simulator_memory.py"), "--requests", "200000"], False),
     "state-memory": ([str(BENCH / "state_memory.py"), "--files", "20000"], False),
     "protocol": ([str(BENCH / "protocol_bench.py")], False),
     "attacks": ([str(BENCH / "attacks.py")], True),

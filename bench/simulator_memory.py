@@ -20,6 +20,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -69,8 +70,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=5_000_000)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--trace", type=Path, default=Path("/var/tmp/htda-memory.oracleGeneral.bin"),
-                        help="where the trace is written (24 bytes a request)")
+    parser.add_argument("--trace", type=Path, help="where to write the trace and leave it (24 bytes a request; "
+                                                   "by default a temporary file, removed at the end)")
     parser.add_argument("--checkout", type=Path, action="append", default=[],
                         help="another checkout to measure beside this one (repeatable)")
     parser.add_argument("--configuration", type=int, action="append", choices=range(1, len(CONFIGURATIONS) + 1),
@@ -79,13 +80,15 @@ def main() -> None:
     args = parser.parse_args()
     chosen = [list(CONFIGURATIONS.items())[n - 1] for n in args.configuration or range(1, len(CONFIGURATIONS) + 1)]
 
-    objects = write_trace(args.trace, args.requests, args.seed)
-    print(f"trace {args.trace}: {args.requests:,} requests, {objects:,} objects (an object is an id and a size)")
-    print(f"{'checkout':<32} {'configuration':<48} {'peak RSS':>10} {'wall':>8}")
-    for checkout in [HERE, *args.checkout]:
-        for name, options in chosen:
-            rss, wall = run(checkout, args.trace, options)
-            print(f"{str(checkout):<32} {name:<48} {rss / 1e9:>7.2f} GB {wall:>7.0f}s", flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        trace = args.trace or Path(scratch) / "memory.oracleGeneral.bin"
+        objects = write_trace(trace, args.requests, args.seed)
+        print(f"trace {trace}: {args.requests:,} requests, {objects:,} objects (an object is an id and a size)")
+        print(f"{'checkout':<32} {'configuration':<48} {'peak RSS':>10} {'wall':>8}")
+        for checkout in [HERE, *args.checkout]:
+            for name, options in chosen:
+                rss, wall = run(checkout, trace, options)
+                print(f"{str(checkout):<32} {name:<48} {rss / 1e9:>7.2f} GB {wall:>7.0f}s", flush=True)
 
 
 if __name__ == "__main__":
