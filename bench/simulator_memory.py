@@ -3,25 +3,29 @@
     python bench/simulator_memory.py                          # writes the trace, runs this checkout
     python bench/simulator_memory.py --checkout /tmp/old      # ... and another checkout, side by side
     python bench/simulator_memory.py --configuration 1        # the first configuration only
+    python bench/simulator_memory.py --configuration 3        # reading the trace alone
 
 The trace is oracleGeneral (libCacheSim's binary format): ``--requests``
 requests (5 million by default), Zipf object ids with 65 % of the requests
 for objects read once, lognormal sizes.  Each configuration runs in a child
 process (``htda simulate`` of the checkout, imported from its directory)
-and the bench prints the child's peak RSS (from ``wait4``) and wall time.
-The figures are the whole run's: reading the trace, every policy at every
-size.  A checkout given with ``--checkout`` needs its C extensions built
-(``python setup.py build_ext --inplace``).
+and the bench prints the child's peak RSS (from ``wait4``), wall and CPU
+time.  The figures are the whole run's: reading the trace, every policy at
+every size; the third configuration reads the trace alone.  A checkout
+given with ``--checkout`` needs its C extensions built (``python setup.py
+build_ext --inplace``).
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -30,11 +34,20 @@ from htda.simulator.oracle import RECORD
 
 HERE = Path(__file__).resolve().parent.parent
 
-CONFIGURATIONS = {
-    "LRU and htda(auto), 1/10/50 %": ["--sizes", "1%,10%,50%", "--policies", "lru"],
-    "every baseline and htda(auto), 1/5/10/20/50 %": ["--sizes", "1%,5%,10%,20%,50%"],
-}
+SIMULATE = "import sys; from htda.cli import main; sys.exit(main())"
 COMMON = ["--half-lives", "auto", "--admission", "none", "--no-belady", "--no-bound"]
+#: reading alone: every chunk, and the sizes of the objects it numbered, as a replay asks for them
+READ = ("import sys; from htda.simulator.trace import trace_reader; reader = trace_reader(sys.argv[1]); "
+        "sum(map(len, reader)); reader.object_sizes()")
+
+#: what a configuration's child runs, given the trace: ``python -c`` and its arguments
+CONFIGURATIONS: dict[str, Callable[[Path], list[str]]] = {
+    "LRU and htda(auto), 1/10/50 %":
+        lambda trace: [SIMULATE, "simulate", str(trace), "--sizes", "1%,10%,50%", "--policies", "lru", *COMMON],
+    "every baseline and htda(auto), 1/5/10/20/50 %":
+        lambda trace: [SIMULATE, "simulate", str(trace), "--sizes", "1%,5%,10%,20%,50%", *COMMON],
+    "reading the trace alone": lambda trace: [READ, str(trace)],
+}
 
 
 def write_trace(path: Path, requests: int, seed: int) -> int:
@@ -53,17 +66,16 @@ def write_trace(path: Path, requests: int, seed: int) -> int:
     return len(np.unique(ids))
 
 
-def run(checkout: Path, trace: Path, options: list[str]) -> tuple[int, float]:
-    """Peak RSS in bytes and wall seconds of one ``htda simulate`` in a child process."""
-    command = [sys.executable, "-c", "import sys; from htda.cli import main; sys.exit(main())",
-               "simulate", str(trace), *options, *COMMON]
+def run(checkout: Path, arguments: list[str]) -> tuple[int, float, float]:
+    """Peak RSS in bytes, wall and CPU seconds of one configuration's child process."""
+    command = [sys.executable, "-c", *arguments]
     started = time.perf_counter()
     child = subprocess.Popen(command, cwd=checkout, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status):
-        raise SystemExit(f"{checkout}: htda simulate failed ({' '.join(command[3:])})")
-    return usage.ru_maxrss * 1024, wall
+        raise SystemExit(f"{checkout}: failed ({' '.join(arguments[1:])})")
+    return usage.ru_maxrss * 1024, wall, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -75,20 +87,23 @@ def main() -> None:
     parser.add_argument("--checkout", type=Path, action="append", default=[],
                         help="another checkout to measure beside this one (repeatable)")
     parser.add_argument("--configuration", type=int, action="append", choices=range(1, len(CONFIGURATIONS) + 1),
-                        help="run only this configuration (1 or 2; repeatable): a checkout that keeps every "
+                        help="run only this configuration (1, 2 or 3; repeatable): a checkout that keeps every "
                              "policy's tables needs some 12 GB for the first and more for the second")
     args = parser.parse_args()
     chosen = [list(CONFIGURATIONS.items())[n - 1] for n in args.configuration or range(1, len(CONFIGURATIONS) + 1)]
 
     with tempfile.TemporaryDirectory() as scratch:
         trace = args.trace or Path(scratch) / "memory.oracleGeneral.bin"
-        objects = write_trace(trace, args.requests, args.seed)
+        # written by a fresh interpreter: a child's peak RSS from wait4 counts the RSS of the process it was started
+        # from (the memory it shared until exec), and the trace's arrays would be most of a reading's figure
+        with multiprocessing.get_context("spawn").Pool(1) as writer:
+            objects = writer.apply(write_trace, (trace, args.requests, args.seed))
         print(f"trace {trace}: {args.requests:,} requests, {objects:,} objects (an object is an id and a size)")
-        print(f"{'checkout':<32} {'configuration':<48} {'peak RSS':>10} {'wall':>8}")
+        print(f"{'checkout':<32} {'configuration':<48} {'peak RSS':>10} {'wall':>8} {'CPU':>8}")
         for checkout in [HERE, *args.checkout]:
-            for name, options in chosen:
-                rss, wall = run(checkout, trace, options)
-                print(f"{str(checkout):<32} {name:<48} {rss / 1e9:>7.2f} GB {wall:>7.0f}s", flush=True)
+            for name, command in chosen:
+                rss, wall, cpu = run(checkout, command(trace))
+                print(f"{str(checkout):<32} {name:<48} {rss / 1e9:>7.2f} GB {wall:>7.1f}s {cpu:>7.1f}s", flush=True)
 
 
 if __name__ == "__main__":

@@ -143,3 +143,19 @@ def test_the_array_interner_numbers_pairs_as_a_dict_does_over_any_chunks(seed):
         assert got.tolist() == [reference(pair) for pair in distinct]
     assert len(arrays) == len(reference) > 300
     assert arrays.sizes().tolist() == [size for _, size in reference.names]
+
+
+@pytest.mark.parametrize("chunk_size", [7, 64, 5000])
+def test_ids_resized_within_and_across_chunks_are_numbered_as_the_csv_numbers_them(tmp_path, chunk_size):
+    rng = np.random.default_rng(chunk_size)
+    n = 4000
+    ids = rng.integers(0, 400, n) * (2**35 + 3)
+    sizes = rng.choice([1, 512, 4096, 4096, 4096, 4096], n)  # an id mostly keeps a size, and sometimes changes it
+    requests = list(zip(range(n), ids.tolist(), sizes.tolist()))
+    binary, text = tmp_path / "t.oracleGeneral.bin", tmp_path / "t.csv"
+    binary.write_bytes(oracle_bytes(requests))
+    text.write_text(csv_text(requests))
+    reader, csv = trace_reader(binary, chunk_size=chunk_size), CsvTraceReader(text)
+    assert columns(reader)["ids"] == columns(csv)["ids"]
+    assert reader.object_sizes().tolist() == csv.object_sizes().tolist()
+    assert len(reader.object_sizes()) > 400
