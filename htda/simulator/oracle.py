@@ -123,11 +123,14 @@ class PairInterner:
 
     def intern(self, ids: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """The numbers of distinct pairs (``ids``, ``sizes``), given in order of first appearance."""
-        known, first_sizes, numbers = self._find(ids)
+        order = np.argsort(ids, kind="stable")  # one sort for the lookups, each id's first pair and the new level
+        ascending = ids[order]
+        known, first_sizes, numbers = self._find(order, ascending)
         same = known & (first_sizes == sizes)
-        _, first_of_id = np.unique(ids, return_index=True)
+        first_of_id = np.ones(len(ids), dtype=bool)
+        first_of_id[1:] = ascending[1:] != ascending[:-1]  # (stable: an id's pairs stay in their order)
         adds_id = np.zeros(len(ids), dtype=bool)
-        adds_id[first_of_id] = True
+        adds_id[order[first_of_id]] = True
         adds_id &= ~known  # a new id, at its first pair in the chunk: goes into a level
         # the rest are pairs of a known id with another size or a second size of a new id: the dict's
         elsewhere = np.flatnonzero(~same & ~adds_id)
@@ -141,17 +144,18 @@ class PairInterner:
         numbers[fresh] = self._count + np.arange(np.count_nonzero(fresh))
         for i in elsewhere[fresh[elsewhere]].tolist():
             self._resized[(int(ids[i]), int(sizes[i]))] = int(numbers[i])
-        self._remember(_Level(ids[adds_id], sizes[adds_id], numbers[adds_id]))
+        new = order[adds_id[order]]  # the new ids' first pairs, by id
+        self._remember(_Level(ids[new], sizes[new], numbers[new]))
         self._record_sizes(numbers[fresh], sizes[fresh])
         return numbers
 
-    def _find(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Whether each id is in a level, and if so its first size and its number (each id is in one level)."""
-        order = np.argsort(ids)  # searched in ascending order, the searches keep to nearby memory
-        ascending = ids[order]
-        known = np.zeros(len(ids), dtype=bool)
-        first_sizes = np.full(len(ids), -1, dtype=np.int64)
-        numbers = np.empty(len(ids), dtype=np.int64)
+    def _find(self, order: np.ndarray, ascending: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Whether each id is in a level, and if so its first size and its number (each id is in one level), given
+        the ids' ascending ``order`` and the ids in it (searched in ascending order, the searches keep to nearby
+        memory)."""
+        known = np.zeros(len(order), dtype=bool)
+        first_sizes = np.full(len(order), -1, dtype=np.int64)
+        numbers = np.empty(len(order), dtype=np.int64)
         for level in self._levels:
             at = np.minimum(np.searchsorted(level.ids, ascending), len(level.ids) - 1)
             found = level.ids[at] == ascending
@@ -182,10 +186,10 @@ class _Level:
     """Ids sorted, each once, with the size it first came with and its pair's number (aligned arrays)."""
 
     def __init__(self, ids: np.ndarray, sizes: np.ndarray, numbers: np.ndarray):
-        order = np.argsort(ids)
-        self.ids = ids[order].astype(np.uint64)
-        self.sizes = sizes[order].astype(np.uint32)  # the format's sizes are
-        self.numbers = numbers[order].astype(np.int64)
+        """``ids`` given sorted."""
+        self.ids = ids.astype(np.uint64, copy=False)
+        self.sizes = sizes.astype(np.uint32)  # the format's sizes are
+        self.numbers = numbers.astype(np.int64, copy=False)
 
     def absorb(self, newer: _Level) -> None:
         """Merges a newer level in, an array at a time: at the peak one array is copied, not the whole level."""
