@@ -90,6 +90,9 @@ def main() -> None:
                         help="run only this configuration (1, 2 or 3; repeatable): a checkout that keeps every "
                              "policy's tables needs some 12 GB for the first and more for the second")
     args = parser.parse_args()
+    if args.trace and ".oracleGeneral" not in args.trace.name:
+        # the reader knows the format by this part of the name; the children would all fail after the writing
+        parser.error(f"--trace {args.trace}: the name must contain '.oracleGeneral' (e.g. memory.oracleGeneral.bin)")
     chosen = [list(CONFIGURATIONS.items())[n - 1] for n in args.configuration or range(1, len(CONFIGURATIONS) + 1)]
 
     with tempfile.TemporaryDirectory() as scratch:

@@ -7,7 +7,8 @@
  * tests keep as a reference (tests/coordinator/test_adaptive.py).
  *
  * Layout:
- * - every group has a slot (the dict `index`: group -> slot), a Slot record holding its keys at the `nc`
+ * - every group has a slot (found through `index`, a table of the slots' mixed hashes: see GroupIndex), a Slot
+ *   record holding its group (a reference), its keys at the `nc`
  *   candidates (`keys`, KEYS()), its mixed hash (`mix`: the sampling hash, computed once) and its sampled index
  *   (`sidx`, -1 when it is not in the sample);
  * - the active candidate's keys are also in the dict `_keys` (the policy's keys(), read by the coordinator
@@ -115,18 +116,36 @@ typedef struct {
 /* A group's slot: what an access of it reads and writes, side by side (one record, not one array each: on a
  * large trace every array is a cache miss of its own). */
 typedef struct {
-    PyObject *owner; /* its group (the key `index` holds; NULL once forgotten) */
+    PyObject *owner; /* its group (a reference; NULL once forgotten) */
     PyObject *held; /* the float _keys holds for its group (a reference), or NULL */
     uint64_t mix; /* its sampling hash */
     Py_ssize_t sidx; /* its sampled index, -1 when it is not in the sample */
     double keys[]; /* its key at each candidate; then, if the kernel keeps_before, its keys before its latest access */
 } Slot;
 
+/* group -> slot: an open-addressing table of (tag, 1 + slot), probed linearly, at most half full.  A group is
+ * found by its mixed hash (the sampling hash, a bijection of its Python hash): the table's home and 32-bit tag are
+ * bits of it, a matching tag is checked against the slot's whole mix, then the slot's group is the one asked for
+ * or equal to it, as a dict finds a key.  8 bytes a table entry, where a dict of slot numbers took some 73 bytes a
+ * group (its entry, its index and an int object per slot number). */
+typedef struct {
+    uint32_t tag;
+    uint32_t at; /* 1 + the slot, 0: empty */
+} IndexEntry;
+
+typedef struct {
+    IndexEntry *entries;
+    Py_ssize_t mask, count; /* entries - 1 (0 before the first group), groups held */
+} GroupIndex;
+
+/* most slots the index can name */
+#define MOST_SLOTS ((Py_ssize_t)UINT32_MAX - 1)
+
 typedef struct {
     PyObject_HEAD
     PyObject *keys; /* _keys: group -> its key at the active candidate (dict) */
     PyObject *touched; /* _touched: groups accessed since take_touched (set) */
-    PyObject *index; /* group -> slot (dict of ints) */
+    GroupIndex index; /* group -> slot */
     double epoch, now;
     int nc, ns, active, busy, failed; /* candidates, shadows (nc per layout, per size) */
     int nlive; /* the shadows replayed: the first nlive (smaller ones past them are retired: empty, never hit) */
@@ -245,14 +264,128 @@ owns(const Kernel *self, Py_ssize_t slot, PyObject *group)
     return slot >= 0 && slot < self->nslots && SLOT(self, slot)->owner == group;
 }
 
+static inline Py_ssize_t
+index_home(const GroupIndex *index, uint64_t mix)
+{
+    return (Py_ssize_t)(mix >> 17) & index->mask;
+}
+
+/* the slot of group, whose mixed hash is mix, or -1 when it has none (-2 on error); *at, if not NULL, gets the
+ * index entry that names it */
+static Py_ssize_t
+find_slot(Kernel *self, PyObject *group, uint64_t mix, Py_ssize_t *at)
+{
+    const GroupIndex *index = &self->index;
+    if (index->entries == NULL)
+        return -1;
+    uint32_t tag = (uint32_t)(mix >> 32);
+    for (Py_ssize_t i = index_home(index, mix);; i = (i + 1) & index->mask) {
+        IndexEntry entry = index->entries[i];
+        if (!entry.at)
+            return -1;
+        if (entry.tag != tag)
+            continue;
+        Slot *record = SLOT(self, entry.at - 1);
+        if (record->mix != mix)
+            continue;
+        int same = record->owner == group;
+        if (!same) {
+            PyObject *owner = record->owner;
+            Py_INCREF(owner); /* == may run code that forgets it */
+            same = PyObject_RichCompareBool(owner, group, Py_EQ);
+            Py_DECREF(owner);
+            if (same < 0)
+                return -2;
+        }
+        if (same) {
+            if (at != NULL)
+                *at = i;
+            return entry.at - 1;
+        }
+    }
+}
+
 /* the slot of group, or -1 when it has none (-2 on error) */
 static Py_ssize_t
 slot_of(Kernel *self, PyObject *group)
 {
-    PyObject *slot = PyDict_GetItemWithError(self->index, group);
-    if (slot == NULL)
-        return PyErr_Occurred() ? -2 : -1;
-    return PyLong_AsSsize_t(slot);
+    uint64_t mix;
+    if (mixed(group, self->sample_salt, &mix) < 0)
+        return -2;
+    return find_slot(self, group, mix, NULL);
+}
+
+/* room in the index for one more group (growing it to keep it at most half full) */
+static int
+index_room(Kernel *self)
+{
+    GroupIndex *index = &self->index;
+    if (index->entries != NULL && 2 * (index->count + 1) <= index->mask + 1)
+        return 0;
+    Py_ssize_t size = index->entries == NULL ? 1024 : 2 * (index->mask + 1);
+    while (2 * (index->count + 1) > size)
+        size *= 2;
+    IndexEntry *entries = PyMem_Calloc((size_t)size, sizeof(IndexEntry));
+    if (entries == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t mask = size - 1;
+    for (Py_ssize_t i = 0; index->entries != NULL && i <= index->mask; i++) {
+        IndexEntry entry = index->entries[i];
+        if (!entry.at)
+            continue;
+        Py_ssize_t j = (Py_ssize_t)(SLOT(self, entry.at - 1)->mix >> 17) & mask;
+        while (entries[j].at)
+            j = (j + 1) & mask;
+        entries[j] = entry;
+    }
+    PyMem_Free(index->entries);
+    index->entries = entries;
+    index->mask = mask;
+    return 0;
+}
+
+/* the index names slot (whose mix is set) for its group: a group not in it, with room made */
+static void
+index_add(Kernel *self, Py_ssize_t slot)
+{
+    GroupIndex *index = &self->index;
+    uint64_t mix = SLOT(self, slot)->mix;
+    Py_ssize_t i = index_home(index, mix);
+    while (index->entries[i].at)
+        i = (i + 1) & index->mask;
+    index->entries[i] = (IndexEntry){(uint32_t)(mix >> 32), (uint32_t)(slot + 1)};
+    index->count++;
+}
+
+/* the index forgets its entry i, moving back the entries after it that probing would no longer reach (linear
+ * probing's deletion: no tombstones) */
+static void
+index_remove(Kernel *self, Py_ssize_t i)
+{
+    GroupIndex *index = &self->index;
+    Py_ssize_t mask = index->mask;
+    for (Py_ssize_t j = (i + 1) & mask; index->entries[j].at; j = (j + 1) & mask) {
+        Py_ssize_t home = index_home(index, SLOT(self, index->entries[j].at - 1)->mix);
+        /* entry j may fill the hole at i if its home is not cyclically in (i, j] */
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            index->entries[i] = index->entries[j];
+            i = j;
+        }
+    }
+    index->entries[i] = (IndexEntry){0, 0};
+    index->count--;
+}
+
+/* every group's reference and the index (the slots stay) */
+static void
+clear_index(Kernel *self)
+{
+    for (Py_ssize_t slot = 0; self->slots != NULL && slot < self->nslots; slot++)
+        Py_CLEAR(SLOT(self, slot)->owner);
+    PyMem_Free(self->index.entries);
+    self->index = (GroupIndex){NULL, 0, 0};
 }
 
 /* a sampled group's cells get its keys (each shadow's at its candidate) */
@@ -282,30 +415,27 @@ new_slot(Kernel *self, PyObject *group)
     if (mixed(group, self->sample_salt, &mix) < 0)
         return -1;
     Py_ssize_t slot;
-    int reused = self->nfree > 0;
-    if (reused) {
+    if (index_room(self) < 0)
+        return -1;
+    if (self->nfree > 0) {
         slot = self->free_slots[--self->nfree];
     }
     else {
+        if (self->nslots == MOST_SLOTS) {
+            PyErr_Format(PyExc_MemoryError, "lrfu-adaptive keeps at most %zd groups", MOST_SLOTS);
+            return -1;
+        }
         if (self->nslots == self->slot_cap && grow_slots(self, self->slot_cap ? 2 * self->slot_cap : 1024) < 0)
             return -1;
         slot = self->nslots++;
     }
-    PyObject *number = PyLong_FromSsize_t(slot);
-    if (number == NULL || PyDict_SetItem(self->index, group, number) < 0) {
-        Py_XDECREF(number);
-        if (reused)
-            self->nfree++;
-        else
-            self->nslots--;
-        return -1;
-    }
-    Py_DECREF(number);
     Slot *record = SLOT(self, slot);
     record->mix = mix;
     record->sidx = -1;
     record->held = NULL;
+    Py_INCREF(group);
     record->owner = group;
+    index_add(self, slot);
     if (self->keeps_before)
         for (int c = 0; c < self->nc; c++)
             BEFORE(self, slot)[c] = -INFINITY;
@@ -837,7 +967,7 @@ as_double(PyObject *value, double fallback, double *out)
 static int
 ready(Kernel *self)
 {
-    if (self->nc == 0 || self->keys == NULL || self->touched == NULL || self->index == NULL) {
+    if (self->nc == 0 || self->keys == NULL || self->touched == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the adaptive rating is not configured");
         return 0;
     }
@@ -1046,6 +1176,7 @@ Kernel_c_api(PyObject *self, PyTypeObject *defining_class, PyObject *const *args
 static void
 free_state(Kernel *self)
 {
+    clear_index(self);
     for (Py_ssize_t s = 0; s < self->s_top; s++)
         Py_CLEAR(self->s_group[s]);
     for (Py_ssize_t slot = 0; slot < self->nslots; slot++)
@@ -1129,11 +1260,9 @@ Kernel_configure(Kernel *self, PyObject *args)
         return NULL;
     }
     free_state(self);
-    Py_CLEAR(self->index);
-    self->index = PyDict_New();
     self->inverse = PyMem_Calloc((size_t)nc, sizeof(double));
     self->shadows = PyMem_Calloc(((size_t)nc + (smaller > 0.0)) * (size_t)nl, sizeof(Shadow));
-    if (self->index == NULL || self->inverse == NULL || self->shadows == NULL) {
+    if (self->inverse == NULL || self->shadows == NULL) {
         Py_DECREF(seq);
         if (!PyErr_Occurred())
             PyErr_NoMemory();
@@ -1242,11 +1371,19 @@ forget(Kernel *self, PyObject *group)
                 return -1;
             leave_sample(self, s);
         }
-        if (PyDict_DelItem(self->index, group) < 0)
+        Slot *record = SLOT(self, slot);
+        Py_ssize_t at = -1;
+        if (find_slot(self, record->owner, record->mix, &at) != slot) { /* (found by identity: it cannot fail) */
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "lrfu-adaptive's index lost a group");
             return -1;
-        Py_CLEAR(SLOT(self, slot)->held);
-        SLOT(self, slot)->owner = NULL;
+        }
+        index_remove(self, at);
+        PyObject *owner = record->owner;
+        record->owner = NULL;
+        Py_CLEAR(record->held);
         self->free_slots[self->nfree++] = slot;
+        Py_DECREF(owner);
     }
     PyObject *gone = PyObject_CallMethod(self->keys, "pop", "OO", group, Py_None);
     if (gone == NULL)
@@ -1457,8 +1594,6 @@ static PyMemberDef Kernel_members[] = {
     {"active", T_INT, offsetof(Kernel, active), READONLY, "the index of the active candidate"},
     {"sample_rate", T_DOUBLE, offsetof(Kernel, sample_rate), 0, "the share of the hash space sampled"},
     {"max_sampled", T_PYSSIZET, offsetof(Kernel, max_sampled), 0, "the most groups sampled"},
-    {"_sample_salt", T_ULONGLONG, offsetof(Kernel, sample_salt), 0,
-     "xor-ed into each group's hash before it is mixed (set before the first access)"},
     {"capacity", T_DOUBLE, offsetof(Kernel, capacity), 0, "the real cache's size"},
     {"_shadow_capacity", T_DOUBLE, offsetof(Kernel, shadow_capacity), 0, "each shadow's size (0: no shadows)"},
     {"_sampled", T_PYSSIZET, offsetof(Kernel, sampled), 0, "sampled accesses in the current round"},
@@ -1492,6 +1627,30 @@ set_object(Kernel *self, PyObject *value, void *closure)
         return -1;
     }
     Py_XSETREF(*(closure ? &self->touched : &self->keys), Py_NewRef(value));
+    return 0;
+}
+
+static PyObject *
+get_salt(Kernel *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->sample_salt);
+}
+
+static int
+set_salt(Kernel *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == NULL || !PyLong_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "_sample_salt must be an int");
+        return -1;
+    }
+    unsigned long long salt = PyLong_AsUnsignedLongLong(value);
+    if (salt == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    if (self->index.count && salt != self->sample_salt) { /* the index finds groups by their mixed hashes */
+        PyErr_SetString(PyExc_ValueError, "_sample_salt is set before the first group is keyed");
+        return -1;
+    }
+    self->sample_salt = salt;
     return 0;
 }
 
@@ -1562,6 +1721,8 @@ static PyGetSetDef Kernel_getset[] = {
     {"_keys", (getter)get_object, (setter)set_object, "the active candidate's keys (a dict)", NULL},
     {"_touched", (getter)get_object, (setter)set_object, "groups accessed since take_touched (a set)", (void *)1},
     {"_threshold", (getter)get_threshold, (setter)set_threshold, "sampled: mixed hash below this", NULL},
+    {"_sample_salt", (getter)get_salt, (setter)set_salt,
+     "xor-ed into each group's hash before it is mixed (set before the first group is keyed)", NULL},
     {"sampled_groups", (getter)get_nsampled, NULL, "how many groups the shadow caches sample now (at most max_sampled)",
      NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -1588,7 +1749,8 @@ Kernel_traverse(Kernel *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->keys);
     Py_VISIT(self->touched);
-    Py_VISIT(self->index);
+    for (Py_ssize_t slot = 0; self->slots != NULL && slot < self->nslots; slot++)
+        Py_VISIT(SLOT(self, slot)->owner);
     for (Py_ssize_t s = 0; s < self->s_top; s++)
         Py_VISIT(self->s_group[s]);
     return 0;
@@ -1599,7 +1761,7 @@ Kernel_clear(Kernel *self)
 {
     Py_CLEAR(self->keys);
     Py_CLEAR(self->touched);
-    Py_CLEAR(self->index);
+    clear_index(self);
     for (Py_ssize_t s = 0; s < self->s_top; s++)
         Py_CLEAR(self->s_group[s]);
     return 0;

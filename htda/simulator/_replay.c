@@ -64,7 +64,7 @@ static PyObject *str_settled; /* "settled" */
 /* The head of every record of a table: what a probe reads, and the record's flag (in what would be padding). */
 typedef struct {
     int64_t id;
-    uint32_t used;
+    uint32_t where; /* a file: MAIN, QUEUED or READ_AGAIN (queued and read since); a group: unused */
     uint32_t flag; /* a file: cached; a group: accessed */
 } Head;
 
@@ -75,9 +75,8 @@ typedef struct {
     int64_t size; /* while cached: its size */
     double key; /* while cached: the key of its one live heap entry */
     Py_ssize_t slot; /* where an adaptive kernel keeps its group's keys, as its group's record says (-1: unknown) */
-    int where; /* MAIN, QUEUED or READ_AGAIN (queued and read since) */
-    uint64_t ghost; /* the stamp of its entry in the ghost list, 0 when it is not there */
-    long long gone; /* its size when it went to the ghost list */
+    uint64_t ghost; /* the stamp of its entry in the ghost list, 0 when it is not there (its size is `size` then:
+                     * a file in the ghost list is not cached, and only staging it changes its size) */
 } File;
 
 typedef struct {
@@ -90,16 +89,22 @@ typedef struct {
 } Group;
 
 #define CACHED(file) ((file)->head.flag)
+#define WHERE(file) ((file)->head.where)
 #define ACCESSED(group) ((group)->head.flag)
 
-/* Records of one size, dense in order of addition and never deleted, found through an index of (id, where) slots:
- * a power-of-two array at most half full, probed linearly.  The index's slots are small (16 bytes) where a record
- * is 56-80, so a half-empty index costs a fraction of what half-empty records would (a trace of 4.4 million
- * objects: 1.1 GB of tables instead of 2.3), and growing it moves no record. */
+/* Records of one size, dense in order of addition and never deleted, found through an index of (tag, where) slots:
+ * a power-of-two array at most half full, probed linearly.  A slot holds 32 bits of the id's hash and the record's
+ * place, not the id: a probe whose tag matches reads the record's id to be sure, and that record is the one the
+ * caller reads next anyway.  So the index costs 8 bytes a slot where a record is 56-80 (a trace of 4.2 million
+ * objects reserves 16.8 million slots a table: 134 MB, where slots of the id itself took 268), and growing it
+ * moves no record. */
 typedef struct {
-    int64_t id;
-    Py_ssize_t at; /* 1 + the record's place, 0: an empty slot */
+    uint32_t tag; /* the high half of the id's hash */
+    uint32_t at; /* 1 + the record's place, 0: an empty slot */
 } Slot;
+
+/* most records a table holds: a slot's place is 32 bits */
+#define MOST_RECORDS ((Py_ssize_t)UINT32_MAX - 1)
 
 typedef struct {
     Slot *index;
@@ -110,23 +115,44 @@ typedef struct {
 
 #define RECORD(table, i) ((Head *)((table)->records + (size_t)(i) * (table)->stride))
 
-static inline Py_ssize_t
-home_of(Py_ssize_t mask, int64_t id)
+static inline uint64_t
+hash_of(int64_t id)
 {
-    return (Py_ssize_t)(((uint64_t)id * 0x9E3779B97F4A7C15ULL) >> 17) & mask;
+    return (uint64_t)id * 0x9E3779B97F4A7C15ULL;
+}
+
+static inline Py_ssize_t
+home_of(Py_ssize_t mask, uint64_t hash)
+{
+    return (Py_ssize_t)(hash >> 17) & mask;
 }
 
 /* the record of id, or NULL */
 static inline Head *
 find(const Table *table, int64_t id)
 {
-    for (Py_ssize_t i = home_of(table->mask, id);; i = (i + 1) & table->mask) {
+    uint64_t hash = hash_of(id);
+    uint32_t tag = (uint32_t)(hash >> 32);
+    for (Py_ssize_t i = home_of(table->mask, hash);; i = (i + 1) & table->mask) {
         const Slot *slot = &table->index[i];
         if (!slot->at)
             return NULL;
-        if (slot->id == id)
-            return RECORD(table, slot->at - 1);
+        if (slot->tag == tag) {
+            Head *head = RECORD(table, slot->at - 1);
+            if (head->id == id)
+                return head;
+        }
     }
+}
+
+/* the first empty slot of the probe sequence of hash in index (an index with room) */
+static inline Slot *
+empty_slot(Slot *index, Py_ssize_t mask, uint64_t hash)
+{
+    Py_ssize_t i = home_of(mask, hash);
+    while (index[i].at)
+        i = (i + 1) & mask;
+    return &index[i];
 }
 
 /* an empty table with room for `reserve` records before it grows (at least 512) */
@@ -139,7 +165,7 @@ table_init(Table *table, size_t stride, long long reserve)
     table->stride = stride;
     table->mask = slots - 1;
     table->count = 0;
-    table->room = slots / 2;
+    table->room = Py_MIN(slots / 2, MOST_RECORDS);
     table->index = PyMem_Calloc((size_t)slots, sizeof(Slot));
     table->records = PyMem_Malloc((size_t)table->room * stride);
     if (table->index == NULL || table->records == NULL) {
@@ -150,29 +176,29 @@ table_init(Table *table, size_t stride, long long reserve)
     return 0;
 }
 
-/* twice the index's slots (and room for as many more records), each slot moved to its place in them; pointers to
+/* twice the index's slots (and room for as many more records), rebuilt from the records in order; pointers to
  * records are stale after it */
 static int
 grow(Table *table)
 {
-    Py_ssize_t mask = table->mask * 2 + 1;
+    if (table->room >= MOST_RECORDS) {
+        PyErr_Format(PyExc_MemoryError, "a table of the simulator's cache holds at most %zd records",
+                     MOST_RECORDS);
+        return -1;
+    }
+    Py_ssize_t mask = table->mask * 2 + 1, room = Py_MIN(table->room * 2, MOST_RECORDS);
     Slot *index = PyMem_Calloc((size_t)mask + 1, sizeof(Slot));
-    if (index == NULL || htda_grow((void **)&table->records, table->room * 2, table->stride) < 0) {
+    if (index == NULL || htda_grow((void **)&table->records, room, table->stride) < 0) {
         PyMem_Free(index);
         if (!PyErr_Occurred())
             PyErr_NoMemory();
         return -1;
     }
-    table->room *= 2;
+    table->room = room;
     htda_prefault(index, ((size_t)mask + 1) * sizeof(Slot));
-    for (Py_ssize_t i = 0; i <= table->mask; i++) {
-        Slot slot = table->index[i];
-        if (!slot.at)
-            continue;
-        Py_ssize_t j = home_of(mask, slot.id);
-        while (index[j].at)
-            j = (j + 1) & mask;
-        index[j] = slot;
+    for (Py_ssize_t r = 0; r < table->count; r++) {
+        uint64_t hash = hash_of(RECORD(table, r)->id);
+        *empty_slot(index, mask, hash) = (Slot){(uint32_t)(hash >> 32), (uint32_t)(r + 1)};
     }
     PyMem_Free(table->index);
     table->index = index;
@@ -186,14 +212,11 @@ add(Table *table, int64_t id)
 {
     if (table->count == table->room && grow(table) < 0)
         return NULL;
-    Py_ssize_t i = home_of(table->mask, id);
-    while (table->index[i].at)
-        i = (i + 1) & table->mask;
-    table->index[i] = (Slot){id, table->count + 1};
+    uint64_t hash = hash_of(id);
+    *empty_slot(table->index, table->mask, hash) = (Slot){(uint32_t)(hash >> 32), (uint32_t)(table->count + 1)};
     Head *head = RECORD(table, table->count);
     memset(head, 0, table->stride);
     head->id = id;
-    head->used = 1;
     table->count++;
     return head;
 }
@@ -537,7 +560,7 @@ rating_layout(Loop *self)
 static int
 to_heap(Loop *self, File *file)
 {
-    file->where = MAIN;
+    WHERE(file) = MAIN;
     if (current_key(self, file, &file->key) < 0)
         return -1;
     return heap_push(&self->heap, file->key, file->head.id);
@@ -632,7 +655,7 @@ settle(Loop *self)
         else if (once && fifo_push(&self->queue, (Queued){top.id, file->size, 0}) < 0)
             failed = 1;
         else if (once) {
-            file->where = QUEUED;
+            WHERE(file) = QUEUED;
             self->queued += file->size;
             continue;
         }
@@ -653,9 +676,9 @@ dequeue(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
     Queued oldest = fifo_pop(&self->queue);
     File *file = (File *)find(&self->files, oldest.id);
     self->queued -= file->size;
-    if (file->where == READ_AGAIN)
+    if (WHERE(file) == READ_AGAIN)
         return to_heap(self, file);
-    file->where = MAIN;
+    WHERE(file) = MAIN;
     CACHED(file) = 0;
     totals->used -= file->size;
     if (oldest.id == staged_id)
@@ -666,7 +689,6 @@ dequeue(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
     if (fifo_push(&self->ghost, ghost) < 0)
         return -1;
     file->ghost = ghost.stamp;
-    file->gone = ghost.size;
     self->ghosted += ghost.size;
     trim_ghost(self, (1.0 - PROBATION_SHARE) * (double)self->capacity);
     return 0;
@@ -679,19 +701,22 @@ static int
 stage_on_probation(Loop *self, Totals *totals, File *file, long long size)
 {
     int64_t id = file->head.id;
+    int back = file->ghost != 0;
+    if (back) {
+        self->ghosted -= file->size; /* its size when it went, until the line below */
+        file->ghost = 0;
+    }
     CACHED(file) = 1;
     file->size = size;
     totals->used += size;
-    if (file->ghost) {
-        self->ghosted -= file->gone;
-        file->ghost = 0;
+    if (back) {
         if (to_heap(self, file) < 0)
             return -1;
     }
     else {
         if (fifo_push(&self->queue, (Queued){id, size, 0}) < 0)
             return -1;
-        file->where = QUEUED;
+        WHERE(file) = QUEUED;
         self->queued += size;
     }
     long long staged = size;
@@ -782,8 +807,8 @@ request(Loop *self, PyObject *access, Totals *totals, double t, int64_t id, long
         file->slot = group->slot;
     /* (the access may have re-keyed the cache; it added no record, so file and group still point to theirs) */
     if (CACHED(file)) {
-        if (file->where == QUEUED)
-            file->where = READ_AGAIN;
+        if (WHERE(file) == QUEUED)
+            WHERE(file) = READ_AGAIN;
         totals->hits++;
         return add_checked(&totals->hit_bytes, size);
     }
@@ -912,7 +937,7 @@ Loop_rekey(Loop *self, PyObject *Py_UNUSED(ignored))
     self->heap.n = 0; /* room enough: every cached file had an entry */
     for (Py_ssize_t i = 0; i < self->files.count && !failed; i++) {
         File *file = (File *)RECORD(&self->files, i);
-        if (file->head.used && CACHED(file) && file->where == MAIN) { /* (queued files have no entry) */
+        if (CACHED(file) && WHERE(file) == MAIN) { /* (queued files have no entry) */
             failed = current_key(self, file, &file->key) < 0;
             self->heap.entries[self->heap.n++] = (Entry){file->key, file->head.id};
         }
@@ -953,7 +978,7 @@ Loop_contents(Loop *self, PyObject *Py_UNUSED(ignored))
     PyObject *held = PyDict_New();
     for (Py_ssize_t i = 0; held != NULL && i < self->files.count; i++) {
         File *file = (File *)RECORD(&self->files, i);
-        if (!file->head.used || !CACHED(file))
+        if (!CACHED(file))
             continue;
         PyObject *id = PyLong_FromLongLong(file->head.id), *size = PyLong_FromLongLong(file->size);
         if (id == NULL || size == NULL || PyDict_SetItem(held, id, size) < 0)

@@ -648,6 +648,55 @@ def test_a_policy_in_a_reference_cycle_is_collected():
     assert gone() is None
 
 
+class Group:
+    """A group object that may refer back to its policy (a reference cycle through the kernel's index)."""
+
+    def __init__(self, name: str):
+        self.name, self.policy = name, None
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Group) and other.name == self.name
+
+
+def test_the_kernel_holds_each_group_until_it_is_forgotten_and_finds_it_by_an_equal_one():
+    policy = adaptive(start=LONG)
+    group = Group("a")
+    policy.access(group, 1.0)
+    held = weakref.ref(group)
+    del group
+    gc.collect()
+    assert held() is not None  # the index's own reference (the keys dict has one too)
+    policy.access(Group("a"), 2.0)  # an equal group, not the same object: the same slot
+    assert len(policy) == 1 and policy.key(Group("a")) == log_add(1.0 / LONG, 2.0 / LONG)
+    policy.forget(Group("a"))
+    gc.collect()
+    assert held() is None and len(policy) == 0
+
+
+def test_a_cycle_through_a_group_the_kernel_holds_is_collected():
+    policy = adaptive(start=LONG)
+    group = Group("a")
+    policy.access(group, 1.0)
+    group.policy = policy
+    gone = weakref.ref(policy)
+    del policy, group
+    gc.collect()
+    assert gone() is None
+
+
+def test_the_sample_salt_is_set_before_the_first_group():
+    policy = adaptive(start=LONG)
+    policy._sample_salt = 7  # nothing keyed yet
+    policy.access("a", 1.0)
+    policy._sample_salt = 7  # the same salt again: nothing changes
+    with pytest.raises(ValueError, match="before the first group"):
+        policy._sample_salt = 8
+    assert policy._sample_salt == 7 and "a" in policy
+
+
 # The reference's parts for what the C kernel does (htda/coordinator/_adaptive.c): the sampling hash and a shadow
 # cache, in Python.
 

@@ -475,6 +475,25 @@ def test_the_compiled_loop_matches_the_reference_without_groups():
     assert policy.evicted > 0 and policy.rating.switches >= 1
 
 
+def test_ids_whose_hashes_share_their_index_tag_and_home_are_different_files_and_groups():
+    # the tables' index keeps 32 bits of an id's hash, not the id: ids k apart, where k times the hash's multiplier
+    # is 1 (mod 2**64), have hashes 1 apart, so the same tag and the same home slot; each must still find its own
+    # file and group record (a probe that trusted the tag would take one for the other)
+    inverse = pow(0x9E3779B97F4A7C15, -1, 2**64)
+    base = 12_345
+    twins = [(base + j * inverse) % 2**64 for j in range(4)]
+    twins = [i - 2**64 if i >= 2**63 else i for i in twins]  # as int64
+    rng = random.Random(8)
+    ids = [rng.choice(twins) for _ in range(400)] + list(range(100, 700))  # ... and enough others to grow the tables
+    times = [float(t) for t in range(len(ids))]
+    sizes = [100 + 10 * twins.index(i) if i in twins else 100 for i in ids]
+    trace = (times, ids, sizes, ids)
+    policy = replay_both(trace, 1_000, lambda: LRFUPolicy(half_life=30.0), chunk=250)
+    assert policy.evicted > 0
+    held = replay_both(trace, 10**9, lambda: LRFUPolicy(half_life=30.0)).contents()
+    assert {i: held[i] for i in twins} == {i: 100 + 10 * j for j, i in enumerate(twins)}
+
+
 def test_a_cache_of_nothing_and_of_everything():
     trace = random_trace(7, n=2000)
     assert replay_both(trace, 0, adaptive).contents() == {}
