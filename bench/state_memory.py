@@ -3,9 +3,10 @@
 Fills a PostgreSQL schema as ``bench/scale.py --part coordinator`` does (COPY), loads a
 :class:`~htda.coordinator.core.Coordinator` on it in this process, and prints the bytes of each of its
 in-memory structures (deep ``sys.getsizeof``: containers, their keys and values, shared objects counted
-once) and tracemalloc's total for the load, per file::
+once; the adaptive rating's C tables by its ``__sizeof__``) and tracemalloc's total for the load, per file::
 
-    PYTHONPATH=. python bench/state_memory.py --files 200000
+    PYTHONPATH=. python bench/state_memory.py --files 200000                   # the coordinator's default rating
+    PYTHONPATH=. python bench/state_memory.py --files 200000 --policy lrfu     # a fixed half-life (adaptive = false)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: run as a script, bench/ is not installed
 
 from bench.scale_coordinator import load_history  # noqa: E402
+from htda.coordinator.adaptive import AdaptiveLRFUPolicy  # noqa: E402
 from htda.coordinator.core import Coordinator  # noqa: E402
 from htda.coordinator.rating import LRFUPolicy  # noqa: E402
 from htda.coordinator.store import Store, with_driver  # noqa: E402
@@ -51,7 +53,8 @@ def structures(core: Coordinator) -> dict[str, Any]:
     """The coordinator's per-file and per-group structures, by name."""
     state = core.state
     out = {name: value for name, value in vars(state).items() if name not in ("policy", "admission", "lock")}
-    out.update({f"policy.{name}": value for name, value in vars(state.policy).items()})
+    out["policy: keys()"] = state.policy.keys()  # (an adaptive rating's is not in its __dict__)
+    out["policy: the rest"] = state.policy  # its attributes, and an adaptive rating's C tables
     if core.admission is not None:
         out["admission"] = core.admission
     out.update({"core.placement": core.placement, "core.lists": core.lists})
@@ -63,12 +66,15 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=200_000)
     parser.add_argument("--files-per-group", type=int, default=5)
     parser.add_argument("--database", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--policy", choices=("adaptive", "lrfu"), default="adaptive",
+                        help="the rating: lrfu-adaptive with its defaults (the coordinator's default), or lrfu at a "
+                             "fixed half-life (adaptive = false)")
     args = parser.parse_args()
     schema = f"htda_mem_{os.getpid()}"
     groups, jobs, _ = load_history(args.database, schema, args.files, args.files_per_group)
     try:
         store = Store(args.database, schema, access_on="submit")  # the node's default
-        core = Coordinator(store, LRFUPolicy())
+        core = Coordinator(store, AdaptiveLRFUPolicy() if args.policy == "adaptive" else LRFUPolicy())
         gc.collect()
         tracemalloc.start()
         started = time.perf_counter()
@@ -77,7 +83,8 @@ def main() -> None:
         gc.collect()
         traced, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        print(f"{args.files:,} files, {groups:,} groups, {jobs:,} jobs; load {seconds:.1f} s")
+        print(f"{args.files:,} files, {groups:,} groups, {jobs:,} jobs, rating {type(core.state.policy).__name__}; "
+              f"load {seconds:.1f} s")
         print(f"tracemalloc after load: {traced / 1e6:.1f} MB ({traced / args.files:.0f} B/file), "
               f"peak {peak / 1e6:.1f} MB")
         seen: set[int] = set()

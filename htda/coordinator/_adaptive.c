@@ -1292,6 +1292,25 @@ Kernel_configure(Kernel *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(sizeof_doc, "__sizeof__()\n--\n\nBytes of the kernel with the C tables it owns (sys.getsizeof).");
+
+static PyObject *
+Kernel_sizeof(Kernel *self, PyObject *Py_UNUSED(ignored))
+{
+    size_t bytes = (size_t)Py_TYPE(self)->tp_basicsize + (size_t)self->slot_cap * self->slot_size
+                   + (self->index.entries ? ((size_t)self->index.mask + 1) * sizeof(IndexEntry) : 0)
+                   + (size_t)self->free_cap * sizeof(Py_ssize_t) + (size_t)self->nc * sizeof(double)
+                   + (size_t)self->s_cap * (2 * sizeof(Py_ssize_t) + sizeof(PyObject *) + sizeof(Tiebreak)
+                                            + (size_t)self->ns * sizeof(Cell));
+    for (int k = 0; self->shadows != NULL && k < self->ns; k++) {
+        const Shadow *shadow = &self->shadows[k];
+        bytes += sizeof(Shadow) + (size_t)shadow->cap * sizeof(Entry)
+                 + (size_t)(shadow->queue.cap + shadow->ghost.cap) * sizeof(Queued)
+                 + (shadow->extra ? (size_t)self->s_cap * sizeof(Extra) : 0);
+    }
+    return PyLong_FromSize_t(bytes);
+}
+
 PyDoc_STRVAR(reserve_doc,
 "_reserve(groups)\n--\n\nRoom for ``groups`` groups' slots, and for as many of them in the sample as it may hold, before\n"
 "they grow (a hint: growing copies every slot).");
@@ -1573,6 +1592,7 @@ static PyMethodDef Kernel_methods[] = {
     {"access", (PyCFunction)(void (*)(void))Kernel_access, METH_FASTCALL | METH_KEYWORDS, access_doc},
     {"_configure", (PyCFunction)Kernel_configure, METH_VARARGS, configure_doc},
     {"_reserve", (PyCFunction)Kernel_reserve, METH_O, reserve_doc},
+    {"__sizeof__", (PyCFunction)Kernel_sizeof, METH_NOARGS, sizeof_doc},
     {"_set_keys", (PyCFunction)Kernel_set_keys, METH_VARARGS, set_keys_doc},
     {"_forget", (PyCFunction)Kernel_forget, METH_O, forget_doc},
     {"_activate", (PyCFunction)Kernel_activate, METH_O, activate_doc},

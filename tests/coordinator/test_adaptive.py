@@ -6,6 +6,7 @@ import gc
 import heapq
 import math
 import random
+import sys
 import weakref
 from collections import OrderedDict
 from collections.abc import Collection
@@ -695,6 +696,16 @@ def test_the_sample_salt_is_set_before_the_first_group():
     with pytest.raises(ValueError, match="before the first group"):
         policy._sample_salt = 8
     assert policy._sample_salt == 7 and "a" in policy
+
+
+def test_getsizeof_counts_the_kernels_own_tables():
+    # what sys.getsizeof says of the policy includes its C tables: bench/state_memory.py sizes the coordinator by it
+    policy = adaptive(start=LONG)
+    empty = sys.getsizeof(policy)
+    for g in range(5000):
+        policy.access(g, float(g), size=1.0)
+    keys_alone = 5000 * len(policy.half_lives) * 8  # one double per candidate, before the slots' other fields
+    assert sys.getsizeof(policy) - empty > keys_alone
 
 
 # The reference's parts for what the C kernel does (htda/coordinator/_adaptive.c): the sampling hash and a shadow
