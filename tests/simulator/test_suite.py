@@ -37,10 +37,10 @@ def _one_pass(requests: int, objects: int):
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="the peak is reset through Linux's /proc")
 def test_each_trace_shows_its_own_peak_rss_not_the_largest_before_it():
     before = _rss_mb()  # what the process (a test worker, after other tests) holds already
-    report = run_suite([SuiteTrace("large", _one_pass(300_000, 300_000), "large"),
+    report = run_suite([SuiteTrace("large", _one_pass(500_000, 500_000), "large"),
                         SuiteTrace("small", _one_pass(1000, 100), "small")], ["lru"], [86400.0])
     large, small = (float(mb) - before for mb in re.findall(r"peak RSS (\d+) MB", report.text))
-    assert large > 100 and small < large / 2
+    assert large > 100 and small < large / 2  # (500,000 objects: some 150-200 MB for HTDA, LRU, Belady and PFOO-L)
 
 
 def _rss_mb() -> float:
