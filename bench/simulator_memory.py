@@ -4,6 +4,8 @@
     python bench/simulator_memory.py --checkout /tmp/old      # ... and another checkout, side by side
     python bench/simulator_memory.py --configuration 1        # the first configuration only
     python bench/simulator_memory.py --configuration 3        # reading the trace alone
+    python bench/simulator_memory.py --configuration 4 --configuration 5 --configuration 6 --configuration 7
+                                                              # bytes an object: LRU, HTDA 1d, htda(auto) alone
 
 The trace is oracleGeneral (libCacheSim's binary format): ``--requests``
 requests (5 million by default), Zipf object ids with 65 % of the requests
@@ -11,7 +13,12 @@ for objects read once, lognormal sizes.  Each configuration runs in a child
 process (``htda simulate`` of the checkout, imported from its directory)
 and the bench prints the child's peak RSS (from ``wait4``), wall and CPU
 time.  The figures are the whole run's: reading the trace, every policy at
-every size; the third configuration reads the trace alone.  A checkout
+every size; the third configuration reads the trace alone.  The fourth
+keeps the trace's chunks in memory and replays nothing, the next three
+replay one policy at one size of 10 % over those chunks (LRU, HTDA at a
+fixed half-life of 1 day, ``htda(auto)``): their peak less the fourth's,
+over the objects, is the policy's bytes an object (the last column, when
+the fourth ran in the same checkout).  A checkout
 given with ``--checkout`` needs its C extensions built (``python setup.py
 build_ext --inplace``).
 """
@@ -40,6 +47,17 @@ COMMON = ["--half-lives", "auto", "--admission", "none", "--no-belady", "--no-bo
 READ = ("import sys; from htda.simulator.trace import trace_reader; reader = trace_reader(sys.argv[1]); "
         "sum(map(len, reader)); reader.object_sizes()")
 
+#: the trace's chunks in memory, then one policy (argv[2]: a baseline, "1d" or "auto"; none: nothing replayed) at 10 %
+ONE = ("import sys; from htda.simulator.trace import trace_reader; from htda.simulator.run import RunSpec, simulate; "
+       "reader = trace_reader(sys.argv[1]); chunks = list(reader); sizes = reader.object_sizes(); "
+       "name = sys.argv[2] if len(sys.argv) > 2 else None; "
+       "spec = name and RunSpec(capacities=[int(sizes.sum()) // 10], belady=False, bound=False, objects=len(sizes), "
+       "baselines=[] if name in ('1d', 'auto') else [name], "
+       "half_lives=[86400.0] if name == '1d' else [0.0] if name == 'auto' else []); "
+       "spec and simulate(lambda: chunks, spec)")
+#: the configuration whose peak the one-policy ones are measured against
+BASE = "the trace's chunks kept, nothing replayed"
+
 #: what a configuration's child runs, given the trace: ``python -c`` and its arguments
 CONFIGURATIONS: dict[str, Callable[[Path], list[str]]] = {
     "LRU and htda(auto), 1/10/50 %":
@@ -47,6 +65,10 @@ CONFIGURATIONS: dict[str, Callable[[Path], list[str]]] = {
     "every baseline and htda(auto), 1/5/10/20/50 %":
         lambda trace: [SIMULATE, "simulate", str(trace), "--sizes", "1%,5%,10%,20%,50%", *COMMON],
     "reading the trace alone": lambda trace: [READ, str(trace)],
+    BASE: lambda trace: [ONE, str(trace)],
+    "LRU alone, 10 %": lambda trace: [ONE, str(trace), "lru"],
+    "HTDA at 1 day alone, 10 %": lambda trace: [ONE, str(trace), "1d"],
+    "htda(auto) alone, 10 %": lambda trace: [ONE, str(trace), "auto"],
 }
 
 
@@ -87,7 +109,7 @@ def main() -> None:
     parser.add_argument("--checkout", type=Path, action="append", default=[],
                         help="another checkout to measure beside this one (repeatable)")
     parser.add_argument("--configuration", type=int, action="append", choices=range(1, len(CONFIGURATIONS) + 1),
-                        help="run only this configuration (1, 2 or 3; repeatable): a checkout that keeps every "
+                        help="run only this configuration (1 to 7; repeatable): a checkout that keeps every "
                              "policy's tables needs some 12 GB for the first and more for the second")
     args = parser.parse_args()
     if args.trace and ".oracleGeneral" not in args.trace.name:
@@ -102,11 +124,16 @@ def main() -> None:
         with multiprocessing.get_context("spawn").Pool(1) as writer:
             objects = writer.apply(write_trace, (trace, args.requests, args.seed))
         print(f"trace {trace}: {args.requests:,} requests, {objects:,} objects (an object is an id and a size)")
-        print(f"{'checkout':<32} {'configuration':<48} {'peak RSS':>10} {'wall':>8} {'CPU':>8}")
+        print(f"{'checkout':<32} {'configuration':<48} {'peak RSS':>10} {'wall':>8} {'CPU':>8} {'B/object':>9}")
         for checkout in [HERE, *args.checkout]:
+            base = None
             for name, command in chosen:
                 rss, wall, cpu = run(checkout, command(trace))
-                print(f"{str(checkout):<32} {name:<48} {rss / 1e9:>7.2f} GB {wall:>7.1f}s {cpu:>7.1f}s", flush=True)
+                base = rss if name == BASE else base
+                alone = name.endswith(" alone, 10 %") and base is not None
+                per_object = f"{(rss - base) / objects:>9.0f}" if alone else ""
+                print(f"{str(checkout):<32} {name:<48} {rss / 1e9:>7.2f} GB {wall:>7.1f}s {cpu:>7.1f}s {per_object}",
+                      flush=True)
 
 
 if __name__ == "__main__":
