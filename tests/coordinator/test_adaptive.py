@@ -698,6 +698,34 @@ def test_the_sample_salt_is_set_before_the_first_group():
     assert policy._sample_salt == 7 and "a" in policy
 
 
+class Colliding(Group):
+    """A group whose hash is one of a few values: its slot is found among long runs of others of the same hash."""
+
+    def __hash__(self) -> int:
+        return hash(self.name) % 3
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_groups_of_colliding_hashes_are_found_and_forgotten_as_a_dict_would(seed):
+    # the kernel's index probes linearly and deletes by moving entries back: with every hash one of three, each
+    # lookup walks a long run, and each forget moves the run behind it
+    rng = random.Random(seed)
+    policy = adaptive(start=MIDDLE, half_lives=(MIDDLE,))  # one candidate: the active half-life never changes
+    keys: dict[Colliding, float] = {}  # the model: the LRFU key at that half-life
+    for t in range(1, 3001):
+        group = Colliding(str(rng.randrange(400)))
+        if rng.random() < 0.25:
+            policy.forget(group)
+            keys.pop(group, None)
+        else:
+            policy.access(group, float(t), size=1.0)
+            keys[group] = log_add(keys.get(group, NEVER), t / MIDDLE)
+        if t % 100 == 0:
+            assert len(policy) == len(keys)
+            assert all(policy.key(g) == pytest.approx(k, rel=1e-12) for g, k in keys.items())
+    assert all(Colliding(str(n)) not in policy for n in range(400) if Colliding(str(n)) not in keys)
+
+
 def test_getsizeof_counts_the_kernels_own_tables():
     # what sys.getsizeof says of the policy includes its C tables: bench/state_memory.py sizes the coordinator by it
     policy = adaptive(start=LONG)
