@@ -160,6 +160,9 @@ def _candidates(args: argparse.Namespace) -> list[float] | None:
 def cmd_suite(args: argparse.Namespace) -> Any:
     from .suite import run_suite, suite_traces
 
+    if args.jobs > 1:  # its peak RSS is this process's own, measured trace by trace
+        raise ValueError("--jobs is for one trace's run: --suite replays in one process, and reports each trace's "
+                         "peak RSS from it (run several suites, or bench/adaptive_judge.py --jobs N, side by side)")
     traces = suite_traces(args.suite, _workload(args) if args.synthetic else None, args.time_unit)
     for trace in traces:
         if os.path.isfile(trace.source):
@@ -249,7 +252,7 @@ def _spec(args: argparse.Namespace, size_texts: list[str], footprint: int | None
                    accesses=args.accesses, nodes=args.nodes, belady=not args.no_belady, bound=not args.no_bound,
                    cycle=parse_duration(args.cycle, "cycle") if args.cycle else None, hysteresis=args.hysteresis,
                    admissions=_split(args.admission), candidates=candidates, without_groups=args.without_groups,
-                   hindsight=args.hindsight, sample_seed=args.sample_seed, objects=objects)
+                   hindsight=args.hindsight, sample_seed=args.sample_seed, objects=objects, jobs=args.jobs)
 
 
 def _write_outputs(out: str, result, spec: RunSpec, footprint: int | None, text: str, plots: bool) -> list[str]:
@@ -366,6 +369,9 @@ def add_parser(subparsers) -> None:
                         "default): oracleGeneral if its name says so (*.oracleGeneral*), else csv; --suite tells each "
                         "file by its name")
     p.add_argument("--chunk", type=_count(1, "--chunk"), default=65536, help="requests read per chunk")
+    p.add_argument("--jobs", type=_count(1, "--jobs"), default=1,
+                   help="processes replaying the policies at once, each policy whole in one (default 1; each "
+                        "holds one policy's tables, so memory grows with them; the offline passes run beside them)")
     p.add_argument("--window", type=_count(0, "--window"), default=0,
                    help="requests per point of the over-time series (default, or 0: 1%% of the trace)")
     p.add_argument("--unknown-size", default="1GiB", help="size of history files whose size is unknown")

@@ -70,12 +70,16 @@ class RunSpec:
     sample_seed: int = 0
     #: the trace's distinct objects, if known (0: not known): HTDA's tables start with room for them
     objects: int = 0
+    #: processes replaying the policies at once (each policy whole in one; forked from this one)
+    jobs: int = 1
 
     def __post_init__(self) -> None:
         if self.cycle is None and self.nodes > 1:
             self.cycle = 300.0
         if self.cycle is not None and not self.cycle > 0:
             raise ValueError("the placement cycle must be > 0 seconds")
+        if self.jobs < 1:
+            raise ValueError("jobs must be >= 1")
         if not self.capacities or any(c < 0 for c in self.capacities):
             raise ValueError("give at least one cache size, each >= 0 bytes")
         if any(not (h > 0 or h == AUTO) for h in self.half_lives):
@@ -230,4 +234,4 @@ def simulate(chunks: Iterable[Chunk] | Callable[[], Iterable[Chunk]], spec: RunS
     offline = [BeladyPolicy(c) for c in spec.capacities] if spec.belady else []
     bounds = spec.capacities if spec.bound else []
     # the policies are this function's own, so each one's tables go once its totals are taken
-    return replay(chunks, build_policies(spec), offline, bounds, progress, window, release=True)
+    return replay(chunks, build_policies(spec), offline, bounds, progress, window, release=True, jobs=spec.jobs)

@@ -440,6 +440,7 @@ class Recording:
     def __init__(self, directory: str | None = None):
         self.chunks = 0
         self.complete = False  # every chunk passed and was written
+        self._ends: list[int] = []  # where each chunk's bytes end in the file
         self._failed = False
         try:  # unbuffered: a full disk fails the write that meets it, not a later flush
             self._file: io.RawIOBase | None = tempfile.TemporaryFile(prefix="htda-trace-", dir=directory, buffering=0)
@@ -460,18 +461,23 @@ class Recording:
             for column in (chunk.times, chunk.ids, chunk.sizes, chunk.groups):
                 np.save(self._file, column, allow_pickle=False)
             self.chunks += 1
+            self._ends.append(self._file.tell())
         except OSError:
             self._failed = True
             self._file.truncate(0)  # give the space back at once
 
     def replay(self) -> Iterator[Chunk]:
-        """The recorded chunks, in order (only when :attr:`complete`)."""
+        """The recorded chunks, in order (only when :attr:`complete`).  Each chunk is read at its own offset
+        (``pread``), not from the file's position: replays may run at once, in threads or in processes forked
+        from this one (which share that position)."""
         if not self.complete:
             raise RuntimeError("the recording is incomplete (not read to the end, or the disk was full)")
         assert self._file is not None  # (complete)
-        self._file.seek(0)
-        for _ in range(self.chunks):
-            times, ids, sizes, groups = (np.load(self._file, allow_pickle=False) for _ in range(4))
+        fd, start = self._file.fileno(), 0
+        for end in self._ends:
+            data = io.BytesIO(os.pread(fd, end - start, start))
+            start = end
+            times, ids, sizes, groups = (np.load(data, allow_pickle=False) for _ in range(4))
             yield Chunk(times, ids, sizes, groups)
 
     def close(self) -> None:

@@ -80,7 +80,7 @@ def test_a_cache_size_out_of_range_is_refused_by_name(size):
                                            ("--sample-seed", "-1"), ("--sample-seed", "one"), ("--hysteresis", "-1"),
                                            ("--hysteresis", "0.5"), ("--hysteresis", "inf"), ("--zipf", "nan"),
                                            ("--zipf", "-1"), ("--seed", "-1"), ("--requests", "-1"),
-                                           ("--analysts", "0")])
+                                           ("--analysts", "0"), ("--jobs", "0"), ("--jobs", "two")])
 def test_bad_counts_are_refused_before_any_replay(option, value, capsys):
     with pytest.raises(SystemExit) as exc:
         run_cli("simulate", "--synthetic", option, value)
@@ -114,6 +114,24 @@ def test_a_byte_order_mark_is_not_data(tmp_path):
     data = run_cli("--json", "simulate", str(trace), "--sizes", "10", "--policies", "lru", "--half-lives", "1h")
     assert data["requests"] == 2
     assert next(r for r in data["results"] if r["policy"] == "lru")["hits"] == 1
+
+
+def test_a_trace_replayed_by_several_processes_gives_the_same_numbers(tmp_path):
+    # the trace is read once and recorded; the forked processes replay that recording at once
+    trace = tmp_path / "t.csv"
+    run_cli("trace", "generate", str(trace), "--requests", "6000", "--seed", "8")
+
+    def numbers(jobs: str):
+        data = run_cli("--json", "simulate", str(trace), "--sizes", "5%,20%", "--jobs", jobs, "--chunk", "700")
+        return [{k: v for k, v in r.items() if k not in ("seconds", "cpu_seconds")} for r in data["results"]]
+
+    one, three = numbers("1"), numbers("3")
+    assert one == three and len(one) > 10
+
+
+def test_the_suite_refuses_jobs_before_reading_a_trace(tmp_path):
+    with pytest.raises(ValueError, match="--jobs is for one trace's run"):
+        run_cli("simulate", "--suite", str(tmp_path), "--jobs", "2")
 
 
 def test_timestamps_in_milliseconds_replay_as_the_same_trace_in_seconds(tmp_path, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tracemalloc
 import uuid
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -121,6 +122,38 @@ def test_each_policy_in_turn_over_a_trace_read_again_gives_the_same_results():
     assert all(len(r.hits_series) == 10 for r in in_turn.results if not r.bound)
     assert in_turn.requests_series == by_chunk.requests_series and in_turn.objects == by_chunk.objects
     assert progress[0] == "reading" and "htda(auto)" in progress
+
+
+def test_policies_replayed_in_forked_processes_give_the_same_results_in_the_same_order():
+    workload = AnalysisWorkload(requests=30_000, seed=5, chunk_size=4000)
+    spec = RunSpec(capacities=[workload.footprint_bytes() // 10, workload.footprint_bytes() // 3],
+                   half_lives=[AUTO, 3600.0], baselines=["lru", "s3fifo", "wtinylfu"])
+    done: list[float] = []
+    alone = simulate(workload.chunks, spec, window=3000)
+    forked = simulate(workload.chunks, replace(spec, jobs=3), window=3000,
+                      progress=lambda requests, what: done.append(requests) if what == "policies" else None)
+    assert [r.label for r in forked.results] == [r.label for r in alone.results]
+    for a, b in zip(alone.results, forked.results):
+        assert (a.hits, a.hit_bytes, a.staged, a.evicted, a.capacity) == (b.hits, b.hit_bytes, b.staged, b.evicted,
+                                                                          b.capacity)
+        assert a.hit_bytes_series == b.hit_bytes_series and a.hits_series == b.hits_series
+        assert b.bound or b.cpu_seconds > 0  # each policy's own CPU time, measured where it ran
+    assert done == sorted(done) and done[-1] == forked.requests  # one step a policy, the last at the end
+    assert len(done) == 10  # five policies at two sizes
+
+
+def test_a_failure_in_a_forked_replay_reaches_the_caller():
+    workload = AnalysisWorkload(requests=5_000, seed=6, chunk_size=1000)
+    policies = [LRUPolicy(1000), Failing(1000)]
+    with pytest.raises(RuntimeError, match="replay failed"):
+        replay(workload.chunks, policies, release=True, jobs=2)
+
+
+class Failing(LRUPolicy):
+    """A policy whose replay fails (in whichever process replays it)."""
+
+    def replay(self, times, ids, sizes, groups):
+        raise RuntimeError("replay failed")
 
 
 def test_a_released_policy_keeps_its_totals_and_refuses_to_replay():

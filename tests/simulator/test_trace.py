@@ -126,6 +126,19 @@ def test_a_recording_gives_the_chunks_back_and_leaves_no_file(tmp_path):
         assert recorded.dtype == original.dtype and np.array_equal(recorded, original)
 
 
+def test_replays_of_a_recording_read_at_once_do_not_move_each_other(tmp_path):
+    # the processes of `htda simulate --jobs` share the recording's file (and so its position): each replay
+    # reads its chunks at their own offsets
+    chunks = list(AnalysisWorkload(requests=20_000, seed=3, chunk_size=3000).chunks())
+    with Recording(str(tmp_path)) as recording:
+        list(recording.record(chunks))
+        first, second = recording.replay(), recording.replay()
+        interleaved = [(a, b) for a, b in zip(first, second)]
+    assert len(interleaved) == len(chunks)
+    for (a, b), original in zip(interleaved, chunks):
+        assert np.array_equal(a.ids, original.ids) and np.array_equal(b.ids, original.ids)
+
+
 def test_a_recording_that_fills_its_disk_stops_and_the_trace_is_read_again(tmpfs, tmp_path):
     disk = tmpfs(256 << 10)  # the trace takes 32 bytes a request: 20,000 requests do not fit
     workload = AnalysisWorkload(requests=20_000, seed=2, chunk_size=3000)
