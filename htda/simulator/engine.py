@@ -13,6 +13,8 @@ import multiprocessing
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -236,20 +238,27 @@ def _fork_replays(policies: Sequence[CachePolicy], online: list[PolicyResult], c
     """Start replaying each policy alone in a pool of ``jobs`` forked processes; returns the function that waits
     for them (``progress(policies done, policies)`` as each ends) and gives the results in the policies' order."""
     global _FORKED
+    # an executor, not a multiprocessing.Pool: a process that dies (killed, out of memory) breaks it with an error
+    # instead of losing its task and waiting for it for ever
+    pool = ProcessPoolExecutor(min(jobs, len(policies)), mp_context=multiprocessing.get_context("fork"))
     _FORKED = (policies, online, chunks)
-    try:
-        pool = multiprocessing.get_context("fork").Pool(min(jobs, len(policies)))
+    try:  # with fork, the first submit starts every process: each has its copy of _FORKED
+        replays = [pool.submit(_replay_forked, i) for i in range(len(policies))]
     finally:
-        _FORKED = None  # (the children have their copy)
-    replays = pool.imap_unordered(_replay_forked, range(len(policies)))
+        _FORKED = None
 
     def results() -> list[PolicyResult]:
         done: dict[int, PolicyResult] = {}
         with pool:
-            for i, res in replays:
-                done[i] = res
-                if progress is not None:
-                    progress(len(done), len(policies))
+            try:
+                for replayed in as_completed(replays):
+                    i, res = replayed.result()
+                    done[i] = res
+                    if progress is not None:
+                        progress(len(done), len(policies))
+            except BrokenProcessPool:
+                raise RuntimeError("a process replaying policies (--jobs) died before its end: killed, or out of "
+                                   "memory (each holds one policy's tables: try fewer jobs)") from None
         for policy in policies:
             policy.release()  # (this process's copies were never replayed: nothing to drop but their tables)
         return [done[i] for i in range(len(policies))]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import tracemalloc
 import uuid
 from dataclasses import replace
@@ -147,6 +149,24 @@ def test_a_failure_in_a_forked_replay_reaches_the_caller():
     policies = [LRUPolicy(1000), Failing(1000)]
     with pytest.raises(RuntimeError, match="replay failed"):
         replay(workload.chunks, policies, release=True, jobs=2)
+
+
+def test_a_forked_replay_that_dies_is_an_error_not_a_wait_for_ever():
+    workload = AnalysisWorkload(requests=5_000, seed=6, chunk_size=1000)
+    policies = [LRUPolicy(1000), Killed(1000), LRUPolicy(2000)]
+    with pytest.raises(RuntimeError, match="died before its end"):
+        replay(workload.chunks, policies, release=True, jobs=2)
+
+
+class Killed(LRUPolicy):
+    """A policy whose process is killed while it replays (as the kernel's OOM killer would)."""
+
+    parent = os.getpid()  # the test's own process, which must not be the one killed
+
+    def replay(self, times, ids, sizes, groups):
+        if os.getpid() == self.parent:
+            raise AssertionError("replayed in the test's own process, not a forked one")
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Failing(LRUPolicy):
