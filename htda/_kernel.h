@@ -2,6 +2,8 @@
  *
  * - htda_grow: resize a PyMem array, setting MemoryError on failure;
  * - htda_prefault: map in at once the pages of a large zeroed array that will all be written;
+ * - HtdaTagSlot: a slot of an index by 64-bit hash (32 bits of the hash and 1 + a place), probed linearly from
+ *   htda_home, and htda_empty_slot to add one (the simulator's file and group tables, the rating's group index);
  * - HTDA_HEAP: the sift steps of a binary min-heap in an array, for an entry type and an order of one's own
  *   (both kernels keep lazy heaps of (key, id) whose ties must break exactly as Python's tuples do, so the order
  *   is theirs to give);
@@ -50,6 +52,41 @@ htda_prefault(void *start, size_t bytes)
     (void)start;
     (void)bytes;
 #endif
+}
+
+/* A slot of an open-addressing index by a well-mixed 64-bit hash, power-of-two sized, probed linearly: the hash's
+ * high half as a tag, so that a probe reads a record only when its tag matches, and 1 + the place of the record
+ * the slot names (0: an empty slot).  8 bytes, where a slot holding a 64-bit key and a place would be 16. */
+typedef struct {
+    uint32_t tag;
+    uint32_t at;
+} HtdaTagSlot;
+
+/* the most records such an index can name (a place is 32 bits) */
+#define HTDA_MOST_PLACES ((Py_ssize_t)UINT32_MAX - 1)
+
+/* where hash's probe sequence starts in an index of mask + 1 slots */
+static inline Py_ssize_t
+htda_home(Py_ssize_t mask, uint64_t hash)
+{
+    return (Py_ssize_t)(hash >> 17) & mask;
+}
+
+/* the slot of hash's tag */
+static inline uint32_t
+htda_tag(uint64_t hash)
+{
+    return (uint32_t)(hash >> 32);
+}
+
+/* the first empty slot of hash's probe sequence in index (an index with room) */
+static inline HtdaTagSlot *
+htda_empty_slot(HtdaTagSlot *index, Py_ssize_t mask, uint64_t hash)
+{
+    Py_ssize_t i = htda_home(mask, hash);
+    while (index[i].at)
+        i = (i + 1) & mask;
+    return &index[i];
 }
 
 /* name##_sift_up(ctx, entries, pos) and name##_sift_down(ctx, entries, n, pos) over a heap of n Entry, least

@@ -123,15 +123,12 @@ typedef struct {
     double keys[]; /* its key at each candidate; then, if the kernel keeps_before, its keys before its latest access */
 } Slot;
 
-/* group -> slot: an open-addressing table of (tag, 1 + slot), probed linearly, at most half full.  A group is
- * found by its mixed hash (the sampling hash, a bijection of its Python hash): the table's home and 32-bit tag are
- * bits of it, a matching tag is checked against the slot's whole mix, then the slot's group is the one asked for
- * or equal to it, as a dict finds a key.  8 bytes a table entry, where a dict of slot numbers took some 73 bytes a
- * group (its entry, its index and an int object per slot number). */
-typedef struct {
-    uint32_t tag;
-    uint32_t at; /* 1 + the slot, 0: empty */
-} IndexEntry;
+/* group -> slot: an open-addressing table of tagged slots (HtdaTagSlot: its tag, 1 + the slot), probed linearly,
+ * at most half full.  A group is found by its mixed hash (the sampling hash, a bijection of its Python hash): the
+ * table's home and 32-bit tag are bits of it, a matching tag is checked against the slot's whole mix, then the
+ * slot's group is the one asked for or equal to it, as a dict finds a key.  8 bytes a table entry, where a dict of
+ * slot numbers took some 73 bytes a group (its entry, its index and an int object per slot number). */
+typedef HtdaTagSlot IndexEntry;
 
 typedef struct {
     IndexEntry *entries;
@@ -139,7 +136,7 @@ typedef struct {
 } GroupIndex;
 
 /* most slots the index can name */
-#define MOST_SLOTS ((Py_ssize_t)UINT32_MAX - 1)
+#define MOST_SLOTS HTDA_MOST_PLACES
 
 typedef struct {
     PyObject_HEAD
@@ -264,12 +261,6 @@ owns(const Kernel *self, Py_ssize_t slot, PyObject *group)
     return slot >= 0 && slot < self->nslots && SLOT(self, slot)->owner == group;
 }
 
-static inline Py_ssize_t
-index_home(const GroupIndex *index, uint64_t mix)
-{
-    return (Py_ssize_t)(mix >> 17) & index->mask;
-}
-
 /* the slot of group, whose mixed hash is mix, or -1 when it has none (-2 on error); *at, if not NULL, gets the
  * index entry that names it */
 static Py_ssize_t
@@ -278,8 +269,8 @@ find_slot(Kernel *self, PyObject *group, uint64_t mix, Py_ssize_t *at)
     const GroupIndex *index = &self->index;
     if (index->entries == NULL)
         return -1;
-    uint32_t tag = (uint32_t)(mix >> 32);
-    for (Py_ssize_t i = index_home(index, mix);; i = (i + 1) & index->mask) {
+    uint32_t tag = htda_tag(mix);
+    for (Py_ssize_t i = htda_home(index->mask, mix);; i = (i + 1) & index->mask) {
         IndexEntry entry = index->entries[i];
         if (!entry.at)
             return -1;
@@ -333,12 +324,8 @@ index_room(Kernel *self)
     Py_ssize_t mask = size - 1;
     for (Py_ssize_t i = 0; index->entries != NULL && i <= index->mask; i++) {
         IndexEntry entry = index->entries[i];
-        if (!entry.at)
-            continue;
-        Py_ssize_t j = (Py_ssize_t)(SLOT(self, entry.at - 1)->mix >> 17) & mask;
-        while (entries[j].at)
-            j = (j + 1) & mask;
-        entries[j] = entry;
+        if (entry.at)
+            *htda_empty_slot(entries, mask, SLOT(self, entry.at - 1)->mix) = entry;
     }
     PyMem_Free(index->entries);
     index->entries = entries;
@@ -352,10 +339,7 @@ index_add(Kernel *self, Py_ssize_t slot)
 {
     GroupIndex *index = &self->index;
     uint64_t mix = SLOT(self, slot)->mix;
-    Py_ssize_t i = index_home(index, mix);
-    while (index->entries[i].at)
-        i = (i + 1) & index->mask;
-    index->entries[i] = (IndexEntry){(uint32_t)(mix >> 32), (uint32_t)(slot + 1)};
+    *htda_empty_slot(index->entries, index->mask, mix) = (IndexEntry){htda_tag(mix), (uint32_t)(slot + 1)};
     index->count++;
 }
 
@@ -367,7 +351,7 @@ index_remove(Kernel *self, Py_ssize_t i)
     GroupIndex *index = &self->index;
     Py_ssize_t mask = index->mask;
     for (Py_ssize_t j = (i + 1) & mask; index->entries[j].at; j = (j + 1) & mask) {
-        Py_ssize_t home = index_home(index, SLOT(self, index->entries[j].at - 1)->mix);
+        Py_ssize_t home = htda_home(mask, SLOT(self, index->entries[j].at - 1)->mix);
         /* entry j may fill the hole at i if its home is not cyclically in (i, j] */
         if (((j - home) & mask) >= ((j - i) & mask)) {
             index->entries[i] = index->entries[j];
@@ -1656,15 +1640,24 @@ get_salt(Kernel *self, void *Py_UNUSED(closure))
     return PyLong_FromUnsignedLongLong(self->sample_salt);
 }
 
+/* value (an attribute `name` is set to) as an unsigned 64-bit int in *out; -1 with TypeError if it is no int, or
+ * the conversion's error (OverflowError: negative, or 2**64 or more) */
+static int
+uint64_of(PyObject *value, const char *name, unsigned long long *out)
+{
+    if (value == NULL || !PyLong_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int", name);
+        return -1;
+    }
+    *out = PyLong_AsUnsignedLongLong(value);
+    return *out == (unsigned long long)-1 && PyErr_Occurred() ? -1 : 0;
+}
+
 static int
 set_salt(Kernel *self, PyObject *value, void *Py_UNUSED(closure))
 {
-    if (value == NULL || !PyLong_Check(value)) {
-        PyErr_SetString(PyExc_TypeError, "_sample_salt must be an int");
-        return -1;
-    }
-    unsigned long long salt = PyLong_AsUnsignedLongLong(value);
-    if (salt == (unsigned long long)-1 && PyErr_Occurred())
+    unsigned long long salt;
+    if (uint64_of(value, "_sample_salt", &salt) < 0)
         return -1;
     if (self->index.count && salt != self->sample_salt) { /* the index finds groups by their mixed hashes */
         PyErr_SetString(PyExc_ValueError, "_sample_salt is set before the first group is keyed");
@@ -1690,12 +1683,8 @@ get_threshold(Kernel *self, void *Py_UNUSED(closure))
 static int
 set_threshold(Kernel *self, PyObject *value, void *Py_UNUSED(closure))
 {
-    if (value == NULL || !PyLong_Check(value)) {
-        PyErr_SetString(PyExc_TypeError, "_threshold must be an int");
-        return -1;
-    }
-    unsigned long long threshold = PyLong_AsUnsignedLongLong(value);
-    if (threshold == (unsigned long long)-1 && PyErr_Occurred()) { /* 2**64 (a rate of 1) or more: all */
+    unsigned long long threshold;
+    if (uint64_of(value, "_threshold", &threshold) < 0) { /* 2**64 (a rate of 1) or more: all */
         if (!PyErr_ExceptionMatches(PyExc_OverflowError))
             return -1;
         PyErr_Clear();

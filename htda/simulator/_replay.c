@@ -92,19 +92,16 @@ typedef struct {
 #define WHERE(file) ((file)->head.where)
 #define ACCESSED(group) ((group)->head.flag)
 
-/* Records of one size, dense in order of addition and never deleted, found through an index of (tag, where) slots:
- * a power-of-two array at most half full, probed linearly.  A slot holds 32 bits of the id's hash and the record's
- * place, not the id: a probe whose tag matches reads the record's id to be sure, and that record is the one the
- * caller reads next anyway.  So the index costs 8 bytes a slot where a record is 56-80 (a trace of 4.2 million
- * objects reserves 16.8 million slots a table: 134 MB, where slots of the id itself took 268), and growing it
- * moves no record. */
-typedef struct {
-    uint32_t tag; /* the high half of the id's hash */
-    uint32_t at; /* 1 + the record's place, 0: an empty slot */
-} Slot;
+/* Records of one size, dense in order of addition and never deleted, found through an index of tagged slots
+ * (HtdaTagSlot): a power-of-two array at most half full, probed linearly.  A slot holds 32 bits of the id's hash
+ * and the record's place, not the id: a probe whose tag matches reads the record's id to be sure, and that record
+ * is the one the caller reads next anyway.  So the index costs 8 bytes a slot where a record is 56-80 (a trace of
+ * 4.2 million objects reserves 16.8 million slots a table: 134 MB, where slots of the id itself took 268), and
+ * growing it moves no record. */
+typedef HtdaTagSlot Slot;
 
-/* most records a table holds: a slot's place is 32 bits */
-#define MOST_RECORDS ((Py_ssize_t)UINT32_MAX - 1)
+/* most records a table holds */
+#define MOST_RECORDS HTDA_MOST_PLACES
 
 typedef struct {
     Slot *index;
@@ -121,19 +118,13 @@ hash_of(int64_t id)
     return (uint64_t)id * 0x9E3779B97F4A7C15ULL;
 }
 
-static inline Py_ssize_t
-home_of(Py_ssize_t mask, uint64_t hash)
-{
-    return (Py_ssize_t)(hash >> 17) & mask;
-}
-
 /* the record of id, or NULL */
 static inline Head *
 find(const Table *table, int64_t id)
 {
     uint64_t hash = hash_of(id);
-    uint32_t tag = (uint32_t)(hash >> 32);
-    for (Py_ssize_t i = home_of(table->mask, hash);; i = (i + 1) & table->mask) {
+    uint32_t tag = htda_tag(hash);
+    for (Py_ssize_t i = htda_home(table->mask, hash);; i = (i + 1) & table->mask) {
         const Slot *slot = &table->index[i];
         if (!slot->at)
             return NULL;
@@ -143,16 +134,6 @@ find(const Table *table, int64_t id)
                 return head;
         }
     }
-}
-
-/* the first empty slot of the probe sequence of hash in index (an index with room) */
-static inline Slot *
-empty_slot(Slot *index, Py_ssize_t mask, uint64_t hash)
-{
-    Py_ssize_t i = home_of(mask, hash);
-    while (index[i].at)
-        i = (i + 1) & mask;
-    return &index[i];
 }
 
 /* an empty table with room for `reserve` records before it grows (at least 512) */
@@ -198,7 +179,7 @@ grow(Table *table)
     htda_prefault(index, ((size_t)mask + 1) * sizeof(Slot));
     for (Py_ssize_t r = 0; r < table->count; r++) {
         uint64_t hash = hash_of(RECORD(table, r)->id);
-        *empty_slot(index, mask, hash) = (Slot){(uint32_t)(hash >> 32), (uint32_t)(r + 1)};
+        *htda_empty_slot(index, mask, hash) = (Slot){htda_tag(hash), (uint32_t)(r + 1)};
     }
     PyMem_Free(table->index);
     table->index = index;
@@ -213,7 +194,7 @@ add(Table *table, int64_t id)
     if (table->count == table->room && grow(table) < 0)
         return NULL;
     uint64_t hash = hash_of(id);
-    *empty_slot(table->index, table->mask, hash) = (Slot){(uint32_t)(hash >> 32), (uint32_t)(table->count + 1)};
+    *htda_empty_slot(table->index, table->mask, hash) = (Slot){htda_tag(hash), (uint32_t)(table->count + 1)};
     Head *head = RECORD(table, table->count);
     memset(head, 0, table->stride);
     head->id = id;
