@@ -187,13 +187,15 @@ def replay(chunks: Iterable[Chunk] | Callable[[], Iterable[Chunk]], policies: Se
     seen = object_sizes > -1
     result.objects = int(np.count_nonzero(seen))
     result.footprint_bytes = int(object_sizes[seen].sum())
+    # each policy alone over the whole trace again, or (None) already fed in the first pass
+    alone = None if again is None else lambda: windowed(again())
     if forked:
-        assert again is not None  # (forked)
-        pending = _fork_replays(policies, online, lambda: windowed(again()), jobs,
+        assert alone is not None  # (forked)
+        pending = _fork_replays(policies, online, alone, jobs,
                                 progress and (lambda done, n: progress(result.requests * done / n, "policies")))
     else:
         for policy, res in zip(policies, online):
-            _finish_alone(policy, res, None if again is None else lambda: windowed(again()), progress, release)
+            _finish_alone(policy, res, alone, progress, release)
     bounds = []
     if keep_ids:
         bounds = _offline(result, ids_seen.view(), object_sizes, offline, bound_capacities, progress)

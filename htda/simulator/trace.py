@@ -438,7 +438,6 @@ class Recording:
     the caller reads the trace again."""
 
     def __init__(self, directory: str | None = None):
-        self.chunks = 0
         self.complete = False  # every chunk passed and was written
         self._ends: list[int] = []  # where each chunk's bytes end in the file
         self._failed = False
@@ -460,7 +459,6 @@ class Recording:
         try:
             for column in (chunk.times, chunk.ids, chunk.sizes, chunk.groups):
                 np.save(self._file, column, allow_pickle=False)
-            self.chunks += 1
             self._ends.append(self._file.tell())
         except OSError:
             self._failed = True
