@@ -61,8 +61,7 @@ _DOOR_BITS = 8  # doorkeeper bits per counter of a row: ~2 % false positives wit
 
 
 def _mixed(key: Hashable) -> tuple[int, int]:
-    """The two 64-bit mixes of ``key``'s hash that place it in the sketch (:meth:`FrequencySketch.mixes` for
-    arrays)."""
+    """The two 64-bit mixes of ``key``'s hash that place it in the sketch."""
     h = (hash(key) * _MIX1) & _M64
     h ^= h >> 31
     return h, (h * _MIX2) & _M64
@@ -100,23 +99,16 @@ class FrequencySketch:
         if groups > self.width:
             self._resize(groups)
 
+    def tables(self) -> tuple[bytearray, bytearray]:
+        """The counters (``depth`` rows of ``width`` bytes, one after another) and the doorkeeper (a byte a bit,
+        eight a unit of width), which the simulator's compiled cache counts into as :meth:`increment` does
+        (``htda/simulator/_replay.c``).  Growing the sketch replaces them."""
+        return self._counters, self._door
+
     def increment(self, key: Hashable) -> None:
         """Count one access of ``key``.  Its column in each row comes from two 64-bit mixes of its hash, each
-        cut in halves; the doorkeeper's two bits from other bits of the same mixes (:meth:`increment_mixed`)."""
-        self.increment_mixed(*_mixed(key))
-
-    @staticmethod
-    def mixes(keys: np.ndarray) -> tuple[list[int], list[int]]:
-        """The two 64-bit mixes :meth:`increment` computes from each key's hash, for a whole array of integer keys
-        at once (numpy; Python's hash of an int is the int for magnitudes below 2**61, -1 excepted, which is no
-        key here): pass them to :meth:`increment_mixed`.  They do not depend on the width."""
-        h = np.asarray(keys, dtype=np.int64).view(np.uint64) * np.uint64(_MIX1)  # wraps mod 2**64, as & _M64 does
-        h ^= h >> np.uint64(31)
-        g = h * np.uint64(_MIX2)
-        return h.tolist(), g.tolist()
-
-    def increment_mixed(self, h: int, g: int) -> None:
-        """:meth:`increment` of the key whose mixes (:meth:`mixes`) are ``h`` and ``g``."""
+        cut in halves; the doorkeeper's two bits from other bits of the same mixes."""
+        h, g = _mixed(key)
         mask, door, dmask = self._mask, self._door, self._door_mask
         x = (h >> 16) & dmask
         y = (g >> 8) & dmask

@@ -1,4 +1,4 @@
-/* htda.simulator._replay: the cache of HTDAPolicy without admission (htda/simulator/htda_policy.py) in C.
+/* htda.simulator._replay: the cache of HTDAPolicy (htda/simulator/htda_policy.py) in C.
  *
  * The request loop is the simulator's hot path.  In Python it cost about three times the adaptive rating it
  * drives, mostly in memory traffic: a dozen dict probes a request, each a miss on a large trace, into tables
@@ -38,6 +38,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <math.h>
 #include "../_kernel.h"
 #include "../_adaptive_api.h"
@@ -50,7 +51,8 @@
 /* the layouts an adaptive rating may ask for, and the share of the cache a probation queue fills */
 enum { PLAIN = HTDA_PLAIN, ASKING = HTDA_ASKING, PROBATION = HTDA_PROBATION };
 #define PROBATION_SHARE HTDA_PROBATION_SHARE
-enum { MAIN = 0, QUEUED = 1, READ_AGAIN = 2 }; /* where a cached file is (MAIN also: not cached) */
+/* where a cached file is (MAIN also: not cached); WINDOW: with a TinyLFU filter, in the window's heap */
+enum { MAIN = 0, QUEUED = 1, READ_AGAIN = 2, WINDOW = 3 };
 
 static PyObject *unit_weight; /* 1.0: the weight of an access */
 static PyObject *zero_bytes; /* 0: the size of a group no file was first requested in */
@@ -58,13 +60,16 @@ static PyObject *str_key; /* "key" */
 static PyObject *str_layout; /* "layout" */
 static PyObject *str_before; /* "before" */
 static PyObject *str_settled; /* "settled" */
+static PyObject *str_sampled; /* "sampled" */
+static PyObject *str_sample_size; /* "sample_size" */
+static PyObject *str_samples; /* "samples" */
 
 /* -- open-addressing tables by 64-bit id ----------------------------------------------------------------------- */
 
 /* The head of every record of a table: what a probe reads, and the record's flag (in what would be padding). */
 typedef struct {
     int64_t id;
-    uint32_t where; /* a file: MAIN, QUEUED or READ_AGAIN (queued and read since); a group: unused */
+    uint32_t where; /* a file: MAIN, QUEUED, READ_AGAIN (queued and read since) or WINDOW; a group: unused */
     uint32_t flag; /* a file: cached; a group: accessed */
 } Head;
 
@@ -260,6 +265,162 @@ heap_pop(Heap *heap)
     return top;
 }
 
+/* -- the TinyLFU filter's sketch ---------------------------------------------------------------------------------- */
+
+/* The counts of htda.coordinator.admission.FrequencySketch, kept in its own tables (its tables(): a bytearray of
+ * four rows of counters and one of the doorkeeper's bits, a byte each) and counted here as its increment() and
+ * estimate() count: the same mixes of the key's hash, the same columns, the same halving.  The Python object
+ * stays the owner; a replay holds its tables and its count of samples, and hands the count back at the end. */
+typedef struct {
+    PyObject *sketch; /* the FrequencySketch (held while open) */
+    Py_buffer counters, door; /* its tables, exported while open */
+    uint64_t mask, door_mask; /* its width - 1; its doorkeeper's bytes - 1 */
+    Py_ssize_t width;
+    long long samples, sample_size; /* accesses since its last halving; accesses between halvings */
+} Sketch;
+
+#define SKETCH_MIX1 0x9E3779B97F4A7C15ULL
+#define SKETCH_MIX2 0xBF58476D1CE4E5B9ULL
+#define SKETCH_MAX_COUNT 15
+
+/* Python's hash() of the int id: its magnitude modulo 2**61 - 1 with its sign, -1 made -2 (the sketch mixes the
+ * group's hash, as the coordinator's sketch does for any key) */
+static inline int64_t
+python_hash(int64_t id)
+{
+    uint64_t magnitude = id < 0 ? (uint64_t)0 - (uint64_t)id : (uint64_t)id;
+    int64_t h = (int64_t)(magnitude % ((1ULL << 61) - 1));
+    h = id < 0 ? -h : h;
+    return h == -1 ? -2 : h;
+}
+
+/* admission._mixed: the two mixes that place the key in the sketch */
+static inline void
+sketch_mixes(int64_t id, uint64_t *h, uint64_t *g)
+{
+    uint64_t x = (uint64_t)python_hash(id) * SKETCH_MIX1;
+    x ^= x >> 31;
+    *h = x;
+    *g = x * SKETCH_MIX2;
+}
+
+/* FrequencySketch.halve: every counter halves, the doorkeeper forgets */
+static void
+sketch_halve(Sketch *sketch)
+{
+    uint8_t *counters = sketch->counters.buf;
+    for (Py_ssize_t i = 0; i < sketch->counters.len; i++)
+        counters[i] >>= 1;
+    memset(sketch->door.buf, 0, (size_t)sketch->door.len);
+    sketch->samples = 0;
+}
+
+static inline void
+sketch_bump(uint8_t *counter)
+{
+    if (*counter < SKETCH_MAX_COUNT)
+        ++*counter;
+}
+
+/* FrequencySketch.increment(id) */
+static void
+sketch_count(Sketch *sketch, int64_t id)
+{
+    uint64_t h, g, mask = sketch->mask, w = (uint64_t)sketch->width;
+    sketch_mixes(id, &h, &g);
+    uint8_t *door = sketch->door.buf, *counters = sketch->counters.buf;
+    uint64_t x = (h >> 16) & sketch->door_mask, y = (g >> 8) & sketch->door_mask;
+    if (!(door[x] && door[y]))
+        door[x] = door[y] = 1; /* the first access, as far as the doorkeeper knows */
+    else {
+        sketch_bump(&counters[h & mask]);
+        sketch_bump(&counters[w + ((h >> 32) & mask)]);
+        sketch_bump(&counters[2 * w + (g & mask)]);
+        sketch_bump(&counters[3 * w + ((g >> 32) & mask)]);
+    }
+    if (++sketch->samples >= sketch->sample_size)
+        sketch_halve(sketch);
+}
+
+/* FrequencySketch.estimate(id) */
+static int
+sketch_estimate(const Sketch *sketch, int64_t id)
+{
+    uint64_t h, g, mask = sketch->mask, w = (uint64_t)sketch->width;
+    sketch_mixes(id, &h, &g);
+    const uint8_t *door = sketch->door.buf, *counters = sketch->counters.buf;
+    int count = counters[h & mask];
+    count = Py_MIN(count, counters[w + ((h >> 32) & mask)]);
+    count = Py_MIN(count, counters[2 * w + (g & mask)]);
+    count = Py_MIN(count, counters[3 * w + ((g >> 32) & mask)]);
+    return count + (door[(h >> 16) & sketch->door_mask] && door[(g >> 8) & sketch->door_mask]);
+}
+
+/* a long long attribute of obj */
+static int
+int_attribute(PyObject *obj, PyObject *name, long long *out)
+{
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* Hold the admission's sketch's tables and count (admission.sketch). */
+static int
+sketch_open(Sketch *sketch, PyObject *admission)
+{
+    PyObject *tables = NULL;
+    if ((sketch->sketch = PyObject_GetAttrString(admission, "sketch")) == NULL
+        || (tables = PyObject_CallMethod(sketch->sketch, "tables", NULL)) == NULL)
+        goto failed;
+    PyObject *counters, *door;
+    if (!PyArg_ParseTuple(tables, "OO:tables", &counters, &door))
+        goto failed;
+    if (PyObject_GetBuffer(counters, &sketch->counters, PyBUF_WRITABLE) < 0)
+        goto failed;
+    if (PyObject_GetBuffer(door, &sketch->door, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&sketch->counters);
+        goto failed;
+    }
+    Py_CLEAR(tables);
+    sketch->width = sketch->counters.len / 4;
+    sketch->mask = (uint64_t)sketch->width - 1;
+    sketch->door_mask = (uint64_t)sketch->door.len - 1;
+    int powers = sketch->width >= 1 && (sketch->mask & (uint64_t)sketch->width) == 0 && sketch->door.len >= 1
+                 && (sketch->door_mask & (uint64_t)sketch->door.len) == 0 && sketch->counters.len == 4 * sketch->width;
+    if (!powers)
+        PyErr_SetString(PyExc_ValueError, "a sketch's tables are four rows and a doorkeeper of powers of two");
+    if (!powers || int_attribute(sketch->sketch, str_samples, &sketch->samples) < 0
+        || int_attribute(sketch->sketch, str_sample_size, &sketch->sample_size) < 0) {
+        PyBuffer_Release(&sketch->counters);
+        PyBuffer_Release(&sketch->door);
+        goto failed;
+    }
+    return 0;
+failed:
+    Py_XDECREF(tables);
+    Py_CLEAR(sketch->sketch);
+    return -1;
+}
+
+/* Hand the count back and let the tables go (the sketch may replace them then: ensure_width). */
+static int
+sketch_close(Sketch *sketch)
+{
+    if (sketch->sketch == NULL)
+        return 0;
+    PyBuffer_Release(&sketch->counters);
+    PyBuffer_Release(&sketch->door);
+    PyObject *samples = PyLong_FromLongLong(sketch->samples);
+    int failed = samples == NULL || PyObject_SetAttr(sketch->sketch, str_samples, samples) < 0;
+    Py_XDECREF(samples);
+    Py_CLEAR(sketch->sketch);
+    return failed ? -1 : 0;
+}
+
 /* -- the cache ----------------------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -280,6 +441,14 @@ typedef struct {
     uint64_t stamps; /* ghost entries stamped so far */
     PyObject *keys; /* during replay() and rekey(): rating.keys(), the group -> key dict, updated in place */
     const HtdaAdaptiveAPI *kernel; /* the rating's C functions if it is the adaptive kernel (its _c_api()), or NULL */
+    /* with a TinyLFU filter: W-TinyLFU's layout (see admit_from_window) */
+    PyObject *admission; /* the TinyLFUAdmission, or NULL */
+    Sketch sketch; /* its counts, open during replay() */
+    Heap window; /* the window's files (WHERE WINDOW), as the heap holds the main part's */
+    long long window_used, cached; /* the window's bytes; the files cached */
+    double window_cap; /* the window's share of the capacity, in bytes */
+    long long sample, sampled, sample_hit_bytes, sample_bytes; /* the window's hill climbing: requests a sample,
+                                                                 * and this sample's requests and bytes so far */
 } Loop;
 
 /* What one replay call adds up (the policy keeps the running totals). */
@@ -442,6 +611,8 @@ record_access(Loop *self, PyObject *access, Group *group, double t)
         return 0;
     group->last = t;
     ACCESSED(group) = 1;
+    if (self->admission != NULL) /* the sketch counts every access the rating gets */
+        sketch_count(&self->sketch, group->head.id);
     if (self->kernel != NULL) /* the same access, without a call through Python */
         return self->kernel->access(self->rating, group->group, &group->slot, t,
                                     self->sized ? (double)group->nbytes : 1.0);
@@ -455,23 +626,24 @@ record_access(Loop *self, PyObject *access, Group *group, double t)
     return done == NULL ? -1 : 0;
 }
 
-/* The heap's lowest entry made current (the heap is not empty): while the lowest went stale (its group was accessed
- * since it was pushed), it is pushed again with its current key.  -1 on error (no entry is lost). */
-static int
-current_top(Loop *self)
+/* The lowest entry of heap (the main heap or the window, not empty) made current: while the lowest went stale (its
+ * group was accessed since it was pushed), it is pushed again with its current key.  Its file, or NULL on error (no
+ * entry is lost). */
+static File *
+current_top(Loop *self, Heap *heap)
 {
     for (;;) {
-        Entry top = self->heap.entries[0];
+        Entry top = heap->entries[0];
         File *file = (File *)find(&self->files, top.id);
         double current;
         if (current_key(self, file, &current) < 0)
-            return -1;
+            return NULL;
         if (current == top.key)
-            return 0;
-        heap_pop(&self->heap);
+            return file;
+        heap_pop(heap);
         file->key = current;
-        if (heap_push(&self->heap, current, top.id) < 0)
-            return -1;
+        if (heap_push(heap, current, top.id) < 0)
+            return NULL;
     }
 }
 
@@ -482,10 +654,10 @@ current_top(Loop *self)
 static int
 evict_lowest(Loop *self, Totals *totals, int64_t staged_id, long long *staged, const Group *asking, double before)
 {
-    if (current_top(self) < 0)
+    File *victim = current_top(self, &self->heap);
+    if (victim == NULL)
         return -1;
     Entry top = self->heap.entries[0];
-    File *victim = (File *)find(&self->files, top.id);
     if (asking != NULL && victim->group != asking->group && before <= top.key)
         return 0;
     heap_pop(&self->heap);
@@ -624,12 +796,12 @@ settle(Loop *self)
     Py_ssize_t nkept = 0;
     int failed = 0;
     while (self->heap.n && !failed) {
-        if (current_top(self) < 0) {
+        File *file = current_top(self, &self->heap);
+        if (file == NULL) {
             failed = 1;
             break;
         }
         Entry top = heap_pop(&self->heap);
-        File *file = (File *)find(&self->files, top.id);
         int once;
         if ((once = read_once(self, file->group)) < 0)
             failed = 1;
@@ -776,6 +948,170 @@ stage(Loop *self, Totals *totals, File *file, const Group *group, long long size
     return add_checked(&totals->staged, staged);
 }
 
+/* -- with a TinyLFU filter: W-TinyLFU's layout, the rating's order inside each part -------------------------------
+ *
+ * New files enter a window (window_cap bytes, a share of the capacity that the admission's hill climbing moves);
+ * while the window holds more, its lowest-keyed file is the candidate for the main part, which it enters only if
+ * the sketch estimates its group more frequent than that of each main victim it needs, lowest key first (ties
+ * keep the victim; a victim of its own group goes unasked); otherwise it leaves, and the victims that went before
+ * it stay gone.  The rating's layout is not asked: the filter is the layout. */
+
+/* the file goes from the cache, its bytes counted as evicted */
+static int
+uncache(Loop *self, Totals *totals, File *file)
+{
+    CACHED(file) = 0;
+    WHERE(file) = MAIN;
+    self->cached--;
+    totals->used -= file->size;
+    return add_checked(&totals->evicted, file->size);
+}
+
+/* the sketch's estimate for the file's group (its first) */
+static int
+group_frequency(Loop *self, const File *file, int *out)
+{
+    long long gid = PyLong_AsLongLong(file->group);
+    if (gid == -1 && PyErr_Occurred())
+        return -1;
+    *out = sketch_estimate(&self->sketch, gid);
+    return 0;
+}
+
+/* The window's lowest files, while it holds more than its share, are candidates for the main part. */
+static int
+admit_from_window(Loop *self, Totals *totals)
+{
+    while ((double)self->window_used > self->window_cap && self->window.n) {
+        File *candidate = current_top(self, &self->window);
+        if (candidate == NULL)
+            return -1;
+        heap_pop(&self->window);
+        self->window_used -= candidate->size;
+        int admitted = 1, mine = -1, theirs; /* mine: the candidate's estimate, once it is needed */
+        while (totals->used > self->capacity && self->heap.n) {
+            File *victim = current_top(self, &self->heap);
+            if (victim == NULL || (mine < 0 && group_frequency(self, candidate, &mine) < 0))
+                return -1;
+            if (victim->group != candidate->group) {
+                if (group_frequency(self, victim, &theirs) < 0)
+                    return -1;
+                if (mine <= theirs) {
+                    admitted = 0;
+                    break;
+                }
+            }
+            heap_pop(&self->heap);
+            if (uncache(self, totals, victim) < 0)
+                return -1;
+        }
+        if (admitted && totals->used <= self->capacity) {
+            WHERE(candidate) = MAIN;
+            if (heap_push(&self->heap, candidate->key, candidate->head.id) < 0)
+                return -1;
+        }
+        else if (uncache(self, totals, candidate) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A miss of a file that fits: into the window; then its candidates, and while the window grew into the main part's
+ * bytes, the main part's lowest (the window's, when the main part is empty) go unasked. */
+static int
+stage_in_window(Loop *self, Totals *totals, File *file, long long size)
+{
+    CACHED(file) = 1;
+    WHERE(file) = WINDOW;
+    file->size = size;
+    self->cached++;
+    if (current_key(self, file, &file->key) < 0 || heap_push(&self->window, file->key, file->head.id) < 0)
+        return -1;
+    self->window_used += size;
+    totals->used += size;
+    if (add_checked(&totals->staged, size) < 0 || admit_from_window(self, totals) < 0)
+        return -1;
+    while (totals->used > self->capacity) {
+        Heap *heap = self->heap.n ? &self->heap : &self->window;
+        File *victim = current_top(self, heap);
+        if (victim == NULL)
+            return -1;
+        heap_pop(heap);
+        if (WHERE(victim) == WINDOW)
+            self->window_used -= victim->size;
+        if (uncache(self, totals, victim) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* a sample of requests is over: the admission adapts the window's share to its byte hit ratio */
+static int
+climb(Loop *self)
+{
+    double ratio = self->sample_bytes ? (double)self->sample_hit_bytes / (double)self->sample_bytes : 0.0;
+    PyObject *ratio_object = PyFloat_FromDouble(ratio), *share = NULL;
+    if (ratio_object != NULL)
+        share = PyObject_CallMethodOneArg(self->admission, str_sampled, ratio_object);
+    Py_XDECREF(ratio_object);
+    double window = share == NULL ? -1.0 : PyFloat_AsDouble(share);
+    Py_XDECREF(share);
+    if (share == NULL || (window == -1.0 && PyErr_Occurred()))
+        return -1;
+    self->window_cap = window * (double)self->capacity;
+    self->sampled = self->sample_hit_bytes = self->sample_bytes = 0;
+    return int_attribute(self->admission, str_sample_size, &self->sample);
+}
+
+/* The sketch counts about as many groups as the cache holds files: past its width it grows (and starts afresh). */
+static int
+widen_sketch(Loop *self)
+{
+    if (self->cached <= self->sketch.width)
+        return 0;
+    if (sketch_close(&self->sketch) < 0)
+        return -1;
+    PyObject *done = PyObject_CallMethod(self->admission, "ensure_width", "L", self->cached);
+    Py_XDECREF(done);
+    if (done == NULL || sketch_open(&self->sketch, self->admission) < 0)
+        return -1;
+    return int_attribute(self->admission, str_sample_size, &self->sample);
+}
+
+/* A request past its bookkeeping, with a TinyLFU filter: a hit, or a miss that may stage it into the window. */
+static int
+admitted_request(Loop *self, Totals *totals, File *file, long long size)
+{
+    self->sampled++;
+    if (add_checked(&self->sample_bytes, size) < 0 || (self->sampled >= self->sample && climb(self) < 0))
+        return -1;
+    if (CACHED(file)) {
+        totals->hits++;
+        self->sample_hit_bytes += size; /* (at most sample_bytes) */
+        return add_checked(&totals->hit_bytes, size);
+    }
+    if (size > self->capacity)
+        return 0;
+    if (stage_in_window(self, totals, file, size) < 0)
+        return -1;
+    return widen_sketch(self);
+}
+
+/* The admission's state at the start of a replay: its sketch's tables and the window's share. */
+static int
+open_admission(Loop *self)
+{
+    PyObject *window = PyObject_GetAttrString(self->admission, "window");
+    double share = window == NULL ? -1.0 : PyFloat_AsDouble(window);
+    Py_XDECREF(window);
+    if (window == NULL || (share == -1.0 && PyErr_Occurred()))
+        return -1;
+    self->window_cap = share * (double)self->capacity;
+    if (int_attribute(self->admission, str_sample_size, &self->sample) < 0)
+        return -1;
+    return sketch_open(&self->sketch, self->admission);
+}
+
 /* One request: its group's and file's bookkeeping and the access, then a hit, or a miss that may stage it. */
 static int
 request(Loop *self, PyObject *access, Totals *totals, double t, int64_t id, long long size, int64_t gid)
@@ -787,6 +1123,8 @@ request(Loop *self, PyObject *access, Totals *totals, double t, int64_t id, long
     if (file->group == group->group)
         file->slot = group->slot;
     /* (the access may have re-keyed the cache; it added no record, so file and group still point to theirs) */
+    if (self->admission != NULL)
+        return admitted_request(self, totals, file, size);
     if (CACHED(file)) {
         if (WHERE(file) == QUEUED)
             WHERE(file) = READ_AGAIN;
@@ -864,7 +1202,7 @@ serve(Loop *self, Py_buffer *views, Py_ssize_t n, Totals *totals)
     const double *times = views[0].buf;
     const int64_t *ids = views[1].buf, *sizes = views[2].buf, *groups = views[3].buf;
     PyObject *access = PyObject_GetAttrString(self->rating, "access");
-    int failed = access == NULL;
+    int failed = access == NULL || (self->admission != NULL && open_admission(self) < 0);
     self->busy = 1;
     for (Py_ssize_t i = 0; i < n && !failed; i++) {
         int64_t gid;
@@ -872,6 +1210,8 @@ serve(Loop *self, Py_buffer *views, Py_ssize_t n, Totals *totals)
                  || request(self, access, totals, times[i], ids[i], sizes[i], gid) < 0;
     }
     self->busy = 0;
+    if (sketch_close(&self->sketch) < 0 && !failed) /* (kept: the error of the request that failed) */
+        failed = 1;
     Py_XDECREF(access);
     Py_CLEAR(self->keys);
     if (failed)
@@ -915,16 +1255,19 @@ Loop_rekey(Loop *self, PyObject *Py_UNUSED(ignored))
     int failed = !PyDict_Check(self->keys);
     if (failed)
         PyErr_SetString(PyExc_TypeError, "the rating's keys() must be a dict");
-    self->heap.n = 0; /* room enough: every cached file had an entry */
+    self->heap.n = self->window.n = 0; /* room enough: every cached file had an entry in one of them */
     for (Py_ssize_t i = 0; i < self->files.count && !failed; i++) {
         File *file = (File *)RECORD(&self->files, i);
-        if (CACHED(file) && WHERE(file) == MAIN) { /* (queued files have no entry) */
+        Heap *heap = WHERE(file) == MAIN ? &self->heap : WHERE(file) == WINDOW ? &self->window : NULL;
+        if (CACHED(file) && heap != NULL) { /* (queued files have no entry) */
             failed = current_key(self, file, &file->key) < 0;
-            self->heap.entries[self->heap.n++] = (Entry){file->key, file->head.id};
+            heap->entries[heap->n++] = (Entry){file->key, file->head.id};
         }
     }
     for (Py_ssize_t pos = self->heap.n / 2 - 1; pos >= 0; pos--)
         heap_sift_down(NULL, self->heap.entries, self->heap.n, pos);
+    for (Py_ssize_t pos = self->window.n / 2 - 1; pos >= 0; pos--)
+        heap_sift_down(NULL, self->window.entries, self->window.n, pos);
     if (!nested)
         Py_CLEAR(self->keys);
     if (failed)
@@ -994,17 +1337,18 @@ kernel_api(PyObject *rating, const HtdaAdaptiveAPI **api)
 static PyObject *
 Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *names[] = {"rating", "capacity", "per_job", "per_size", "sized", "reserve", NULL};
-    PyObject *rating;
+    static char *names[] = {"rating", "capacity", "per_job", "per_size", "sized", "reserve", "admission", NULL};
+    PyObject *rating, *admission;
     long long capacity, reserve;
     int per_job, per_size, sized;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$OLpppL:Loop", names, &rating, &capacity, &per_job, &per_size,
-                                     &sized, &reserve))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$OLpppLO:Loop", names, &rating, &capacity, &per_job, &per_size,
+                                     &sized, &reserve, &admission))
         return NULL;
     Loop *self = (Loop *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     self->rating = Py_NewRef(rating);
+    self->admission = admission == Py_None ? NULL : Py_NewRef(admission);
     self->capacity = capacity;
     self->per_job = per_job;
     self->per_size = per_size;
@@ -1032,6 +1376,7 @@ Loop_traverse(Loop *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->rating);
     Py_VISIT(self->keys);
+    Py_VISIT(self->admission);
     return 0;
 }
 
@@ -1040,6 +1385,7 @@ Loop_clear(Loop *self)
 {
     Py_CLEAR(self->rating);
     Py_CLEAR(self->keys);
+    Py_CLEAR(self->admission);
     return 0;
 }
 
@@ -1061,6 +1407,7 @@ free_tables(Loop *self)
     PyMem_Free(self->groups.index);
     PyMem_Free(self->groups.records);
     PyMem_Free(self->heap.entries);
+    PyMem_Free(self->window.entries);
     PyMem_Free(self->queue.a);
     PyMem_Free(self->ghost.a);
 }
@@ -1084,15 +1431,22 @@ static PyMethodDef Loop_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyMemberDef Loop_members[] = {
+    {"window_used", T_LONGLONG, offsetof(Loop, window_used), READONLY,
+     "With a TinyLFU filter: the bytes of the files in the window."},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyType_Slot Loop_slots[] = {
-    {Py_tp_doc, "Loop(*, rating, capacity, per_job, per_size, sized, reserve)\n--\n\n"
-                "The cache of HTDAPolicy without admission: its tables (sized for ``reserve`` files) and its request\n"
-                "loop."},
+    {Py_tp_doc, "Loop(*, rating, capacity, per_job, per_size, sized, reserve, admission)\n--\n\n"
+                "The cache of HTDAPolicy (with a TinyLFU filter if ``admission``): its tables (sized for ``reserve``\n"
+                "files) and its request loop."},
     {Py_tp_new, Loop_new},
     {Py_tp_dealloc, Loop_dealloc},
     {Py_tp_traverse, Loop_traverse},
     {Py_tp_clear, Loop_clear},
     {Py_tp_methods, Loop_methods},
+    {Py_tp_members, Loop_members},
     {0, NULL},
 };
 
@@ -1111,10 +1465,13 @@ module_constants(void)
         || (str_key == NULL && (str_key = PyUnicode_InternFromString("key")) == NULL)
         || (str_layout == NULL && (str_layout = PyUnicode_InternFromString("layout")) == NULL)
         || (str_settled == NULL && (str_settled = PyUnicode_InternFromString("settled")) == NULL)
-        || (str_before == NULL && (str_before = PyUnicode_InternFromString("before")) == NULL))
+        || (str_before == NULL && (str_before = PyUnicode_InternFromString("before")) == NULL)
+        || (str_sampled == NULL && (str_sampled = PyUnicode_InternFromString("sampled")) == NULL)
+        || (str_sample_size == NULL && (str_sample_size = PyUnicode_InternFromString("sample_size")) == NULL)
+        || (str_samples == NULL && (str_samples = PyUnicode_InternFromString("samples")) == NULL))
         return -1;
     return 0;
 }
 
-HTDA_MODULE(_replay, "htda.simulator._replay", "The cache of HTDAPolicy without a TinyLFU filter (htda.simulator.htda_policy) in C.",
+HTDA_MODULE(_replay, "htda.simulator._replay", "The cache of HTDAPolicy (htda.simulator.htda_policy) in C.",
             Loop_spec, "Loop", module_constants)

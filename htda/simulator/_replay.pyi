@@ -1,4 +1,4 @@
-"""Types of the simulator's compiled cache (``_replay.c``): :class:`.htda_policy.HTDAPolicy` without admission."""
+"""Types of the simulator's compiled cache (``_replay.c``): :class:`.htda_policy.HTDAPolicy`."""
 
 from typing import Any
 
@@ -6,7 +6,9 @@ import numpy as np
 
 class Loop:
     def __init__(self, *, rating: Any, capacity: int, per_job: bool, per_size: bool, sized: bool,
-                 reserve: int) -> None: ...
+                 reserve: int, admission: Any) -> None: ...
+    @property
+    def window_used(self) -> int: ...
     def replay(self, times: np.ndarray, ids: np.ndarray, sizes: np.ndarray, groups: np.ndarray,
                used: int, /) -> tuple[int, int, int, int, int]: ...
     def rekey(self) -> None: ...
