@@ -160,9 +160,6 @@ def _candidates(args: argparse.Namespace) -> list[float] | None:
 def cmd_suite(args: argparse.Namespace) -> Any:
     from .suite import run_suite, suite_traces
 
-    if args.jobs > 1:  # its peak RSS is this process's own, measured trace by trace
-        raise ValueError("--jobs is for one trace's run: --suite replays in one process, and reports each trace's "
-                         "peak RSS from it (run several suites, or bench/adaptive_judge.py --jobs N, side by side)")
     traces = suite_traces(args.suite, _workload(args) if args.synthetic else None, args.time_unit)
     for trace in traces:
         if os.path.isfile(trace.source):
@@ -173,7 +170,7 @@ def cmd_suite(args: argparse.Namespace) -> Any:
                        admissions=_split(args.admission), candidates=_candidates(args),
                        hindsight=args.hindsight, sample_seed=args.sample_seed,
                        progress=(lambda line: print(f"htda simulate --suite {line}", file=sys.stderr, flush=True))
-                       if shown else None)
+                       if shown else None, jobs=args.jobs)
     result: Any = report.text
     if args.json:
         result = [{"trace": v.name, "wins_everywhere": v.wins_everywhere, "gap_closed": v.gap_closed,
@@ -371,7 +368,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--chunk", type=_count(1, "--chunk"), default=65536, help="requests read per chunk")
     p.add_argument("--jobs", type=_count(1, "--jobs"), default=1,
                    help="processes replaying the policies at once, each policy whole in one (default 1; each "
-                        "holds one policy's tables, so memory grows with them; the offline passes run beside them)")
+                        "holds one policy's tables, so memory grows with them; the offline passes run beside them); "
+                        "with --suite, traces replayed at once, each in a process of its own")
     p.add_argument("--window", type=_count(0, "--window"), default=0,
                    help="requests per point of the over-time series (default, or 0: 1%% of the trace)")
     p.add_argument("--unknown-size", default="1GiB", help="size of history files whose size is unknown")

@@ -13,10 +13,13 @@ policy wins, so every table says so.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import resource
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -113,36 +116,104 @@ class SuiteReport:
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (where the trace is, why it was not replayed)
 
 
+#: one trace's outcome: (its verdict, its section of the report, the CPU seconds it took), or why it was not read
+Judged = tuple[TraceVerdict, str, float] | str
+
+
 def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[float], rating: str = "lrfu",
               fractions: tuple[float, ...] = SUITE_SIZES,
               admissions: list[str] | None = None,
               candidates: list[float] | None = None, hindsight: bool = False,
-              sample_seed: int = 0, progress: Callable[[str], None] | None = None) -> SuiteReport:
-    """Replay every trace, saying to ``progress`` when each starts and ends."""
+              sample_seed: int = 0, progress: Callable[[str], None] | None = None, jobs: int = 1) -> SuiteReport:
+    """Replay every trace, saying to ``progress`` when each starts and ends; with ``jobs`` > 1, that many traces at a
+    time, each in a process of its own (forked from this one), so that each still reports its own peak RSS."""
     # checked once, before any trace is read; the sizes are each trace's own (from its footprint)
     spec = RunSpec(capacities=[1], half_lives=half_lives, baselines=baselines, rating=rating, belady=False,
                    admissions=admissions or ["none"], candidates=candidates, hindsight=hindsight,
                    sample_seed=sample_seed)
-    sections, verdicts, unreadable = [], [], []
-    for number, trace in enumerate(traces, start=1):
-        step = f"[{number}/{len(traces)}] {trace.name}"
+    outcomes: dict[int, Judged] = {}
+
+    def ended(i: int, outcome: Judged) -> None:
+        outcomes[i] = outcome
         if progress:
-            progress(f"{step}: replaying")
-        _reset_peak_rss()
-        try:
-            verdict, section, cpu = _judged(trace, spec, fractions)
-        except (TraceError, OSError) as exc:
-            unreadable.append((trace.source, str(exc)))
-            if progress:
-                progress(f"{step}: not replayed: {exc}")
-            continue
-        verdicts.append(verdict)
-        sections.append(section)
-        if progress:
+            step = f"[{i + 1}/{len(traces)}] {traces[i].name}"
+            if isinstance(outcome, str):
+                progress(f"{step}: not replayed: {outcome}")
+                return
+            verdict, _, cpu = outcome
             at = sum(at_or_above(htda, best) for _, htda, _, best, _ in verdict.rows)
             progress(f"{step}: HTDA at or above the best baseline at {at} of {len(verdict.rows)} sizes "
                      f"({cpu:.1f} s of CPU)")
+
+    if jobs > 1 and len(traces) > 1:
+        _judge_forked(traces, spec, fractions, jobs, ended, progress)
+    else:
+        for i, trace in enumerate(traces):
+            if progress:
+                progress(f"[{i + 1}/{len(traces)}] {trace.name}: replaying")
+            ended(i, _judged_or_why(trace, spec, fractions))
+    sections, verdicts, unreadable = [], [], []
+    for i, trace in enumerate(traces):  # in the traces' order, however they ended
+        outcome = outcomes[i]
+        if isinstance(outcome, str):
+            unreadable.append((trace.source, outcome))
+        else:
+            verdicts.append(outcome[0])
+            sections.append(outcome[1])
     return SuiteReport("\n\n".join(sections + [_summary(verdicts, unreadable, sample_seed)]), verdicts, unreadable)
+
+
+def _judged_or_why(trace: SuiteTrace, spec: RunSpec, fractions: tuple[float, ...]) -> Judged:
+    """:func:`_judged` from a peak RSS started afresh, or why the trace could not be read."""
+    _reset_peak_rss()
+    try:
+        return _judged(trace, spec, fractions)
+    except (TraceError, OSError) as exc:
+        return str(exc)
+
+
+#: what the processes of :func:`_judge_forked` judge: (the traces, the spec, the sizes), set before the forks and
+#: read by the children (a fork copies it; nothing is pickled but an index and an outcome)
+_FORKED: tuple[list[SuiteTrace], RunSpec, tuple[float, ...]] | None = None
+
+
+def _judge_one_forked(i: int) -> Judged:
+    assert _FORKED is not None  # (set before the fork)
+    traces, spec, fractions = _FORKED
+    return _judged_or_why(traces[i], spec, fractions)
+
+
+def _judge_forked(traces: list[SuiteTrace], spec: RunSpec, fractions: tuple[float, ...], jobs: int,
+                  ended: Callable[[int, Judged], None], progress: Callable[[str], None] | None) -> None:
+    """Each trace judged in a process forked for it alone, ``jobs`` at a time; ``ended(i, outcome)`` as each ends.
+    A process of its own a trace: the peak RSS it reports is the trace's, not that of a larger one before it in
+    the same process (what a worker kept from it)."""
+    global _FORKED
+    context = multiprocessing.get_context("fork")
+    running: dict[Future[Judged], tuple[int, ProcessPoolExecutor]] = {}
+    waiting = list(range(len(traces)))
+    _FORKED = (traces, spec, fractions)
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                i = waiting.pop(0)
+                if progress:
+                    progress(f"[{i + 1}/{len(traces)}] {traces[i].name}: replaying")
+                pool = ProcessPoolExecutor(1, mp_context=context)  # (forked at this submit, with _FORKED set)
+                running[pool.submit(_judge_one_forked, i)] = (i, pool)
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                i, pool = running.pop(future)
+                pool.shutdown()
+                try:
+                    ended(i, future.result())
+                except BrokenProcessPool:
+                    raise RuntimeError(f"the process replaying {traces[i].source} died before its end: killed, or "
+                                       "out of memory (try fewer --jobs)") from None
+    finally:
+        _FORKED = None
+        for _, pool in running.values():
+            pool.shutdown(cancel_futures=True)
 
 
 def _judged(trace: SuiteTrace, spec: RunSpec, fractions: tuple[float, ...]) -> tuple[TraceVerdict, str, float]:

@@ -129,9 +129,12 @@ def test_a_trace_replayed_by_several_processes_gives_the_same_numbers(tmp_path):
     assert one == three and len(one) > 10
 
 
-def test_the_suite_refuses_jobs_before_reading_a_trace(tmp_path):
-    with pytest.raises(ValueError, match="--jobs is for one trace's run"):
-        run_cli("simulate", "--suite", str(tmp_path), "--jobs", "2")
+def test_the_suite_replays_traces_side_by_side_with_jobs(tmp_path):
+    for seed in (1, 2, 3):
+        run_cli("trace", "generate", str(tmp_path / f"t{seed}.csv"), "--requests", "3000", "--seed", str(seed))
+    verdicts = [run_cli("--json", "simulate", "--suite", str(tmp_path), "--policies", "lru,arc", "--jobs", jobs)
+                for jobs in ("1", "3")]
+    assert verdicts[0] == verdicts[1] and [v["trace"] for v in verdicts[1]] == ["t1", "t2", "t3"]
 
 
 def test_timestamps_in_milliseconds_replay_as_the_same_trace_in_seconds(tmp_path, capsys):

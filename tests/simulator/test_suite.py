@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 
 import numpy as np
 import pytest
 
 from htda.simulator.suite import SuiteTrace, TraceVerdict, run_suite
-from htda.simulator.trace import NO_GROUP, Chunk
+from htda.simulator.trace import NO_GROUP, Chunk, TraceError
 
 
 def test_a_size_with_a_tiny_gap_swings_the_mean_share_but_not_the_summed_one():
@@ -46,3 +47,37 @@ def test_each_trace_shows_its_own_peak_rss_not_the_largest_before_it():
 def _rss_mb() -> float:
     with open("/proc/self/status") as fh:
         return float(re.search(r"VmRSS:\s+(\d+) kB", fh.read()).group(1)) / 1024
+
+
+def _unreadable():
+    raise TraceError("bad: not a trace")
+    yield  # (a generator, as a reader's chunks are)
+
+
+def _killed():
+    os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would
+    yield
+
+
+def test_traces_judged_in_processes_of_their_own_give_the_same_report_in_the_traces_order():
+    traces = [SuiteTrace(f"t{n}", _one_pass(4000 * n, 700 * n), f"t{n}") for n in (3, 1, 2)]
+    traces.insert(2, SuiteTrace("bad", _unreadable, "bad.csv"))
+    lines: list[str] = []
+    one = run_suite(traces, ["lru", "s3fifo"], [86400.0])
+    two = run_suite(traces, ["lru", "s3fifo"], [86400.0], jobs=2, progress=lines.append)
+    assert [v.name for v in two.verdicts] == ["t3", "t1", "t2"] and two.verdicts == one.verdicts
+    assert two.unreadable == one.unreadable == [("bad.csv", "bad: not a trace")]
+
+    def without_figures(text: str) -> str:  # (CPU time, peak RSS and speed differ from run to run)
+        text = re.sub(r"replayed in [\d.]+ s of CPU, peak RSS \d+ MB", "", text)
+        return re.sub(r"\s+[\d,]+$", "", text, flags=re.MULTILINE)
+
+    assert without_figures(two.text) == without_figures(one.text)
+    assert sorted(line.split(": ")[1] for line in lines if "replaying" in line) == ["replaying"] * 4
+    assert sum("HTDA at or above" in line for line in lines) == 3 and sum("not replayed" in line for line in lines) == 1
+
+
+def test_a_trace_whose_process_dies_ends_the_suite_with_an_error():
+    traces = [SuiteTrace("t", _one_pass(2000, 300), "t"), SuiteTrace("dies", _killed, "dies.csv")]
+    with pytest.raises(RuntimeError, match="replaying dies.csv died before its end"):
+        run_suite(traces, ["lru"], [86400.0], jobs=2)
