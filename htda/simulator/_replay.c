@@ -55,7 +55,6 @@ enum { PLAIN = HTDA_PLAIN, ASKING = HTDA_ASKING, PROBATION = HTDA_PROBATION };
 enum { MAIN = 0, QUEUED = 1, READ_AGAIN = 2, WINDOW = 3 };
 
 static PyObject *unit_weight; /* 1.0: the weight of an access */
-static PyObject *zero_bytes; /* 0: the size of a group no file was first requested in */
 static PyObject *str_key; /* "key" */
 static PyObject *str_layout; /* "layout" */
 static PyObject *str_before; /* "before" */
@@ -66,12 +65,30 @@ static PyObject *str_samples; /* "samples" */
 
 /* -- open-addressing tables by 64-bit id ----------------------------------------------------------------------- */
 
-/* The head of every record of a table: what a probe reads, and the record's flag (in what would be padding). */
+/* The head of every record of a table: what a probe reads, and in what would be padding the record's flag and
+ * where an adaptive kernel keeps its group's keys (its slot, NO_SLOT when unknown: the kernel's slots are 32-bit
+ * places too, HTDA_MOST_PLACES at most). */
 typedef struct {
     int64_t id;
-    uint32_t where; /* a file: MAIN, QUEUED, READ_AGAIN (queued and read since) or WINDOW; a group: unused */
-    uint32_t flag; /* a file: cached; a group: accessed */
+    uint32_t slot; /* a group: the kernel's hint, kept up to date by it; a file: its group's, as the group said */
+    uint16_t where; /* a file: MAIN, QUEUED, READ_AGAIN (queued and read since) or WINDOW; a group: unused */
+    uint16_t flag; /* a file: cached; a group: accessed */
 } Head;
+
+#define NO_SLOT UINT32_MAX
+
+/* the record's kernel slot as the kernel's API takes it (-1: unknown) */
+static inline Py_ssize_t
+slot_of(const Head *head)
+{
+    return head->slot == NO_SLOT ? -1 : (Py_ssize_t)head->slot;
+}
+
+static inline void
+set_slot(Head *head, Py_ssize_t slot)
+{
+    head->slot = slot < 0 || slot >= (Py_ssize_t)NO_SLOT ? NO_SLOT : (uint32_t)slot;
+}
 
 typedef struct {
     Head head; /* flag: cached */
@@ -79,7 +96,6 @@ typedef struct {
     PyObject *groups; /* NULL, or the set of all its groups' objects once it was requested in another */
     int64_t size; /* while cached: its size */
     double key; /* while cached: the key of its one live heap entry */
-    Py_ssize_t slot; /* where an adaptive kernel keeps its group's keys, as its group's record says (-1: unknown) */
     uint64_t ghost; /* the stamp of its entry in the ghost list, 0 when it is not there (its size is `size` then:
                      * a file in the ghost list is not cached, and only staging it changes its size) */
 } File;
@@ -87,11 +103,12 @@ typedef struct {
 typedef struct {
     Head head; /* flag: accessed */
     PyObject *group; /* the object the rating gets for this group, always the same one */
-    PyObject *bytes; /* nbytes as an int, for a rating called through Python (a kernel reads nbytes), or NULL */
     long long nbytes; /* its size for the rating: bytes of the files first requested in it */
     double last; /* time of its last recorded access, if accessed */
-    Py_ssize_t slot; /* where an adaptive kernel keeps its keys (its hint, kept up to date by it; -1: unknown) */
 } Group;
+
+/* (a file record is 56 bytes and a group's 40: a trace of millions of objects holds one of each an object) */
+_Static_assert(sizeof(File) == 56 && sizeof(Group) == 40, "the records grew");
 
 #define CACHED(file) ((file)->head.flag)
 #define WHERE(file) ((file)->head.where)
@@ -100,7 +117,7 @@ typedef struct {
 /* Records of one size, dense in order of addition and never deleted, found through an index of tagged slots
  * (HtdaTagSlot): a power-of-two array at most half full, probed linearly.  A slot holds 32 bits of the id's hash
  * and the record's place, not the id: a probe whose tag matches reads the record's id to be sure, and that record
- * is the one the caller reads next anyway.  So the index costs 8 bytes a slot where a record is 56-80 (a trace of
+ * is the one the caller reads next anyway.  So the index costs 8 bytes a slot where a record is 40-56 (a trace of
  * 4.2 million objects reserves 16.8 million slots a table: 134 MB, where slots of the id itself took 268), and
  * growing it moves no record. */
 typedef HtdaTagSlot Slot;
@@ -538,7 +555,7 @@ file_key(Loop *self, const File *file, double *out)
 static int
 own_key(Loop *self, const File *file, double *out)
 {
-    if (self->kernel != NULL && self->kernel->key(self->rating, file->group, file->slot, out))
+    if (self->kernel != NULL && self->kernel->key(self->rating, file->group, slot_of(&file->head), out))
         return 0;
     return group_key(self, file->group, out);
 }
@@ -567,7 +584,7 @@ group_of_request(Loop *self, int64_t gid)
         return NULL;
     }
     group->group = object;
-    group->slot = -1;
+    group->head.slot = NO_SLOT;
     return group;
 }
 
@@ -581,18 +598,8 @@ note_file(Loop *self, int64_t id, Group *group, long long size)
         if ((file = (File *)add(&self->files, id)) == NULL)
             return NULL;
         file->group = Py_NewRef(group->group);
-        file->slot = -1;
-        if (!self->sized)
-            return file;
-        if (add_checked(&group->nbytes, size) < 0)
-            return NULL;
-        if (self->kernel != NULL) /* it takes nbytes as a double: no int object a new file */
-            return file;
-        PyObject *bytes = PyLong_FromLongLong(group->nbytes);
-        if (bytes == NULL)
-            return NULL;
-        Py_XSETREF(group->bytes, bytes);
-        return file;
+        file->head.slot = NO_SLOT;
+        return self->sized && add_checked(&group->nbytes, size) < 0 ? NULL : file;
     }
     if (file->group == group->group)
         return file;
@@ -613,15 +620,22 @@ record_access(Loop *self, PyObject *access, Group *group, double t)
     ACCESSED(group) = 1;
     if (self->admission != NULL) /* the sketch counts every access the rating gets */
         sketch_count(&self->sketch, group->head.id);
-    if (self->kernel != NULL) /* the same access, without a call through Python */
-        return self->kernel->access(self->rating, group->group, &group->slot, t,
-                                    self->sized ? (double)group->nbytes : 1.0);
+    if (self->kernel != NULL) { /* the same access, without a call through Python */
+        Py_ssize_t slot = slot_of(&group->head);
+        int failed = self->kernel->access(self->rating, group->group, &slot, t,
+                                          self->sized ? (double)group->nbytes : 1.0);
+        set_slot(&group->head, slot);
+        return failed;
+    }
     PyObject *t_object = PyFloat_FromDouble(t);
-    if (t_object == NULL)
-        return -1;
-    PyObject *args[4] = {group->group, t_object, unit_weight, group->bytes ? group->bytes : zero_bytes};
-    PyObject *done = PyObject_Vectorcall(access, args, self->sized ? 4 : 2, NULL);
-    Py_DECREF(t_object);
+    PyObject *bytes = self->sized ? PyLong_FromLongLong(group->nbytes) : NULL; /* (0 for a group of no first file) */
+    PyObject *done = NULL;
+    if (t_object != NULL && (bytes != NULL || !self->sized)) {
+        PyObject *args[4] = {group->group, t_object, unit_weight, bytes};
+        done = PyObject_Vectorcall(access, args, self->sized ? 4 : 2, NULL);
+    }
+    Py_XDECREF(t_object);
+    Py_XDECREF(bytes);
     Py_XDECREF(done);
     return done == NULL ? -1 : 0;
 }
@@ -1121,7 +1135,7 @@ request(Loop *self, PyObject *access, Totals *totals, double t, int64_t id, long
     if (file == NULL || record_access(self, access, group, t) < 0)
         return -1;
     if (file->group == group->group)
-        file->slot = group->slot;
+        file->head.slot = group->head.slot;
     /* (the access may have re-keyed the cache; it added no record, so file and group still point to theirs) */
     if (self->admission != NULL)
         return admitted_request(self, totals, file, size);
@@ -1400,7 +1414,6 @@ free_tables(Loop *self)
     for (Py_ssize_t i = 0; i < self->groups.count; i++) {
         Group *group = (Group *)RECORD(&self->groups, i);
         Py_XDECREF(group->group);
-        Py_XDECREF(group->bytes);
     }
     PyMem_Free(self->files.index);
     PyMem_Free(self->files.records);
@@ -1461,7 +1474,6 @@ static int
 module_constants(void)
 {
     if ((unit_weight == NULL && (unit_weight = PyFloat_FromDouble(1.0)) == NULL)
-        || (zero_bytes == NULL && (zero_bytes = PyLong_FromLong(0)) == NULL)
         || (str_key == NULL && (str_key = PyUnicode_InternFromString("key")) == NULL)
         || (str_layout == NULL && (str_layout = PyUnicode_InternFromString("layout")) == NULL)
         || (str_settled == NULL && (str_settled = PyUnicode_InternFromString("settled")) == NULL)
