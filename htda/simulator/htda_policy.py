@@ -94,6 +94,7 @@ class HTDAPolicy(CachePolicy):
     """A cache evicting by the coordinator's rating of file groups (see the module docstring)."""
 
     name = "htda"
+    takes_arrays = True  # the compiled cache reads the chunk's arrays in place
 
     def __init__(self, capacity: int, rating: RatingPolicy[int], label: str | None = None, per_size: bool = False,
                  accesses: str = "job", admission: TinyLFUAdmission | None = None, objects: int = 0):
@@ -109,7 +110,6 @@ class HTDAPolicy(CachePolicy):
         self.per_size = per_size
         self.accesses = accesses
         self.admission = admission
-        # an adaptive rating (``lrfu-adaptive``) sizes its shadow caches by this cache and re-keys it on a switch
         # an adaptive rating (``lrfu-adaptive``) sizes its shadow caches by this cache and its groups' bytes, and
         # re-keys the cache on a switch
         self._sized = callable(getattr(rating, "set_capacity", None))
@@ -119,10 +119,6 @@ class HTDAPolicy(CachePolicy):
         self._objects = objects  # reserved for at the first request (then 0)
         # the compiled cache, with its own tables, made at the first request (:meth:`_compiled`)
         self._loop: Loop | None = None
-
-    @property
-    def takes_arrays(self) -> bool:  # type: ignore[override]
-        return True  # the compiled cache reads the chunk's arrays in place
 
     @property
     def window_used(self) -> int:
