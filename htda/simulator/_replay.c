@@ -339,22 +339,31 @@ sketch_bump(uint8_t *counter)
         ++*counter;
 }
 
+/* where id counts in the sketch: its counter in each of the four rows, and its two doorkeeper bits */
+typedef struct {
+    uint64_t counter[4], door[2];
+} SketchPlace;
+
+static inline SketchPlace
+sketch_place(const Sketch *sketch, int64_t id)
+{
+    uint64_t h, g, mask = sketch->mask, w = (uint64_t)sketch->width;
+    sketch_mixes(id, &h, &g);
+    return (SketchPlace){{h & mask, w + ((h >> 32) & mask), 2 * w + (g & mask), 3 * w + ((g >> 32) & mask)},
+                         {(h >> 16) & sketch->door_mask, (g >> 8) & sketch->door_mask}};
+}
+
 /* FrequencySketch.increment(id) */
 static void
 sketch_count(Sketch *sketch, int64_t id)
 {
-    uint64_t h, g, mask = sketch->mask, w = (uint64_t)sketch->width;
-    sketch_mixes(id, &h, &g);
+    SketchPlace at = sketch_place(sketch, id);
     uint8_t *door = sketch->door.buf, *counters = sketch->counters.buf;
-    uint64_t x = (h >> 16) & sketch->door_mask, y = (g >> 8) & sketch->door_mask;
-    if (!(door[x] && door[y]))
-        door[x] = door[y] = 1; /* the first access, as far as the doorkeeper knows */
-    else {
-        sketch_bump(&counters[h & mask]);
-        sketch_bump(&counters[w + ((h >> 32) & mask)]);
-        sketch_bump(&counters[2 * w + (g & mask)]);
-        sketch_bump(&counters[3 * w + ((g >> 32) & mask)]);
-    }
+    if (!(door[at.door[0]] && door[at.door[1]]))
+        door[at.door[0]] = door[at.door[1]] = 1; /* the first access, as far as the doorkeeper knows */
+    else
+        for (int row = 0; row < 4; row++)
+            sketch_bump(&counters[at.counter[row]]);
     if (++sketch->samples >= sketch->sample_size)
         sketch_halve(sketch);
 }
@@ -363,14 +372,19 @@ sketch_count(Sketch *sketch, int64_t id)
 static int
 sketch_estimate(const Sketch *sketch, int64_t id)
 {
-    uint64_t h, g, mask = sketch->mask, w = (uint64_t)sketch->width;
-    sketch_mixes(id, &h, &g);
+    SketchPlace at = sketch_place(sketch, id);
     const uint8_t *door = sketch->door.buf, *counters = sketch->counters.buf;
-    int count = counters[h & mask];
-    count = Py_MIN(count, counters[w + ((h >> 32) & mask)]);
-    count = Py_MIN(count, counters[2 * w + (g & mask)]);
-    count = Py_MIN(count, counters[3 * w + ((g >> 32) & mask)]);
-    return count + (door[(h >> 16) & sketch->door_mask] && door[(g >> 8) & sketch->door_mask]);
+    int count = counters[at.counter[0]];
+    for (int row = 1; row < 4; row++)
+        count = Py_MIN(count, counters[at.counter[row]]);
+    return count + (door[at.door[0]] && door[at.door[1]]);
+}
+
+static int
+as_int(PyObject *value, long long *out)
+{
+    *out = PyLong_AsLongLong(value);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
 /* a long long attribute of obj */
@@ -378,11 +392,9 @@ static int
 int_attribute(PyObject *obj, PyObject *name, long long *out)
 {
     PyObject *value = PyObject_GetAttr(obj, name);
-    if (value == NULL)
-        return -1;
-    *out = PyLong_AsLongLong(value);
-    Py_DECREF(value);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+    int failed = value == NULL || as_int(value, out) < 0;
+    Py_XDECREF(value);
+    return failed ? -1 : 0;
 }
 
 /* Hold the admission's sketch's tables and count (admission.sketch). */
@@ -462,7 +474,7 @@ typedef struct {
     PyObject *admission; /* the TinyLFUAdmission, or NULL */
     Sketch sketch; /* its counts, open during replay() */
     Heap window; /* the window's files (WHERE WINDOW), as the heap holds the main part's */
-    long long window_used, cached; /* the window's bytes; the files cached */
+    long long window_used, cached; /* the window's bytes; the files cached (in every layout) */
     double window_cap; /* the window's share of the capacity, in bytes */
     long long sample, sampled, sample_hit_bytes, sample_bytes; /* the window's hill climbing: requests a sample,
                                                                  * and this sample's requests and bytes so far */
@@ -661,6 +673,32 @@ current_top(Loop *self, Heap *heap)
     }
 }
 
+/* The file enters the cache, `size` bytes. */
+static void
+cache_file(Loop *self, Totals *totals, File *file, long long size)
+{
+    CACHED(file) = 1;
+    file->size = size;
+    self->cached++;
+    totals->used += size;
+}
+
+/* The file leaves the cache (its place MAIN again, as for a file not cached).  Its bytes count as evicted, unless
+ * it is the file just staged (staged_id, when staged is not NULL), which was not admitted: *staged becomes 0. */
+static int
+uncache(Loop *self, Totals *totals, File *file, int64_t staged_id, long long *staged)
+{
+    CACHED(file) = 0;
+    WHERE(file) = MAIN;
+    self->cached--;
+    totals->used -= file->size;
+    if (staged != NULL && file->head.id == staged_id) {
+        *staged = 0; /* not admitted: nothing staged, nothing evicted */
+        return 0;
+    }
+    return add_checked(&totals->evicted, file->size);
+}
+
 /* The file of the heap's lowest entry goes (the heap is not empty), once the entries above it that went stale were
  * pushed again with their current keys.  If it is the file just staged (id staged_id), it was not admitted:
  * *staged becomes 0.  `asking`: it stays if it is of another group and its key is at least `before`.  1 when one
@@ -675,13 +713,7 @@ evict_lowest(Loop *self, Totals *totals, int64_t staged_id, long long *staged, c
     if (asking != NULL && victim->group != asking->group && before <= top.key)
         return 0;
     heap_pop(&self->heap);
-    CACHED(victim) = 0;
-    totals->used -= victim->size;
-    if (top.id == staged_id)
-        *staged = 0; /* not admitted: nothing staged, nothing evicted */
-    else if (add_checked(&totals->evicted, victim->size) < 0)
-        return -1;
-    return 1;
+    return uncache(self, totals, victim, staged_id, staged) < 0 ? -1 : 1;
 }
 
 /* Evict lowest keys first until `extra` more bytes fit; a stale entry is pushed again with its current key.  If
@@ -845,12 +877,7 @@ dequeue(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
     self->queued -= file->size;
     if (WHERE(file) == READ_AGAIN)
         return to_heap(self, file);
-    WHERE(file) = MAIN;
-    CACHED(file) = 0;
-    totals->used -= file->size;
-    if (oldest.id == staged_id)
-        *staged = 0;
-    else if (add_checked(&totals->evicted, file->size) < 0)
+    if (uncache(self, totals, file, staged_id, staged) < 0)
         return -1;
     Queued ghost = {oldest.id, file->size, ++self->stamps};
     if (fifo_push(&self->ghost, ghost) < 0)
@@ -873,9 +900,7 @@ stage_on_probation(Loop *self, Totals *totals, File *file, long long size)
         self->ghosted -= file->size; /* its size when it went, until the line below */
         file->ghost = 0;
     }
-    CACHED(file) = 1;
-    file->size = size;
-    totals->used += size;
+    cache_file(self, totals, file, size);
     if (back) {
         if (to_heap(self, file) < 0)
             return -1;
@@ -950,12 +975,10 @@ stage(Loop *self, Totals *totals, File *file, const Group *group, long long size
         if (room <= 0)
             return room;
     }
-    CACHED(file) = 1;
-    file->size = size;
+    cache_file(self, totals, file, size);
     file->key = key;
     if (heap_push(&self->heap, key, entry.id) < 0)
         return -1;
-    totals->used += size;
     long long staged = size;
     if (make_room(self, totals, 0, entry.id, &staged, NULL, 0.0) < 0)
         return -1;
@@ -970,23 +993,12 @@ stage(Loop *self, Totals *totals, File *file, const Group *group, long long size
  * keep the victim; a victim of its own group goes unasked); otherwise it leaves, and the victims that went before
  * it stay gone.  The rating's layout is not asked: the filter is the layout. */
 
-/* the file goes from the cache, its bytes counted as evicted */
-static int
-uncache(Loop *self, Totals *totals, File *file)
-{
-    CACHED(file) = 0;
-    WHERE(file) = MAIN;
-    self->cached--;
-    totals->used -= file->size;
-    return add_checked(&totals->evicted, file->size);
-}
-
 /* the sketch's estimate for the file's group (its first) */
 static int
 group_frequency(Loop *self, const File *file, int *out)
 {
-    long long gid = PyLong_AsLongLong(file->group);
-    if (gid == -1 && PyErr_Occurred())
+    long long gid;
+    if (as_int(file->group, &gid) < 0)
         return -1;
     *out = sketch_estimate(&self->sketch, gid);
     return 0;
@@ -1016,7 +1028,7 @@ admit_from_window(Loop *self, Totals *totals)
                 }
             }
             heap_pop(&self->heap);
-            if (uncache(self, totals, victim) < 0)
+            if (uncache(self, totals, victim, 0, NULL) < 0)
                 return -1;
         }
         if (admitted && totals->used <= self->capacity) {
@@ -1024,7 +1036,7 @@ admit_from_window(Loop *self, Totals *totals)
             if (heap_push(&self->heap, candidate->key, candidate->head.id) < 0)
                 return -1;
         }
-        else if (uncache(self, totals, candidate) < 0)
+        else if (uncache(self, totals, candidate, 0, NULL) < 0)
             return -1;
     }
     return 0;
@@ -1035,14 +1047,11 @@ admit_from_window(Loop *self, Totals *totals)
 static int
 stage_in_window(Loop *self, Totals *totals, File *file, long long size)
 {
-    CACHED(file) = 1;
+    cache_file(self, totals, file, size);
     WHERE(file) = WINDOW;
-    file->size = size;
-    self->cached++;
     if (current_key(self, file, &file->key) < 0 || heap_push(&self->window, file->key, file->head.id) < 0)
         return -1;
     self->window_used += size;
-    totals->used += size;
     if (add_checked(&totals->staged, size) < 0 || admit_from_window(self, totals) < 0)
         return -1;
     while (totals->used > self->capacity) {
@@ -1053,10 +1062,23 @@ stage_in_window(Loop *self, Totals *totals, File *file, long long size)
         heap_pop(heap);
         if (WHERE(victim) == WINDOW)
             self->window_used -= victim->size;
-        if (uncache(self, totals, victim) < 0)
+        if (uncache(self, totals, victim, 0, NULL) < 0)
             return -1;
     }
     return 0;
+}
+
+/* The window's share of the capacity is `share` (a new reference, or NULL on an error), and the admission's
+ * sample_size the requests of the climb's next sample. */
+static int
+take_window(Loop *self, PyObject *share)
+{
+    double window = share == NULL ? -1.0 : PyFloat_AsDouble(share);
+    Py_XDECREF(share);
+    if (share == NULL || (window == -1.0 && PyErr_Occurred()))
+        return -1;
+    self->window_cap = window * (double)self->capacity;
+    return int_attribute(self->admission, str_sample_size, &self->sample);
 }
 
 /* a sample of requests is over: the admission adapts the window's share to its byte hit ratio */
@@ -1068,13 +1090,8 @@ climb(Loop *self)
     if (ratio_object != NULL)
         share = PyObject_CallMethodOneArg(self->admission, str_sampled, ratio_object);
     Py_XDECREF(ratio_object);
-    double window = share == NULL ? -1.0 : PyFloat_AsDouble(share);
-    Py_XDECREF(share);
-    if (share == NULL || (window == -1.0 && PyErr_Occurred()))
-        return -1;
-    self->window_cap = window * (double)self->capacity;
     self->sampled = self->sample_hit_bytes = self->sample_bytes = 0;
-    return int_attribute(self->admission, str_sample_size, &self->sample);
+    return take_window(self, share);
 }
 
 /* The sketch counts about as many groups as the cache holds files: past its width it grows (and starts afresh). */
@@ -1115,13 +1132,7 @@ admitted_request(Loop *self, Totals *totals, File *file, long long size)
 static int
 open_admission(Loop *self)
 {
-    PyObject *window = PyObject_GetAttrString(self->admission, "window");
-    double share = window == NULL ? -1.0 : PyFloat_AsDouble(window);
-    Py_XDECREF(window);
-    if (window == NULL || (share == -1.0 && PyErr_Occurred()))
-        return -1;
-    self->window_cap = share * (double)self->capacity;
-    if (int_attribute(self->admission, str_sample_size, &self->sample) < 0)
+    if (take_window(self, PyObject_GetAttrString(self->admission, "window")) < 0)
         return -1;
     return sketch_open(&self->sketch, self->admission);
 }
@@ -1149,13 +1160,6 @@ request(Loop *self, PyObject *access, Totals *totals, double t, int64_t id, long
 }
 
 /* -- the methods ---------------------------------------------------------------------------------------------- */
-
-static int
-as_int(PyObject *value, long long *out)
-{
-    *out = PyLong_AsLongLong(value);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
-}
 
 /* the request's group id: its own (group), or (none) the file's own group, -2 - id */
 static int

@@ -133,6 +133,10 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
                    sample_seed=sample_seed)
     outcomes: dict[int, Judged] = {}
 
+    def started(i: int) -> None:
+        if progress:
+            progress(f"[{i + 1}/{len(traces)}] {traces[i].name}: replaying")
+
     def ended(i: int, outcome: Judged) -> None:
         outcomes[i] = outcome
         if progress:
@@ -146,11 +150,10 @@ def run_suite(traces: list[SuiteTrace], baselines: list[str], half_lives: list[f
                      f"({cpu:.1f} s of CPU)")
 
     if jobs > 1 and len(traces) > 1:
-        _judge_forked(traces, spec, fractions, jobs, ended, progress)
+        _judge_forked(traces, spec, fractions, jobs, started, ended)
     else:
         for i, trace in enumerate(traces):
-            if progress:
-                progress(f"[{i + 1}/{len(traces)}] {trace.name}: replaying")
+            started(i)
             ended(i, _judged_or_why(trace, spec, fractions))
     sections, verdicts, unreadable = [], [], []
     for i, trace in enumerate(traces):  # in the traces' order, however they ended
@@ -184,8 +187,9 @@ def _judge_one_forked(i: int) -> Judged:
 
 
 def _judge_forked(traces: list[SuiteTrace], spec: RunSpec, fractions: tuple[float, ...], jobs: int,
-                  ended: Callable[[int, Judged], None], progress: Callable[[str], None] | None) -> None:
-    """Each trace judged in a process forked for it alone, ``jobs`` at a time; ``ended(i, outcome)`` as each ends.
+                  started: Callable[[int], None], ended: Callable[[int, Judged], None]) -> None:
+    """Each trace judged in a process forked for it alone, ``jobs`` at a time; ``started(i)`` as each starts,
+    ``ended(i, outcome)`` as each ends.
     A process of its own a trace: the peak RSS it reports is the trace's, not that of a larger one before it in
     the same process (what a worker kept from it)."""
     global _FORKED
@@ -197,8 +201,7 @@ def _judge_forked(traces: list[SuiteTrace], spec: RunSpec, fractions: tuple[floa
         while waiting or running:
             while waiting and len(running) < jobs:
                 i = waiting.pop(0)
-                if progress:
-                    progress(f"[{i + 1}/{len(traces)}] {traces[i].name}: replaying")
+                started(i)
                 pool = ProcessPoolExecutor(1, mp_context=context)  # (forked at this submit, with _FORKED set)
                 running[pool.submit(_judge_one_forked, i)] = (i, pool)
             done, _ = wait(running, return_when=FIRST_COMPLETED)
