@@ -18,11 +18,11 @@ import os
 import resource
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .engine import ReplayResult
 from .generator import AnalysisWorkload
@@ -175,48 +175,63 @@ def _judged_or_why(trace: SuiteTrace, spec: RunSpec, fractions: tuple[float, ...
         return str(exc)
 
 
-#: what the processes of :func:`_judge_forked` judge: (the traces, the spec, the sizes), set before the forks and
-#: read by the children (a fork copies it; nothing is pickled but an index and an outcome)
-_FORKED: tuple[list[SuiteTrace], RunSpec, tuple[float, ...]] | None = None
-
-
-def _judge_one_forked(i: int) -> Judged:
-    assert _FORKED is not None  # (set before the fork)
-    traces, spec, fractions = _FORKED
-    return _judged_or_why(traces[i], spec, fractions)
-
-
 def _judge_forked(traces: list[SuiteTrace], spec: RunSpec, fractions: tuple[float, ...], jobs: int,
                   started: Callable[[int], None], ended: Callable[[int, Judged], None]) -> None:
     """Each trace judged in a process forked for it alone, ``jobs`` at a time; ``started(i)`` as each starts,
     ``ended(i, outcome)`` as each ends.
     A process of its own a trace: the peak RSS it reports is the trace's, not that of a larger one before it in
-    the same process (what a worker kept from it)."""
-    global _FORKED
+    the same process (what a worker kept from it).  The first error (a trace's process that raised or died, or one
+    of ``ended``) kills the processes still replaying: the run ends at once, not when the slowest trace does."""
     context = multiprocessing.get_context("fork")
-    running: dict[Future[Judged], tuple[int, ProcessPoolExecutor]] = {}
+    running: dict[Connection, tuple[int, BaseProcess]] = {}  # each process's end of its pipe -> (trace, process)
     waiting = list(range(len(traces)))
-    _FORKED = (traces, spec, fractions)
     try:
         while waiting or running:
             while waiting and len(running) < jobs:
                 i = waiting.pop(0)
                 started(i)
-                pool = ProcessPoolExecutor(1, mp_context=context)  # (forked at this submit, with _FORKED set)
-                running[pool.submit(_judge_one_forked, i)] = (i, pool)
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                i, pool = running.pop(future)
-                pool.shutdown()
-                try:
-                    ended(i, future.result())
-                except BrokenProcessPool:
-                    raise RuntimeError(f"the process replaying {traces[i].source} died before its end: killed, or "
-                                       "out of memory (try fewer --jobs)") from None
+                reader, writer = context.Pipe(duplex=False)
+                process: BaseProcess = context.Process(target=_send_judged, name=f"htda suite {traces[i].name}",
+                                                       args=(writer, traces[i], spec, fractions))
+                process.start()  # (forked: the child has the traces and the spec, nothing is pickled but the outcome)
+                writer.close()  # the child's copy is now the only one: its end, or its death, is the reader's EOF
+                running[reader] = (i, process)
+            for ready in wait(list(running)):
+                reader = cast(Connection, ready)  # (wait gives back the readers it was given)
+                i, process = running.pop(reader)
+                ended(i, _received(reader, process, traces[i]))
     finally:
-        _FORKED = None
-        for _, pool in running.values():
-            pool.shutdown(cancel_futures=True)
+        for reader, (_, process) in running.items():
+            process.kill()
+            process.join()
+            reader.close()
+
+
+def _received(reader: Connection, process: BaseProcess, trace: SuiteTrace) -> Judged:
+    """What a trace's process sent before it ended: its outcome, or the error it raised (raised here)."""
+    try:
+        raised, outcome = reader.recv()
+    except EOFError:
+        raise RuntimeError(f"the process replaying {trace.source} died before its end: killed, or out of memory "
+                           "(try fewer --jobs)") from None
+    finally:
+        reader.close()
+        process.join()
+    if raised:
+        raise outcome
+    return cast(Judged, outcome)
+
+
+def _send_judged(writer: Connection, trace: SuiteTrace, spec: RunSpec, fractions: tuple[float, ...]) -> None:
+    """In a trace's forked process: send its outcome, or the error that ended it (which the parent raises)."""
+    try:
+        message: tuple[bool, Any] = (False, _judged_or_why(trace, spec, fractions))
+    except Exception as exc:  # noqa: BLE001 - any error, raised again in the parent as a pool's future would
+        message = (True, exc)
+    try:
+        writer.send(message)
+    except Exception as exc:  # noqa: BLE001 - an error that does not pickle still ends the run with its message
+        writer.send((True, RuntimeError(f"replaying {trace.source}: {message[1]!r} ({exc})")))
 
 
 def _judged(trace: SuiteTrace, spec: RunSpec, fractions: tuple[float, ...]) -> tuple[TraceVerdict, str, float]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -75,6 +76,31 @@ def test_traces_judged_in_processes_of_their_own_give_the_same_report_in_the_tra
     assert without_figures(two.text) == without_figures(one.text)
     assert sorted(line.split(": ")[1] for line in lines if "replaying" in line) == ["replaying"] * 4
     assert sum("HTDA at or above" in line for line in lines) == 3 and sum("not replayed" in line for line in lines) == 1
+
+
+def test_an_error_in_one_trace_ends_the_suite_at_once_and_kills_the_traces_still_replaying(tmp_path):
+    pid_file = tmp_path / "slow.pid"
+
+    def slow():
+        pid_file.write_text(str(os.getpid()))
+        time.sleep(120)
+        yield
+
+    def failing():
+        for _ in range(200):  # (once the slow trace's process runs, so that there is one to kill)
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.05)
+        raise ValueError("not a trace error: a defect")
+        yield
+
+    traces = [SuiteTrace("slow", slow, "slow.csv"), SuiteTrace("failing", failing, "failing.csv")]
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="a defect"):
+        run_suite(traces, ["lru"], [86400.0], jobs=2)
+    assert time.monotonic() - started < 60
+    with pytest.raises(ProcessLookupError):  # (killed and reaped)
+        os.kill(int(pid_file.read_text()), 0)
 
 
 def test_a_trace_whose_process_dies_ends_the_suite_with_an_error():
