@@ -24,7 +24,8 @@
  * Or it may say that new files go on probation (its `layout`, PROBATION): S3-FIFO's quick demotion in front of
  * the lowest-key order.  A missed file then enters a FIFO queue instead of the heap; while the queue holds
  * PROBATION_SHARE of the capacity (or the heap is empty) its oldest file leaves it when room is needed: into the
- * heap if it was read again while queued, else out of the cache, its id and size remembered in a FIFO ghost
+ * heap if it was read again while queued (it, or its group by a later job: the unit the rating's shadows replay),
+ * else out of the cache, its id and size remembered in a FIFO ghost
  * list (at most the rest of the capacity); a missed file found there goes straight to the heap.  Once the rating
  * lays the cache out otherwise, the next miss moves the queue into the heap and forgets the ghost list.
  * The files the heap held when the probation began stay there, and the heap gives up room only as fast as files
@@ -265,7 +266,10 @@ heap_push(Heap *heap, double key, int64_t id)
 typedef struct {
     int64_t id;
     long long size;
-    uint64_t stamp; /* (the ghost list's) */
+    union {
+        uint64_t stamp; /* the ghost list's: its order */
+        double since; /* the queue's: when the file was queued (its group's last access then) */
+    };
 } Queued;
 
 HTDA_RING(fifo, Queued)
@@ -832,7 +836,7 @@ read_once(Loop *self, PyObject *group)
 /* The rating settled on probation: every file of the heap whose group (its first) was read only once joins the
  * queue, lowest key first, behind the files queued since the probation began; the others stay in the heap. */
 static int
-settle(Loop *self)
+settle(Loop *self, double now)
 {
     Entry *kept = PyMem_Malloc(sizeof(Entry) * ((size_t)self->heap.n + 1));
     if (kept == NULL) {
@@ -851,7 +855,7 @@ settle(Loop *self)
         int once;
         if ((once = read_once(self, file->group)) < 0)
             failed = 1;
-        else if (once && fifo_push(&self->queue, (Queued){top.id, file->size, 0}) < 0)
+        else if (once && fifo_push(&self->queue, (Queued){top.id, file->size, {.since = now}}) < 0)
             failed = 1;
         else if (once) {
             WHERE(file) = QUEUED;
@@ -866,6 +870,25 @@ settle(Loop *self)
     return failed ? -1 : 0;
 }
 
+/* Whether a queued file was read again since it was queued (at `since`): the file itself, or its group (its first)
+ * by a later job.  The shadows replay groups, so for them a dataset read again by the next job is read again
+ * whichever of its files that job read; the cache asks the same of its files, or it would judge a layout by one
+ * unit and run it by another.  (A file without a group is its own: read again only if it was.)  1, 0, or -1. */
+static int
+read_again(Loop *self, const File *file, double since)
+{
+    if (WHERE(file) == READ_AGAIN)
+        return 1;
+    long long gid = PyLong_AsLongLong(file->group);
+    if (gid == -1 && PyErr_Occurred())
+        return -1;
+    int64_t own;
+    if (!__builtin_sub_overflow((int64_t)-2, file->head.id, &own) && gid == own)
+        return 0; /* its own group: its own reads set READ_AGAIN */
+    const Group *group = (const Group *)find(&self->groups, gid);
+    return group != NULL && ACCESSED(group) && group->last > since;
+}
+
 /* The queue's oldest file leaves it: into the heap if it was read again while queued, else out of the cache and
  * into the ghost list (which keeps at most the rest of the capacity).  The file just staged (staged_id) leaving
  * unread was not admitted. */
@@ -875,11 +898,16 @@ dequeue(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
     Queued oldest = fifo_pop(&self->queue);
     File *file = (File *)find(&self->files, oldest.id);
     self->queued -= file->size;
-    if (WHERE(file) == READ_AGAIN)
+    int again = read_again(self, file, oldest.since);
+    if (again < 0) {
+        to_heap(self, file); /* (it stays cached: an error loses no file) */
+        return -1;
+    }
+    if (again)
         return to_heap(self, file);
     if (uncache(self, totals, file, staged_id, staged) < 0)
         return -1;
-    Queued ghost = {oldest.id, file->size, ++self->stamps};
+    Queued ghost = {oldest.id, file->size, {.stamp = ++self->stamps}};
     if (fifo_push(&self->ghost, ghost) < 0)
         return -1;
     file->ghost = ghost.stamp;
@@ -892,7 +920,7 @@ dequeue(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
  * heap, or into the queue; then the queue's oldest leave while it holds its share (or the heap is empty), else
  * the heap's lowest, until the cache fits. */
 static int
-stage_on_probation(Loop *self, Totals *totals, File *file, long long size)
+stage_on_probation(Loop *self, Totals *totals, File *file, long long size, double now)
 {
     int64_t id = file->head.id;
     int back = file->ghost != 0;
@@ -906,7 +934,7 @@ stage_on_probation(Loop *self, Totals *totals, File *file, long long size)
             return -1;
     }
     else {
-        if (fifo_push(&self->queue, (Queued){id, size, 0}) < 0)
+        if (fifo_push(&self->queue, (Queued){id, size, {.since = now}}) < 0)
             return -1;
         WHERE(file) = QUEUED;
         self->queued += size;
@@ -952,12 +980,12 @@ stage(Loop *self, Totals *totals, File *file, const Group *group, long long size
         self->settled = 0;
     else if (!self->settled) {
         int settled = rating_settled(self);
-        if (settled < 0 || (settled && settle(self) < 0))
+        if (settled < 0 || (settled && settle(self, group->last) < 0))
             return -1;
         self->settled = settled;
     }
     if (layout == PROBATION)
-        return stage_on_probation(self, totals, file, size);
+        return stage_on_probation(self, totals, file, size, group->last);
     double key;
     int own = !self->per_size && file->group == group->group && file->groups == NULL;
     if ((own ? own_key(self, file, &key) : file_key(self, file, &key)) < 0)

@@ -1,0 +1,132 @@
+"""LHD's hit density as a cache's only rule: a research prototype, byte hit ratio (not HTDA's code).
+
+    python bench/experiments/lhd.py TRACE 10,20,50     # sizes in % of the trace's footprint
+
+N. Beckmann, H. Chen, A. Cidon, "LHD: Improving Cache Hit Rate by Maximizing
+Hit Density", NSDI'18.  Each object has a class (the sum of its last two
+reuse ages, in log2 steps; objects never reused are a class of their own)
+and an age (requests since its last access, in coarse units).  Decayed
+histograms of hits and evictions per class and age give the expected hits
+per unit of space and time of keeping an object of that class at that age
+(for byte hits the size cancels); the cache evicts the lowest of 64 cached
+objects drawn at random.  ``docs/simulator-history.rst``, *Hit density*,
+has what it gave.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from collections.abc import Iterable
+
+import numpy as np
+
+from htda.simulator.trace import Chunk, trace_reader
+
+AGES = 4096
+CLASSES = 16
+NEVER_REUSED = CLASSES - 1
+SAMPLES = 64
+DECAY = 0.9
+#: the histogram's ages span this many cache-fulls of requests
+SPAN = 10
+
+
+class HitDensityCache:
+    """A cache of ``capacity`` bytes over objects numbered 0 .. ``objects`` - 1, evicting by LHD's hit density."""
+
+    def __init__(self, capacity: int, objects: int, seed: int = 0):
+        self.capacity, self.used, self.now = capacity, 0, 0
+        self.random = random.Random(seed)
+        self.last = np.zeros(objects, np.int64)  # request number of the last access, 0: never accessed
+        self.reuse = np.zeros((objects, 2), np.int64)  # the last two reuse ages, coarse (0: none)
+        self.place = np.full(objects, -1, np.int64)  # index in self.cached, -1 when not cached
+        self.size = np.zeros(objects, np.int64)
+        self.cached: list[int] = []
+        self.hits = np.zeros((CLASSES, AGES))
+        self.evictions = np.zeros((CLASSES, AGES))
+        self.density = np.tile(1.0 / (np.arange(AGES) + 1.0), (CLASSES, 1))  # LRU's order until it has learnt
+        self.unit = 0  # requests per age step, fixed once the cache is nearly full
+        self.next_reconfiguration = 0
+
+    def request(self, oid: int, size: int) -> bool:
+        """One request; True on a hit."""
+        self.now += 1
+        unit = self.unit or max(1, SPAN * max(1, len(self.cached)) // AGES)
+        hit = self.place[oid] >= 0
+        if hit:
+            self.hits[self.klass(oid), self.age(oid, unit)] += 1
+        if self.last[oid]:
+            self.reuse[oid] = (max(1, self.age(oid, unit)), self.reuse[oid, 0])
+        self.last[oid] = self.now
+        if not hit and size <= self.capacity:
+            while self.used + size > self.capacity:
+                self.evict(unit)
+            self.place[oid] = len(self.cached)
+            self.cached.append(oid)
+            self.size[oid] = size
+            self.used += size
+        self.learn()
+        return bool(hit)
+
+    def klass(self, oid: int) -> int:
+        ages = int(self.reuse[oid].sum())
+        return NEVER_REUSED if ages == 0 else min(CLASSES - 2, int(math.log2(ages)))
+
+    def age(self, oid: int, unit: int) -> int:
+        return min(AGES - 1, int(self.now - self.last[oid]) // unit)
+
+    def evict(self, unit: int) -> None:
+        drawn = [self.random.randrange(len(self.cached)) for _ in range(min(SAMPLES, len(self.cached)))]
+        lowest = min(drawn, key=lambda i: self.density[self.klass(self.cached[i]), self.age(self.cached[i], unit)])
+        oid = self.cached[lowest]
+        self.evictions[self.klass(oid), self.age(oid, unit)] += 1
+        moved = self.cached.pop()
+        if lowest < len(self.cached):
+            self.cached[lowest] = moved
+            self.place[moved] = lowest
+        self.place[oid] = -1
+        self.used -= int(self.size[oid])
+
+    def learn(self) -> None:
+        """Fix the age's unit once the cache is nearly full; then, every cache-full of requests, the densities."""
+        if not self.unit:
+            if self.used >= 0.9 * self.capacity and self.cached:
+                self.unit = max(1, SPAN * len(self.cached) // AGES)
+                self.next_reconfiguration = self.now + max(1024, len(self.cached))
+            return
+        if self.now < self.next_reconfiguration:
+            return
+        # from the oldest age down: the hits still to come over the space-time still to be spent, per class
+        hits = self.hits[:, ::-1].cumsum(axis=1)
+        lifetime = (self.hits + self.evictions)[:, ::-1].cumsum(axis=1).cumsum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.density = np.where(lifetime > 0, hits / lifetime, 0.0)[:, ::-1]
+        self.hits *= DECAY
+        self.evictions *= DECAY
+        self.next_reconfiguration = self.now + max(1024, len(self.cached))
+
+
+def byte_hit_ratio(chunks: Iterable[Chunk], capacity: int, objects: int) -> float:
+    cache = HitDensityCache(capacity, objects)
+    hit = total = 0
+    for chunk in chunks:
+        for oid, size in zip(chunk.ids.tolist(), chunk.sizes.tolist()):
+            total += size
+            hit += size if cache.request(oid, size) else 0
+    return hit / total
+
+
+def main() -> None:
+    path, percents = sys.argv[1], sys.argv[2].split(",")
+    reader = trace_reader(path)
+    chunks = list(reader)
+    sizes = reader.object_sizes()
+    for percent in percents:
+        capacity = max(1, int(float(percent) / 100 * int(sizes.sum())))
+        print(f"{path.rsplit('/', 1)[-1]} {percent} % {byte_hit_ratio(chunks, capacity, len(sizes)):.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
