@@ -873,7 +873,8 @@ settle(Loop *self, double now)
 /* Whether a queued file was read again since it was queued (at `since`): the file itself, or its group (its first)
  * by a later job.  The shadows replay groups, so for them a dataset read again by the next job is read again
  * whichever of its files that job read; the cache asks the same of its files, or it would judge a layout by one
- * unit and run it by another.  (A file without a group is its own: read again only if it was.)  1, 0, or -1. */
+ * unit and run it by another.  (A file without a group is its own: read again only if it was.  A later job is a
+ * later time, also with one access a request.)  1, 0, or -1. */
 static int
 read_again(Loop *self, const File *file, double since)
 {
