@@ -13,12 +13,14 @@ import multiprocessing
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Any, cast
 
 import numpy as np
 
+from .forked import received, send_outcome
 from .offline import BeladyPolicy, pfoo_lower_bound
 from .policies import CachePolicy
 from .trace import Chunk, record_sizes
@@ -223,48 +225,68 @@ def _finish_alone(policy: CachePolicy, res: PolicyResult, chunks: Callable[[], I
         policy.release()
 
 
-#: what the forked processes of :func:`_fork_replays` replay: (policies, their results, the chunks), set before the
-#: fork and read by the children (a fork copies it; nothing is pickled but an index and a result)
-_FORKED: tuple[Sequence[CachePolicy], Sequence[PolicyResult], Callable[[], Iterable[Chunk]]] | None = None
-
-
-def _replay_forked(i: int) -> tuple[int, PolicyResult]:
-    assert _FORKED is not None  # (set before the fork)
-    policies, online, chunks = _FORKED
-    _finish_alone(policies[i], online[i], chunks, None, True)
-    return i, online[i]
-
-
 def _fork_replays(policies: Sequence[CachePolicy], online: list[PolicyResult], chunks: Callable[[], Iterable[Chunk]],
                   jobs: int, progress: Callable[[int, int], None] | None) -> Callable[[], list[PolicyResult]]:
-    """Start replaying each policy alone in a pool of ``jobs`` forked processes; returns the function that waits
-    for them (``progress(policies done, policies)`` as each ends) and gives the results in the policies' order."""
-    global _FORKED
-    # an executor, not a multiprocessing.Pool: a process that dies (killed, out of memory) breaks it with an error
-    # instead of losing its task and waiting for it for ever
-    pool = ProcessPoolExecutor(min(jobs, len(policies)), mp_context=multiprocessing.get_context("fork"))
-    _FORKED = (policies, online, chunks)
-    try:  # with fork, the first submit starts every process: each has its copy of _FORKED
-        replays = [pool.submit(_replay_forked, i) for i in range(len(policies))]
-    finally:
-        _FORKED = None
+    """Start replaying each policy alone in ``jobs`` forked processes; returns the function that waits for them
+    (``progress(policies done, policies)`` as each ends) and gives the results in the policies' order.
+    Each process takes the next policy not yet taken (a shared counter) until none is left, so that a slow
+    policy holds up one process, not the others' share; the parent is free meanwhile (the offline passes).  The
+    first error, in a policy or a process that died, kills the processes still replaying."""
+    context = multiprocessing.get_context("fork")
+    taken = context.Value("l", 0)  # the next policy to take, under its lock
+    running: dict[Connection, BaseProcess] = {}  # each process's end of its pipe -> the process
+    for n in range(min(jobs, len(policies))):
+        reader, writer = context.Pipe(duplex=False)
+        process = context.Process(target=_replay_taken, name=f"htda replay {n}", daemon=True,
+                                  args=(writer, taken, policies, online, chunks))
+        process.start()
+        writer.close()  # the child's copy is now the only one: its end, or its death, is the reader's EOF
+        running[reader] = process
 
     def results() -> list[PolicyResult]:
         done: dict[int, PolicyResult] = {}
-        with pool:
-            try:
-                for replayed in as_completed(replays):
-                    i, res = replayed.result()
+        try:
+            while running:
+                for ready in wait(list(running)):
+                    reader = cast(Connection, ready)  # (wait gives back the readers it was given)
+                    replayed = received(reader, "policies (--jobs)")
+                    if replayed is None:  # (that process found no policy left)
+                        reader.close()
+                        running.pop(reader).join()
+                        continue
+                    i, res = replayed
                     done[i] = res
                     if progress is not None:
                         progress(len(done), len(policies))
-            except BrokenProcessPool:
-                raise RuntimeError("a process replaying policies (--jobs) died before its end: killed, or out of "
-                                   "memory (each holds one policy's tables: try fewer jobs)") from None
+        finally:
+            for reader, process in running.items():
+                process.kill()
+                process.join()
+                reader.close()
         for policy in policies:
             policy.release()  # (this process's copies were never replayed: nothing to drop but their tables)
         return [done[i] for i in range(len(policies))]
     return results
+
+
+def _replay_taken(writer: Connection, taken: Any, policies: Sequence[CachePolicy], online: Sequence[PolicyResult],
+                  chunks: Callable[[], Iterable[Chunk]]) -> None:
+    """In a forked process: replay the next policy not yet taken, send (its index, its result), and again;
+    None when none is left.  An error is sent instead, and ends the process."""
+    while True:
+        with taken.get_lock():
+            i = taken.value
+            taken.value += 1
+        if i >= len(policies):
+            send_outcome(writer, lambda: None, "policies (--jobs)")
+            return
+
+        def replay_it(i: int = i) -> tuple[int, PolicyResult]:
+            _finish_alone(policies[i], online[i], chunks, None, True)
+            return i, online[i]
+
+        if send_outcome(writer, replay_it, f"replaying {policies[i].label}"):
+            return
 
 
 def _feed(chunk: Chunk, policies: Sequence[CachePolicy], results: Sequence[PolicyResult]) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .engine import ReplayResult
+from .forked import received, send_outcome
 from .generator import AnalysisWorkload
 from .report import human_bytes
 from .run import RunSpec, htda_label, is_hindsight_label, simulate
@@ -199,7 +200,12 @@ def _judge_forked(traces: list[SuiteTrace], spec: RunSpec, fractions: tuple[floa
             for ready in wait(list(running)):
                 reader = cast(Connection, ready)  # (wait gives back the readers it was given)
                 i, process = running.pop(reader)
-                ended(i, _received(reader, process, traces[i]))
+                try:
+                    outcome = cast(Judged, received(reader, traces[i].source))
+                finally:
+                    reader.close()
+                    process.join()
+                ended(i, outcome)
     finally:
         for reader, (_, process) in running.items():
             process.kill()
@@ -207,31 +213,9 @@ def _judge_forked(traces: list[SuiteTrace], spec: RunSpec, fractions: tuple[floa
             reader.close()
 
 
-def _received(reader: Connection, process: BaseProcess, trace: SuiteTrace) -> Judged:
-    """What a trace's process sent before it ended: its outcome, or the error it raised (raised here)."""
-    try:
-        raised, outcome = reader.recv()
-    except EOFError:
-        raise RuntimeError(f"the process replaying {trace.source} died before its end: killed, or out of memory "
-                           "(try fewer --jobs)") from None
-    finally:
-        reader.close()
-        process.join()
-    if raised:
-        raise outcome
-    return cast(Judged, outcome)
-
-
 def _send_judged(writer: Connection, trace: SuiteTrace, spec: RunSpec, fractions: tuple[float, ...]) -> None:
-    """In a trace's forked process: send its outcome, or the error that ended it (which the parent raises)."""
-    try:
-        message: tuple[bool, Any] = (False, _judged_or_why(trace, spec, fractions))
-    except Exception as exc:  # noqa: BLE001 - any error, raised again in the parent as a pool's future would
-        message = (True, exc)
-    try:
-        writer.send(message)
-    except Exception as exc:  # noqa: BLE001 - an error that does not pickle still ends the run with its message
-        writer.send((True, RuntimeError(f"replaying {trace.source}: {message[1]!r} ({exc})")))
+    """In a trace's forked process: send its outcome, or the error that ended it."""
+    send_outcome(writer, lambda: _judged_or_why(trace, spec, fractions), f"replaying {trace.source}")
 
 
 def _judged(trace: SuiteTrace, spec: RunSpec, fractions: tuple[float, ...]) -> tuple[TraceVerdict, str, float]:

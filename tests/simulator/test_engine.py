@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import tracemalloc
 import uuid
 from dataclasses import replace
@@ -156,6 +157,32 @@ def test_a_forked_replay_that_dies_is_an_error_not_a_wait_for_ever():
     policies = [LRUPolicy(1000), Killed(1000), LRUPolicy(2000)]
     with pytest.raises(RuntimeError, match="died before its end"):
         replay(workload.chunks, policies, release=True, jobs=2)
+
+
+def test_an_error_in_one_forked_replay_ends_the_replay_at_once_and_kills_the_policies_still_replaying(tmp_path):
+    workload = AnalysisWorkload(requests=5_000, seed=6, chunk_size=1000)
+    pid_file = tmp_path / "slow.pid"
+
+    class Slow(LRUPolicy):
+        def replay(self, times, ids, sizes, groups):
+            pid_file.write_text(str(os.getpid()))
+            time.sleep(120)
+            return super().replay(times, ids, sizes, groups)
+
+    class FailingOnceSlowRuns(LRUPolicy):
+        def replay(self, times, ids, sizes, groups):
+            for _ in range(200):  # (once the slow policy's process replays, so that there is one to kill)
+                if pid_file.exists() and pid_file.read_text():
+                    break
+                time.sleep(0.05)
+            raise ValueError("not a replay error: a defect")
+
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="a defect"):
+        replay(workload.chunks, [Slow(1000), FailingOnceSlowRuns(1000), LRUPolicy(2000)], release=True, jobs=2)
+    assert time.monotonic() - started < 60
+    with pytest.raises(ProcessLookupError):  # (killed and reaped)
+        os.kill(int(pid_file.read_text()), 0)
 
 
 class Killed(LRUPolicy):

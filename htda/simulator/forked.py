@@ -1,0 +1,45 @@
+"""What ``--jobs`` runs in forked processes (the engine's policies, the suite's traces): each outcome, or the
+error that ended it, sent back to the parent through a pipe.
+
+A process forked (not spawned) has its work already: the trace's chunks, the policies, the spec.  Nothing is
+pickled but the outcomes.  The parent waits on the pipes' ends (:func:`multiprocessing.connection.wait`), so
+the first error, or a process that died (killed, out of memory: its pipe ends without an outcome), is seen at
+once, and the parent kills the processes still working instead of waiting for the slowest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+
+class DiedError(RuntimeError):
+    """A forked process ended without sending its outcome: killed, or out of memory."""
+
+
+def send_outcome(writer: Connection, work: Callable[[], Any], what: str) -> bool:
+    """In a forked process: ``work()``'s outcome sent through ``writer``, or the error it raised (which
+    :func:`received` raises in the parent, as a pool's future would).  True if it raised."""
+    try:
+        message: tuple[bool, Any] = (False, work())
+    except Exception as exc:  # noqa: BLE001 - any error, raised again in the parent
+        message = (True, exc)
+    try:
+        writer.send(message)
+    except Exception as exc:  # noqa: BLE001 - an error that does not pickle still ends the run with its message
+        writer.send((True, RuntimeError(f"{what}: {message[1]!r} ({exc})")))
+    return message[0]
+
+
+def received(reader: Connection, what: str) -> Any:
+    """The next outcome a forked process sent through ``reader`` (the error it sent is raised here);
+    :class:`DiedError` if the process ended before sending one."""
+    try:
+        raised, outcome = reader.recv()
+    except EOFError:
+        raise DiedError(f"the process replaying {what} died before its end: killed, or out of memory "
+                        "(try fewer --jobs)") from None
+    if raised:
+        raise outcome
+    return outcome
