@@ -486,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
         return _failed(args, *_explain(exc, args))
     except (OSError, ValueError) as exc:
         return _failed(args, str(exc), 2)
+    except KeyboardInterrupt:  # (Ctrl-C in a long command: a line, not a traceback; 130 as a shell says it)
+        return _failed(args, "interrupted", 130)
     if isinstance(result, str):
         print(result)
     else:

@@ -20,9 +20,13 @@ class DiedError(RuntimeError):
 
 def send_outcome(writer: Connection, work: Callable[[], Any], what: str) -> bool:
     """In a forked process: ``work()``'s outcome sent through ``writer``, or the error it raised (which
-    :func:`received` raises in the parent, as a pool's future would).  True if it raised."""
+    :func:`received` raises in the parent, as a pool's future would).  True if it raised.  Interrupted (Ctrl-C
+    reaches the whole process group), it sends nothing and says nothing: the parent, interrupted too, reports it
+    once, and a parent that was not sees a process that died."""
     try:
         message: tuple[bool, Any] = (False, work())
+    except KeyboardInterrupt:
+        return True
     except Exception as exc:  # noqa: BLE001 - any error, raised again in the parent
         message = (True, exc)
     try:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -253,6 +257,40 @@ def test_installed_htda_command(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "htda.cli", "simulate", str(tmp_path / "missing.csv")],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "missing.csv" in bad.stderr
+
+
+def test_ctrl_c_ends_a_run_and_its_processes_with_one_line_and_no_traceback():
+    """Ctrl-C reaches the whole process group (the terminal's foreground job): the replays forked for --jobs
+    end with the parent, and the run says "interrupted" once, with the shell's exit code for it."""
+    run = subprocess.Popen([sys.executable, "-m", "htda.cli", "simulate", "--synthetic", "--requests", "2000000",
+                            "--jobs", "2", "--no-bound"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True)  # (its own group, as a terminal's job has)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_processes_of_group(run.pid)) < 3:  # (the run and its two replays)
+            assert run.poll() is None and time.monotonic() < deadline, "the replays were never forked"
+            time.sleep(0.1)
+        os.killpg(run.pid, signal.SIGINT)
+        _, stderr = run.communicate(timeout=30)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 130
+    assert stderr.strip() == "htda: interrupted"
+    time.sleep(0.5)  # (the replays' own exits)
+    assert _processes_of_group(run.pid) == []
+
+
+def _processes_of_group(pgid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # (ended meanwhile)
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
 
 
 def test_a_trace_on_standard_input_replays_as_the_file_does(tmp_path):
