@@ -20,7 +20,7 @@ class DiedError(RuntimeError):
 
 def send_outcome(writer: Connection, work: Callable[[], Any], what: str) -> bool:
     """In a forked process: ``work()``'s outcome sent through ``writer``, or the error it raised (which
-    :func:`received` raises in the parent, as a pool's future would).  True if it raised.  Interrupted (Ctrl-C
+    :func:`received` raises in the parent, as a pool's future would).  True if it sent an error.  Interrupted (Ctrl-C
     reaches the whole process group), it sends nothing and says nothing: the parent, interrupted too, reports it
     once, and a parent that was not sees a process that died."""
     try:
@@ -33,6 +33,7 @@ def send_outcome(writer: Connection, work: Callable[[], Any], what: str) -> bool
         writer.send(message)
     except Exception as exc:  # noqa: BLE001 - an error that does not pickle still ends the run with its message
         writer.send((True, RuntimeError(f"{what}: {message[1]!r} ({exc})")))
+        return True
     return message[0]
 
 
