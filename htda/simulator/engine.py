@@ -9,7 +9,6 @@ array) and replays them after the online pass.
 
 from __future__ import annotations
 
-import multiprocessing
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -20,7 +19,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .forked import received, send_outcome
+from .forked import FORK, kill_all, reap, received, send_outcome, start_process
 from .offline import BeladyPolicy, pfoo_lower_bound
 from .policies import CachePolicy
 from .trace import Chunk, record_sizes
@@ -232,16 +231,10 @@ def _fork_replays(policies: Sequence[CachePolicy], online: list[PolicyResult], c
     Each process takes the next policy not yet taken (a shared counter) until none is left, so that a slow
     policy holds up one process, not the others' share; the parent is free meanwhile (the offline passes).  The
     first error, in a policy or a process that died, kills the processes still replaying."""
-    context = multiprocessing.get_context("fork")
-    taken = context.Value("l", 0)  # the next policy to take, under its lock
-    running: dict[Connection, BaseProcess] = {}  # each process's end of its pipe -> the process
-    for n in range(min(jobs, len(policies))):
-        reader, writer = context.Pipe(duplex=False)
-        process = context.Process(target=_replay_taken, name=f"htda replay {n}", daemon=True,
-                                  args=(writer, taken, policies, online, chunks))
-        process.start()
-        writer.close()  # the child's copy is now the only one: its end, or its death, is the reader's EOF
-        running[reader] = process
+    taken = FORK.Value("l", 0)  # the next policy to take, under its lock
+    running: dict[Connection, BaseProcess] = dict(  # each process's end of its pipe -> the process
+        start_process(_replay_taken, (taken, policies, online, chunks), f"htda replay {n}", daemon=True)
+        for n in range(min(jobs, len(policies))))
 
     def results() -> list[PolicyResult]:
         done: dict[int, PolicyResult] = {}
@@ -251,18 +244,14 @@ def _fork_replays(policies: Sequence[CachePolicy], online: list[PolicyResult], c
                     reader = cast(Connection, ready)  # (wait gives back the readers it was given)
                     replayed = received(reader, "policies (--jobs)")
                     if replayed is None:  # (that process found no policy left)
-                        reader.close()
-                        running.pop(reader).join()
+                        reap(reader, running.pop(reader))
                         continue
                     i, res = replayed
                     done[i] = res
                     if progress is not None:
                         progress(len(done), len(policies))
         finally:
-            for reader, process in running.items():
-                process.kill()
-                process.join()
-                reader.close()
+            kill_all(running.items())
         for policy in policies:
             policy.release()  # (this process's copies were never replayed: nothing to drop but their tables)
         return [done[i] for i in range(len(policies))]

@@ -9,9 +9,37 @@ once, and the parent kills the processes still working instead of waiting for th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import multiprocessing
+from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any
+
+#: how every process of ``--jobs`` starts: forked, with its work already in memory
+FORK = multiprocessing.get_context("fork")
+
+
+def start_process(target: Callable[..., None], args: tuple[Any, ...], name: str,
+          daemon: bool = False) -> tuple[Connection, BaseProcess]:
+    """Fork a process running ``target(writer, *args)``; the parent's end of its pipe, and the process."""
+    reader, writer = FORK.Pipe(duplex=False)
+    process = FORK.Process(target=target, name=name, args=(writer, *args), daemon=daemon)
+    process.start()
+    writer.close()  # the child's copy is now the only one: its end, or its death, is the reader's EOF
+    return reader, process
+
+
+def reap(reader: Connection, process: BaseProcess) -> None:
+    """A process whose pipe has ended: its end closed, the process joined."""
+    reader.close()
+    process.join()
+
+
+def kill_all(running: Iterable[tuple[Connection, BaseProcess]]) -> None:
+    """Processes still working, killed and reaped (an error ended the run)."""
+    for reader, process in running:
+        process.kill()
+        reap(reader, process)
 
 
 class DiedError(RuntimeError):

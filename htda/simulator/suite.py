@@ -13,7 +13,6 @@ policy wins, so every table says so.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import resource
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .engine import ReplayResult
-from .forked import received, send_outcome
+from .forked import kill_all, reap, received, send_outcome, start_process
 from .generator import AnalysisWorkload
 from .report import human_bytes
 from .run import RunSpec, htda_label, is_hindsight_label, simulate
@@ -183,7 +182,6 @@ def _judge_forked(traces: list[SuiteTrace], spec: RunSpec, fractions: tuple[floa
     A process of its own a trace: the peak RSS it reports is the trace's, not that of a larger one before it in
     the same process (what a worker kept from it).  The first error (a trace's process that raised or died, or one
     of ``ended``) kills the processes still replaying: the run ends at once, not when the slowest trace does."""
-    context = multiprocessing.get_context("fork")
     running: dict[Connection, tuple[int, BaseProcess]] = {}  # each process's end of its pipe -> (trace, process)
     waiting = list(range(len(traces)))
     try:
@@ -191,11 +189,9 @@ def _judge_forked(traces: list[SuiteTrace], spec: RunSpec, fractions: tuple[floa
             while waiting and len(running) < jobs:
                 i = waiting.pop(0)
                 started(i)
-                reader, writer = context.Pipe(duplex=False)
-                process: BaseProcess = context.Process(target=_send_judged, name=f"htda suite {traces[i].name}",
-                                                       args=(writer, traces[i], spec, fractions))
-                process.start()  # (forked: the child has the traces and the spec, nothing is pickled but the outcome)
-                writer.close()  # the child's copy is now the only one: its end, or its death, is the reader's EOF
+                # (forked: the child has the traces and the spec, nothing is pickled but the outcome)
+                reader, process = start_process(_send_judged, (traces[i], spec, fractions),
+                                                f"htda suite {traces[i].name}")
                 running[reader] = (i, process)
             for ready in wait(list(running)):
                 reader = cast(Connection, ready)  # (wait gives back the readers it was given)
@@ -203,14 +199,10 @@ def _judge_forked(traces: list[SuiteTrace], spec: RunSpec, fractions: tuple[floa
                 try:
                     outcome = cast(Judged, received(reader, traces[i].source))
                 finally:
-                    reader.close()
-                    process.join()
+                    reap(reader, process)
                 ended(i, outcome)
     finally:
-        for reader, (_, process) in running.items():
-            process.kill()
-            process.join()
-            reader.close()
+        kill_all((reader, process) for reader, (_, process) in running.items())
 
 
 def _send_judged(writer: Connection, trace: SuiteTrace, spec: RunSpec, fractions: tuple[float, ...]) -> None:
