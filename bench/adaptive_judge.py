@@ -3,6 +3,7 @@ synthetic analysis workload at every size from 0.25 to 50 %.
 
     python bench/adaptive_judge.py TRACES_DIR --out DIR        # every trace of it, five samples, kept in DIR
     python bench/adaptive_judge.py TRACES_DIR --out DIR --samples 3 --baselines OTHER_OUT
+    python bench/adaptive_judge.py TRACES_DIR --out DIR --samples 1 --hindsight   # and what a perfect choice reaches
     python bench/adaptive_judge.py --generated 2 --samples 2 --synthetic-requests 20000   # the quick smoke run
 
 A cell is a (trace, cache size); HTDA's default (``htda(auto)``) is at or
@@ -26,6 +27,12 @@ The replay speed it reports is CPU time, yet replays that share the
 machine's cores slow each other (on 2 cores, AdaptSize 396,000 requests a
 second two at a time against 459,000 alone, the same build): judge the
 speed with ``--jobs 1``.
+With ``--hindsight`` each trace is replayed once more with every candidate
+of the default alone (``htda simulate --hindsight``, sample 0; about five
+times the replay of ``htda(auto)``), and the report adds what a perfect
+choice among them would reach, cell by cell, against the default: the
+ceiling of any rule of the choice, and the cells below the best baseline
+whatever the choice (those need candidates of another kind).
 The baselines and the bound do not depend on HTDA's code: ``--baselines``
 takes them from an earlier judge's folder instead of replaying them again
 (the slow part: PFOO-L).
@@ -73,13 +80,16 @@ class Cell:
         return at_or_above(self.htda[sample], self.best)
 
 
-def simulate_command(target: Sequence[str], sizes: Sequence[str], seed: int, with_baselines: bool) -> list[str]:
+def simulate_command(target: Sequence[str], sizes: Sequence[str], seed: int, with_baselines: bool,
+                     hindsight: bool = False) -> list[str]:
     """The ``htda simulate`` child of one replay: HTDA's default alone (with LRU, the cheapest baseline, since
-    the command always replays one), or with every baseline and the bound."""
+    the command always replays one), or with every baseline and the bound; with ``hindsight``, each of the
+    default's candidates alone too."""
     command = [sys.executable, "-c", "from htda.cli import main; main()", "simulate", *target,
                "--sizes", ",".join(sizes), "--half-lives", "auto", "--admission", "none", "--no-belady",
                "--sample-seed", str(seed), "--json"]
-    return command + ([] if with_baselines else ["--policies", "lru", "--no-bound"])
+    return (command + (["--hindsight"] if hindsight else [])
+            + ([] if with_baselines else ["--policies", "lru", "--no-bound"]))
 
 
 def replay(command: list[str], out: Path) -> Path:
@@ -122,10 +132,13 @@ def cells_of(name: str, sizes: Sequence[str], baseline_file: Path, sample_files:
 
 
 def plan(traces: Sequence[Path], out: Path, samples: int, baselines: Path | None,
-         synthetic_requests: int) -> list[tuple[list[str], Path]]:
+         synthetic_requests: int, hindsight: bool = False) -> list[tuple[list[str], Path]]:
     """Every replay the judgement needs, the longest first (so that two at a time finish together)."""
     jobs = []
     for trace in sorted(traces, key=lambda t: -t.stat().st_size):
+        if hindsight:
+            jobs.append((simulate_command([str(trace)], TRACE_SIZES, 0, False, hindsight=True),
+                         out / f"{trace_name(trace)}.hindsight.json"))
         for seed in range(samples):
             full = seed == 0 and baselines is None  # the baselines and the bound ride along with sample 0
             jobs.append((simulate_command([str(trace)], TRACE_SIZES, seed, full),
@@ -136,8 +149,35 @@ def plan(traces: Sequence[Path], out: Path, samples: int, baselines: Path | None
     return jobs
 
 
+def perfect_choice(cells: Sequence[Cell], hindsight: dict[str, Path], gap: float) -> list[str]:
+    """What a choice among the default's candidates could reach at best (sample 0): in each cell the best of
+    ``htda(auto)`` and of each candidate alone, as an oracle that knew the trace would pick; and the single
+    candidate at or above the best baseline in the most cells.  Where even the oracle is below the best
+    baseline, the candidates lack something no choice among them can give.  ``hindsight``: each trace's
+    replay with ``--hindsight``, by trace name."""
+    alone: dict[str, list[float]] = {}  # candidate -> its byte hit ratio in each cell
+    by_trace = {name: ratios(path) for name, path in hindsight.items()}
+    for cell in cells:
+        size = TRACE_SIZES.index(cell.size)
+        for (policy, i), ratio in by_trace[cell.trace].items():
+            if i == size and policy.startswith("htda(") and policy != HTDA:
+                alone.setdefault(policy, []).append(ratio)
+    if not alone:
+        return []
+    oracle = [max([c.htda[0], *(column[i] for column in alone.values())]) for i, c in enumerate(cells)]
+    lead = sum(o - c.best for o, c in zip(oracle, cells))
+    wins = sum(at_or_above(o, c.best) for o, c in zip(oracle, cells))
+    single = {name: sum(at_or_above(r, c.best) for r, c in zip(column, cells)) for name, column in alone.items()}
+    best_single = max(single, key=single.__getitem__)
+    return ["", f"a perfect choice among the {len(alone)} candidates (hindsight, sample 0, cell by cell): "
+                f"{wins} of {len(cells)} cells, mean {lead / len(cells):+.4f}"
+                + (f", gap closed {100 * lead / gap:.1f} %" if gap > TIE else "")
+                + f"; below the best baseline whatever the choice: {len(cells) - wins}; "
+                  f"the best single candidate: {best_single}, {single[best_single]} cells"]
+
+
 def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | None,
-           synthetic_requests: int, jobs: int = 1) -> str:
+           synthetic_requests: int, jobs: int = 1, hindsight: bool = False) -> str:
     source = baselines or out
     cells = [cell for trace in sorted(traces) for cell in cells_of(
         trace_name(trace), TRACE_SIZES, source / f"{trace_name(trace)}.s0.json",
@@ -159,6 +199,8 @@ def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | No
     worst = sorted(cells, key=lambda c: min(c.htda) - c.best)[:5]
     lines.append("worst cells (the lowest sample): " + "; ".join(
         f"{c.trace} {c.size} {min(c.htda) - c.best:+.4f} ({c.best_name})" for c in worst))
+    if hindsight:
+        lines += perfect_choice(cells, {trace_name(t): out / f"{trace_name(t)}.hindsight.json" for t in traces}, gap)
     speeds = sorted((htda_speed(out / f"{trace_name(t)}.s0.json"), trace_name(t)) for t in traces)
     lines.append(f"htda(auto) replay, requests a second of CPU (sample 0): slowest "
                  f"{speeds[0][0]:,.0f} ({speeds[0][1]}), median {speeds[len(speeds) // 2][0]:,.0f}"
@@ -194,6 +236,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--synthetic-requests", type=int, default=1_000_000,
                         help="requests of the synthetic workload (0: leave it out)")
     parser.add_argument("--jobs", type=int, default=2, help="replays at a time (default 2)")
+    parser.add_argument("--hindsight", action="store_true",
+                        help="also replay each candidate alone (sample 0, the traces) and report what a perfect "
+                             "choice among them would reach")
     args = parser.parse_args(argv)
     if (args.traces is None) == (args.generated is None):
         parser.error("give a folder of traces or --generated N, not both")
@@ -208,11 +253,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         traces = sorted(filter(is_trace_file, folder.iterdir()))
         if not traces:
             parser.error(f"{folder}: no traces in it ({TRACE_PATTERNS})")
-        jobs = plan(traces, out, args.samples, args.baselines, args.synthetic_requests)
+        jobs = plan(traces, out, args.samples, args.baselines, args.synthetic_requests, args.hindsight)
         with ThreadPoolExecutor(args.jobs) as pool:
             for done, path in enumerate(pool.map(lambda job: replay(*job), jobs), 1):
                 print(f"[{done}/{len(jobs)}] {path.name}", file=sys.stderr, flush=True)
-        print(report(traces, out, args.samples, args.baselines, args.synthetic_requests, args.jobs))
+        print(report(traces, out, args.samples, args.baselines, args.synthetic_requests, args.jobs, args.hindsight))
 
 
 if __name__ == "__main__":

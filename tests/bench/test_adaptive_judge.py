@@ -70,3 +70,36 @@ def test_a_folder_or_generated_traces_but_not_both(tmp_path):
     for args in ([], [str(tmp_path), "--generated", "1"]):
         done = subprocess.run([*JUDGE, *args], capture_output=True, text=True, cwd=REPO, timeout=60)
         assert done.returncode == 2 and "give a folder of traces or --generated N, not both" in done.stderr
+
+
+def test_hindsight_reports_what_a_perfect_choice_among_the_candidates_reaches(tmp_path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    write_csv(traces / "jobs.csv", AnalysisWorkload(requests=4_000, seed=5).rows())
+    out = tmp_path / "out"
+    report = judge(traces, "--out", out, "--samples", "1", "--synthetic-requests", "0", "--hindsight")
+    found = re.search(r"^a perfect choice among the (\d+) candidates \(hindsight, sample 0, cell by cell\): "
+                      r"(\d+) of 5 cells, mean ([+-]\d\.\d{4}).*; below the best baseline whatever the choice: "
+                      r"(\d+); the best single candidate: (htda\(\w+, \w+\)), (\d+) cells$", report, re.M)
+    assert found, report
+    # counted here from the replays' JSON: each candidate alone, the default and the baselines, cell by cell
+    results = json.loads((out / "jobs.hindsight.json").read_text())["results"]
+    base = json.loads((out / "jobs.s0.json").read_text())["results"]
+    capacities = sorted({r["capacity_bytes"] for r in base})
+    best = [max(r["byte_hit_ratio"] for r in base if r["capacity_bytes"] == c and r["policy"] in BASELINES)
+            for c in capacities]
+    alone = {r["policy"] for r in results if r["policy"].startswith("htda(") and r["policy"] != "htda(auto)"}
+    oracle = [max(r["byte_hit_ratio"] for r in results if r["capacity_bytes"] == c and r["policy"].startswith("htda("))
+              for c in capacities]
+    wins = sum(o >= b - 1e-9 for o, b in zip(oracle, best))
+    assert int(found[1]) == len(alone) == 15  # five half-lives in three layouts
+    assert (int(found[2]), int(found[4])) == (wins, 5 - wins)
+    assert abs(float(found[3]) - sum(o - b for o, b in zip(oracle, best)) / 5) <= 0.00005 + 1e-12
+    single = sum(r["byte_hit_ratio"] >= best[capacities.index(r["capacity_bytes"])] - 1e-9
+                 for r in results if r["policy"] == found[5])
+    assert int(found[6]) == single
+    assert wins >= cells_at_or_above(out / "jobs.s0.json", out / "jobs.s0.json")  # the oracle has the default too
+    # without --hindsight the line is not there, and nothing is replayed again
+    made = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    assert "perfect choice" not in judge(traces, "--out", out, "--samples", "1", "--synthetic-requests", "0")
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == made
