@@ -32,7 +32,9 @@ of the default alone (``htda simulate --hindsight``, sample 0; about five
 times the replay of ``htda(auto)``), and the report adds what a perfect
 choice among them would reach, cell by cell, against the default: the
 ceiling of any rule of the choice, and the cells below the best baseline
-whatever the choice (those need candidates of another kind).
+whatever the choice (those need candidates of another kind); and what a
+perfect choice among them and the five baselines would reach, the
+ceiling of any choice among the policies replayed.
 The baselines and the bound do not depend on HTDA's code: ``--baselines``
 takes them from an earlier judge's folder instead of replaying them again
 (the slow part: PFOO-L).
@@ -169,11 +171,15 @@ def perfect_choice(cells: Sequence[Cell], hindsight: dict[str, Path], gap: float
     wins = sum(at_or_above(o, c.best) for o, c in zip(oracle, cells))
     single = {name: sum(at_or_above(r, c.best) for r, c in zip(column, cells)) for name, column in alone.items()}
     best_single = max(single, key=single.__getitem__)
+    # an oracle that may also pick the best baseline itself: what a choice among every policy replayed reaches
+    everything = sum(max(o - c.best, 0.0) for o, c in zip(oracle, cells))
     return ["", f"a perfect choice among the {len(alone)} candidates (hindsight, sample 0, cell by cell): "
                 f"{wins} of {len(cells)} cells, mean {lead / len(cells):+.4f}"
                 + (f", gap closed {100 * lead / gap:.1f} %" if gap > TIE else "")
                 + f"; below the best baseline whatever the choice: {len(cells) - wins}; "
-                  f"the best single candidate: {best_single}, {single[best_single]} cells"]
+                  f"the best single candidate: {best_single}, {single[best_single]} cells",
+            f"a perfect choice among them and the baselines: mean {everything / len(cells):+.4f}"
+            + (f", gap closed {100 * everything / gap:.1f} %" if gap > TIE else "")]
 
 
 def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | None,

@@ -98,6 +98,9 @@ def test_hindsight_reports_what_a_perfect_choice_among_the_candidates_reaches(tm
     single = sum(r["byte_hit_ratio"] >= best[capacities.index(r["capacity_bytes"])] - 1e-9
                  for r in results if r["policy"] == found[5])
     assert int(found[6]) == single
+    everything = re.search(r"^a perfect choice among them and the baselines: mean ([+-]\d\.\d{4})", report, re.M)
+    assert everything, report
+    assert abs(float(everything[1]) - sum(max(o - b, 0) for o, b in zip(oracle, best)) / 5) <= 0.00005 + 1e-12
     assert wins >= cells_at_or_above(out / "jobs.s0.json", out / "jobs.s0.json")  # the oracle has the default too
     # without --hindsight the line is not there, and nothing is replayed again
     made = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
