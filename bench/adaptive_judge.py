@@ -157,13 +157,11 @@ def perfect_choice(cells: Sequence[Cell], hindsight: dict[str, Path], gap: float
     candidate at or above the best baseline in the most cells.  Where even the oracle is below the best
     baseline, the candidates lack something no choice among them can give.  ``hindsight``: each trace's
     replay with ``--hindsight``, by trace name."""
-    alone: dict[str, list[float]] = {}  # candidate -> its byte hit ratio in each cell
     by_trace = {name: ratios(path) for name, path in hindsight.items()}
-    for cell in cells:
-        size = TRACE_SIZES.index(cell.size)
-        for (policy, i), ratio in by_trace[cell.trace].items():
-            if i == size and policy.startswith("htda(") and policy != HTDA:
-                alone.setdefault(policy, []).append(ratio)
+    names = dict.fromkeys(policy for replayed in by_trace.values() for policy, _ in replayed  # (in replay order)
+                          if policy.startswith("htda(") and policy != HTDA)
+    # candidate -> its byte hit ratio in each cell (a cell a candidate is missing from is an error, not a shift)
+    alone = {name: [by_trace[c.trace][name, TRACE_SIZES.index(c.size)] for c in cells] for name in names}
     if not alone:
         return []
     oracle = [max([c.htda[0], *(column[i] for column in alone.values())]) for i, c in enumerate(cells)]

@@ -20,7 +20,7 @@ FORK = multiprocessing.get_context("fork")
 
 
 def start_process(target: Callable[..., None], args: tuple[Any, ...], name: str,
-          daemon: bool = False) -> tuple[Connection, BaseProcess]:
+                  daemon: bool = False) -> tuple[Connection, BaseProcess]:
     """Fork a process running ``target(writer, *args)``; the parent's end of its pipe, and the process."""
     reader, writer = FORK.Pipe(duplex=False)
     process = FORK.Process(target=target, name=name, args=(writer, *args), daemon=daemon)
