@@ -358,7 +358,8 @@ class CsvTraceReader(TraceReader):
         try:
             t = float(row[0])
         except ValueError:
-            raise self._error(line_no, f"timestamp {row[0]!r} is not a number") from None
+            hint = " (a header row must start with 'timestamp')" if line_no == 1 else ""
+            raise self._error(line_no, f"timestamp {row[0]!r} is not a number{hint}") from None
         if not math.isfinite(t):
             raise self._error(line_no, f"timestamp {row[0]!r} is not finite")
         name = row[1].strip()

@@ -57,7 +57,8 @@ def test_changed_size_is_a_new_object(tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ("1,/a\n", "line 1: expected 3 or 4 fields"),
-    ("1,/a,10\nx,/a,10\n", "line 2: timestamp 'x' is not a number"),
+    ("1,/a,10\nx,/a,10\n", "line 2: timestamp 'x' is not a number$"),
+    ("time,id,size\n1,/a,10\n", r"line 1: timestamp 'time' is not a number \(a header row must start with 'timestamp'"),
     ("1,/a,10\n2,/a,ten\n", "line 2: size_bytes 'ten' is not an integer"),
     ("1,/a,-5\n", "line 1: size_bytes -5 is negative"),
     ("1,,5\n", "line 1: empty object_id"),
