@@ -523,16 +523,22 @@ group_key(Loop *self, PyObject *group, double *out)
     return as_double(key, out);
 }
 
-/* rating.key(group), as file_key reads the groups of a file of several */
+/* rating.<method>(group), a float: key (as file_key reads the groups of a file of several) or before */
 static int
-rated_key(Loop *self, PyObject *group, double *out)
+rating_of_group(Loop *self, PyObject *method, PyObject *group, double *out)
 {
-    PyObject *key = PyObject_CallMethodOneArg(self->rating, str_key, group);
+    PyObject *key = PyObject_CallMethodOneArg(self->rating, method, group);
     if (key == NULL)
         return -1;
     int failed = as_double(key, out);
     Py_DECREF(key);
     return failed;
+}
+
+static inline int
+rated_key(Loop *self, PyObject *group, double *out)
+{
+    return rating_of_group(self, str_key, group, out);
 }
 
 /* HTDAPolicy.file_key: the best of the file's groups' keys, per GiB of its size if per_size (a file not cached
@@ -814,15 +820,10 @@ rating_settled(Loop *self)
 }
 
 /* rating.before(group): the group's key before its latest access (-inf if it has one access) */
-static int
+static inline int
 rating_before(Loop *self, PyObject *group, double *out)
 {
-    PyObject *key = PyObject_CallMethodOneArg(self->rating, str_before, group);
-    if (key == NULL)
-        return -1;
-    int failed = as_double(key, out);
-    Py_DECREF(key);
-    return failed;
+    return rating_of_group(self, str_before, group, out);
 }
 
 /* whether the group `group` was read only once: its key before its latest access is -inf; -1 on error */
