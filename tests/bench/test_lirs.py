@@ -1,0 +1,68 @@
+"""bench/experiments/lirs.py: the LIRS prototype that the loop traces were measured with."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import subprocess
+import sys
+from collections import OrderedDict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "bench" / "experiments" / "lirs.py"
+
+
+def _lirs():
+    spec = importlib.util.spec_from_file_location("lirs_prototype", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _lru_hits(blocks: list[int], capacity: int) -> int:
+    held: OrderedDict[int, None] = OrderedDict()
+    hits = 0
+    for block in blocks:
+        if block in held:
+            hits += 1
+            held.move_to_end(block)
+            continue
+        held[block] = None
+        if len(held) > capacity:
+            held.popitem(last=False)
+    return hits
+
+
+def test_a_loop_one_block_longer_than_the_cache_hits_under_lirs_and_never_under_lru():
+    """What LIRS is for: a loop over 101 blocks in a cache of 100.  LRU evicts each block just before its reuse;
+    LIRS keeps its low-reuse-distance set resident and loses a block or two a pass."""
+    loop = list(range(101)) * 20
+    cache = _lirs().LirsCache(100)
+    hits = [cache.request(block) for block in loop]
+    assert _lru_hits(loop, 100) == 0
+    later = hits[101:]  # after the first pass, which only misses
+    assert sum(later) / len(later) > 0.95
+
+
+def test_it_holds_at_most_its_capacity_and_hits_exactly_what_it_holds():
+    lirs = _lirs()
+    rng = random.Random(7)
+    for capacity in (1, 2, 10, 50):
+        cache = lirs.LirsCache(capacity)
+        for _ in range(5000):
+            block = int(rng.paretovariate(1.2)) if rng.random() < 0.7 else rng.randrange(400)
+            held = block in cache.resident
+            assert cache.request(block) == held
+            assert block in cache.resident  # a miss is staged
+            assert len(cache.resident) <= capacity and cache.lir <= cache.resident
+            assert set(cache.queue) == cache.resident - cache.lir  # the queue is the resident HIR blocks
+            assert len(cache.lir) <= cache.lir_room
+            assert len(cache.stack) <= (1 + lirs.STACK_GHOSTS) * capacity + 1
+
+
+def test_a_trace_of_several_sizes_is_refused(tmp_path):
+    trace = tmp_path / "sized.csv"
+    trace.write_text("timestamp,object_id,size_bytes\n1,a,1\n2,b,5\n")
+    run = subprocess.run([sys.executable, str(SCRIPT), str(trace), "10"], capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "objects of several sizes" in run.stderr
