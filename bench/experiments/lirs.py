@@ -1,4 +1,4 @@
-"""LIRS as a cache's only rule, on traces of one-block objects: a research prototype, hit ratio (not HTDA's code).
+"""LIRS as a cache's only rule: a research prototype, byte hit ratio (not HTDA's code).
 
     python bench/experiments/lirs.py TRACE 1,5,10,20,50     # sizes in % of the trace's footprint
 
@@ -11,8 +11,10 @@ LIR, and the least recent LIR block steps down.  The LIRS traces (loops,
 scans, two pools) were made for it, and W-TinyLFU is the best of the
 suite's five baselines on most of their cells: whether LIRS does better
 there is a question about what kind of candidate HTDA lacks
-(``docs/simulator-history.rst``, *LIRS on the loop traces*).  Every
-object is counted as one block, so the trace's sizes must all be equal.
+(``docs/simulator-history.rst``, *LIRS on the loop traces*).  On traces
+with sizes the LIR blocks hold 99 % of the bytes, and a miss that finds
+the queue empty steps the least recent LIR block down first; where every
+object has one size this is the paper's cache of blocks.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ STACK_GHOSTS = 2
 
 
 class LirsCache:
-    """A cache of ``capacity`` blocks by LIRS.  The stack (``stack``, most recent last) holds LIR blocks and HIR ones,
-    resident or not; ``queue`` the resident HIR blocks, oldest first."""
+    """A cache of ``capacity`` bytes by LIRS (blocks of one byte: the paper's cache of blocks).  The stack
+    (``stack``, most recent last) holds LIR blocks and HIR ones, resident or not; ``queue`` the resident HIR
+    blocks, oldest first.  With sizes, the LIR blocks hold at most ``lir_room`` bytes and the stack remembers
+    blocks of (1 + :data:`STACK_GHOSTS`) cache-fulls of bytes."""
 
     def __init__(self, capacity: int):
         self.capacity = max(1, capacity)
@@ -41,9 +45,11 @@ class LirsCache:
         self.queue: OrderedDict[int, None] = OrderedDict()
         self.lir: set[int] = set()
         self.resident: set[int] = set()
+        self.size: dict[int, int] = {}
+        self.used = self.lir_bytes = self.stack_bytes = 0
 
-    def request(self, block: int) -> bool:
-        """One request; True on a hit."""
+    def request(self, block: int, size: int = 1) -> bool:
+        """One request; True on a hit.  A block larger than the cache is never held."""
         if block in self.lir:
             self._to_top(block)
             self._prune()
@@ -52,39 +58,63 @@ class LirsCache:
             if block in self.stack and self.lir_room:
                 self._promote(block)
             else:
-                self.stack[block] = None
+                self._to_top(block)
                 self.queue.move_to_end(block)
             return True
-        if len(self.resident) >= self.capacity:
-            self.resident.discard(self.queue.popitem(last=False)[0])
+        if size > self.capacity:
+            return False
+        if block in self.stack:
+            self.stack_bytes += size - self.size[block]
+        self.size[block] = size
+        while self.used + size > self.capacity:
+            if not self.queue:  # (sizes only) the LIR blocks fill it: the least recent steps down
+                self._demote_bottom()
+            gone = self.queue.popitem(last=False)[0]
+            self.resident.discard(gone)
+            self.used -= self.size[gone]
         self.resident.add(block)
-        if len(self.lir) < self.lir_room:
+        self.used += size
+        if self.lir_bytes + size <= self.lir_room:
             self.lir.add(block)
+            self.lir_bytes += size
             self._to_top(block)
         elif block in self.stack and self.lir_room:  # non-resident HIR still in the stack: a recent reuse
             self.queue[block] = None
             self._promote(block)
         else:
-            self.stack[block] = None
+            self._to_top(block)
             self.queue[block] = None
         self._forget_ghosts()
         return False
 
     def _to_top(self, block: int) -> None:
+        if block not in self.stack:
+            self.stack_bytes += self.size[block]
         self.stack[block] = None
         self.stack.move_to_end(block)
 
+    def _pop_stack(self, block: int) -> None:
+        self.stack.pop(block)
+        self.stack_bytes -= self.size[block]
+
     def _promote(self, block: int) -> None:
-        """A HIR block in the stack becomes LIR; if the LIR blocks are then too many, the bottom one becomes a
+        """A HIR block in the stack becomes LIR; while the LIR blocks are then too many, the bottom one becomes a
         resident HIR block."""
         self.queue.pop(block, None)
         self.lir.add(block)
+        self.lir_bytes += self.size[block]
         self._to_top(block)
-        if len(self.lir) > self.lir_room:
-            bottom = next(iter(self.stack))
-            self.lir.discard(bottom)
-            self.stack.pop(bottom)
-            self.queue[bottom] = None
+        while self.lir_bytes > self.lir_room:
+            self._demote_bottom()
+        self._prune()
+
+    def _demote_bottom(self) -> None:
+        """The stack's bottom block (LIR: the stack is pruned) becomes a resident HIR block, the queue's newest."""
+        bottom = next(iter(self.stack))
+        self.lir.discard(bottom)
+        self.lir_bytes -= self.size[bottom]
+        self._pop_stack(bottom)
+        self.queue[bottom] = None
         self._prune()
 
     def _prune(self) -> None:
@@ -93,37 +123,36 @@ class LirsCache:
             bottom = next(iter(self.stack))
             if bottom in self.lir:
                 return
-            self.stack.pop(bottom)
+            self._pop_stack(bottom)
 
     def _forget_ghosts(self) -> None:
-        if len(self.stack) > (1 + STACK_GHOSTS) * self.capacity:
+        most = (1 + STACK_GHOSTS) * self.capacity
+        if self.stack_bytes > most:
             for block in list(self.stack):
                 if block not in self.lir and block not in self.resident:
-                    self.stack.pop(block)
-                    if len(self.stack) <= (1 + STACK_GHOSTS) * self.capacity:
+                    self._pop_stack(block)
+                    if self.stack_bytes <= most:
                         return
 
 
-def hit_ratio(chunks: Iterable[Chunk], capacity: int) -> float:
+def byte_hit_ratio(chunks: Iterable[Chunk], capacity: int) -> float:
     cache = LirsCache(capacity)
-    hits = total = 0
+    hit = total = 0
     for chunk in chunks:
-        for oid in chunk.ids.tolist():
-            total += 1
-            hits += cache.request(oid)
-    return hits / total
+        for oid, size in zip(chunk.ids.tolist(), chunk.sizes.tolist()):
+            total += size
+            hit += size if cache.request(oid, size) else 0
+    return hit / total if total else 0.0
 
 
 def main() -> None:
     path, percents = sys.argv[1], sys.argv[2].split(",")
     reader = trace_reader(path)
     chunks = list(reader)
-    sizes = reader.object_sizes()
-    if len(set(sizes.tolist())) > 1:
-        sys.exit(f"{path}: objects of several sizes; this prototype counts blocks")
+    footprint = int(reader.object_sizes().sum())
     for percent in percents:
-        capacity = max(1, int(float(percent) / 100 * len(sizes)))
-        print(f"{path.rsplit('/', 1)[-1]} {percent} % {hit_ratio(chunks, capacity):.4f}", flush=True)
+        capacity = max(1, int(float(percent) / 100 * footprint))
+        print(f"{path.rsplit('/', 1)[-1]} {percent} % {byte_hit_ratio(chunks, capacity):.4f}", flush=True)
 
 
 if __name__ == "__main__":

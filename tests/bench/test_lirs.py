@@ -61,8 +61,28 @@ def test_it_holds_at_most_its_capacity_and_hits_exactly_what_it_holds():
             assert len(cache.stack) <= (1 + lirs.STACK_GHOSTS) * capacity + 1
 
 
-def test_a_trace_of_several_sizes_is_refused(tmp_path):
+def test_with_sizes_it_holds_at_most_its_bytes_and_hits_exactly_what_it_holds():
+    lirs = _lirs()
+    rng = random.Random(11)
+    size_of = {block: rng.choice((1, 3, 40, 200)) for block in range(300)}
+    for capacity in (150, 1000, 5000):
+        cache = lirs.LirsCache(capacity)
+        for _ in range(5000):
+            block = int(rng.paretovariate(1.1)) % 300 if rng.random() < 0.7 else rng.randrange(300)
+            held = block in cache.resident
+            assert cache.request(block, size_of[block]) == held
+            assert cache.used == sum(size_of[b] for b in cache.resident) <= capacity
+            assert cache.lir_bytes == sum(size_of[b] for b in cache.lir) <= cache.lir_room
+            assert set(cache.queue) == cache.resident - cache.lir and cache.lir <= cache.resident
+        assert cache.request(10**6, capacity + 1) is False and 10**6 not in cache.resident  # larger than the cache
+
+
+def test_the_script_prints_the_byte_hit_ratio_at_each_size(tmp_path):
     trace = tmp_path / "sized.csv"
-    trace.write_text("timestamp,object_id,size_bytes\n1,a,1\n2,b,5\n")
-    run = subprocess.run([sys.executable, str(SCRIPT), str(trace), "10"], capture_output=True, text=True, timeout=120)
-    assert run.returncode != 0 and "objects of several sizes" in run.stderr
+    trace.write_text("timestamp,object_id,size_bytes\n" + "".join(f"{i},o{i % 3},{10 * (i % 3 + 1)}\n"
+                                                                 for i in range(30)))
+    run = subprocess.run([sys.executable, str(SCRIPT), str(trace), "50,100"], capture_output=True, text=True,
+                         timeout=120, check=True)
+    # footprint 60 bytes: at 50 % (30 bytes) o2 (30) fits alone, at 100 % all three stay after their first read
+    ratios = [float(line.split()[-1]) for line in run.stdout.splitlines()]
+    assert len(ratios) == 2 and 0.0 < ratios[0] < ratios[1] == (600 - 60) / 600
