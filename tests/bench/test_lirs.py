@@ -6,8 +6,9 @@ import importlib.util
 import random
 import subprocess
 import sys
-from collections import OrderedDict
 from pathlib import Path
+
+from htda.simulator.policies import LRUPolicy
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "experiments" / "lirs.py"
@@ -20,27 +21,14 @@ def _lirs():
     return module
 
 
-def _lru_hits(blocks: list[int], capacity: int) -> int:
-    held: OrderedDict[int, None] = OrderedDict()
-    hits = 0
-    for block in blocks:
-        if block in held:
-            hits += 1
-            held.move_to_end(block)
-            continue
-        held[block] = None
-        if len(held) > capacity:
-            held.popitem(last=False)
-    return hits
-
-
 def test_a_loop_one_block_longer_than_the_cache_hits_under_lirs_and_never_under_lru():
     """What LIRS is for: a loop over 101 blocks in a cache of 100.  LRU evicts each block just before its reuse;
     LIRS keeps its low-reuse-distance set resident and loses a block or two a pass."""
     loop = list(range(101)) * 20
     cache = _lirs().LirsCache(100)
     hits = [cache.request(block) for block in loop]
-    assert _lru_hits(loop, 100) == 0
+    lru_hits, _ = LRUPolicy(100).replay([0.0] * len(loop), loop, [1] * len(loop), [-1] * len(loop))
+    assert lru_hits == 0
     later = hits[101:]  # after the first pass, which only misses
     assert sum(later) / len(later) > 0.95
 
