@@ -4,6 +4,7 @@ synthetic analysis workload at every size from 0.25 to 50 %.
     python bench/adaptive_judge.py TRACES_DIR --out DIR        # every trace of it, five samples, kept in DIR
     python bench/adaptive_judge.py TRACES_DIR --out DIR --samples 3 --baselines OTHER_OUT
     python bench/adaptive_judge.py TRACES_DIR --out DIR --samples 1 --hindsight   # and what a perfect choice reaches
+    python bench/adaptive_judge.py TRACES_DIR --out NEW --samples 1 --baselines OLD --against OLD   # a change, cell by cell
     python bench/adaptive_judge.py --generated 2 --samples 2 --synthetic-requests 20000   # the quick smoke run
 
 A cell is a (trace, cache size); HTDA's default (``htda(auto)``) is at or
@@ -35,6 +36,10 @@ ceiling of any rule of the choice, and the cells below the best baseline
 whatever the choice (those need candidates of another kind); and what a
 perfect choice among them and the five baselines would reach, the
 ceiling of any choice among the policies replayed.
+With ``--against OTHER_OUT`` (another build's folder) the report ends with
+the cells where HTDA's sample 0 moved since, the most lost first, and
+names those that crossed the best baseline either way: what a change
+gains and what it costs, which the counts alone net out.
 The baselines and the bound do not depend on HTDA's code: ``--baselines``
 takes them from an earlier judge's folder instead of replaying them again
 (the slow part: PFOO-L).
@@ -180,12 +185,37 @@ def perfect_choice(cells: Sequence[Cell], hindsight: dict[str, Path], gap: float
             + (f", gap closed {100 * everything / gap:.1f} %" if gap > TIE else "")]
 
 
-def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | None,
-           synthetic_requests: int, jobs: int = 1, hindsight: bool = False) -> str:
-    source = baselines or out
-    cells = [cell for trace in sorted(traces) for cell in cells_of(
+def trace_cells(traces: Sequence[Path], source: Path, out: Path, samples: int) -> list[Cell]:
+    """The cells of every trace, the baselines and the bound from ``source``, HTDA's samples from ``out``."""
+    return [cell for trace in sorted(traces) for cell in cells_of(
         trace_name(trace), TRACE_SIZES, source / f"{trace_name(trace)}.s0.json",
         [out / f"{trace_name(trace)}.s{seed}.json" for seed in range(samples)])]
+
+
+def comparison(cells: Sequence[Cell], before: Sequence[Cell], label: str) -> list[str]:
+    """The cells whose HTDA (sample 0) differs from ``before``'s (another judge's folder, ``label``), the most
+    lost first; and which of them crossed the best baseline, either way.  Cells ``before`` lacks are left out."""
+    def crossed(now: Cell, then: Cell) -> str:
+        return "" if now.at_or_above(0) == then.at_or_above(0) else "gained" if now.at_or_above(0) else "lost"
+
+    earlier = {(c.trace, c.size): c for c in before}
+    moved = sorted(((c, earlier[c.trace, c.size]) for c in cells
+                    if (c.trace, c.size) in earlier and c.htda[0] != earlier[c.trace, c.size].htda[0]),
+                   key=lambda pair: pair[0].htda[0] - pair[1].htda[0])
+    named = {way: ", ".join(f"{c.trace} {c.size}" for c, b in moved if crossed(c, b) == way) or "none"
+             for way in ("gained", "lost")}
+    lines = ["", f"against {label} (sample 0): {len(moved)} cells moved; at or above the best baseline now, not "
+                 f"before: {named['gained']}; before, not now: {named['lost']}"]
+    for c, b in moved:
+        lines.append(f"  {c.trace + ' ' + c.size:<22}{b.htda[0]:.4f} -> {c.htda[0]:.4f} "
+                     f"{c.htda[0] - b.htda[0]:+.4f}  ({c.best_name} {c.best:.4f}) {crossed(c, b)}".rstrip())
+    return lines
+
+
+def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | None,
+           synthetic_requests: int, jobs: int = 1, hindsight: bool = False, against: Path | None = None) -> str:
+    source = baselines or out
+    cells = trace_cells(traces, source, out, samples)
     lines = [f"htda(auto) against the best of {', '.join(BASELINES)} and the PFOO-L bound: {len(traces)} traces at "
              f"{', '.join(TRACE_SIZES)} of each footprint ({len(cells)} cells), {samples} samples of the groups",
              "", f"{'sample':<8}{'cells at or above':>20}{'mean vs best':>15}{'gap closed':>13}"]
@@ -216,6 +246,14 @@ def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | No
                       f"{len(synthetic) - len(below)} of {len(synthetic)} sizes at or above the best baseline"
                       + (f", below at {', '.join(below)}" if below else ""),
                   "  ".join(f"{c.size} {c.htda[0]:.4f} vs {c.best_name} {c.best:.4f}" for c in synthetic)]
+        cells = [*cells, *synthetic]
+    if against is not None:
+        present = [t for t in traces if (against / f"{trace_name(t)}.s0.json").exists()]
+        before = trace_cells(present, source, against, 1)
+        if synthetic_requests and (against / "synthetic.s0.json").exists():
+            before += cells_of("synthetic", SYNTHETIC_SIZES, source / "synthetic.s0.json",
+                               [against / "synthetic.s0.json"])
+        lines += comparison(cells, before, str(against))
     return "\n".join(lines)
 
 
@@ -243,13 +281,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--hindsight", action="store_true",
                         help="also replay each candidate alone (sample 0, the traces) and report what a perfect "
                              "choice among them would reach")
+    parser.add_argument("--against", type=Path, metavar="OTHER_OUT",
+                        help="an earlier judge's --out (another build's): list the cells where HTDA moved since, "
+                             "and those that crossed the best baseline")
     args = parser.parse_args(argv)
     if (args.traces is None) == (args.generated is None):
         parser.error("give a folder of traces or --generated N, not both")
     if args.samples < 1 or args.jobs < 1 or args.synthetic_requests < 0 or (args.generated or 1) < 1:
         parser.error("--samples, --jobs and --generated must be at least 1, --synthetic-requests not negative")
-    if args.baselines is not None and not args.baselines.is_dir():
-        parser.error(f"--baselines {args.baselines}: not a folder")
+    for name, folder in (("--baselines", args.baselines), ("--against", args.against)):
+        if folder is not None and not folder.is_dir():
+            parser.error(f"{name} {folder}: not a folder")
     with tempfile.TemporaryDirectory(prefix="htda-judge-") as scratch:
         out = args.out or Path(scratch)
         out.mkdir(parents=True, exist_ok=True)
@@ -261,7 +303,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         with ThreadPoolExecutor(args.jobs) as pool:
             for done, path in enumerate(pool.map(lambda job: replay(*job), jobs), 1):
                 print(f"[{done}/{len(jobs)}] {path.name}", file=sys.stderr, flush=True)
-        print(report(traces, out, args.samples, args.baselines, args.synthetic_requests, args.jobs, args.hindsight))
+        print(report(traces, out, args.samples, args.baselines, args.synthetic_requests, args.jobs, args.hindsight,
+                     args.against))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,43 @@ def test_hindsight_reports_what_a_perfect_choice_among_the_candidates_reaches(tm
     made = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
     assert "perfect choice" not in judge(traces, "--out", out, "--samples", "1", "--synthetic-requests", "0")
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == made
+
+
+
+def test_against_another_folder_it_lists_the_cells_that_moved_and_those_that_crossed(tmp_path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    write_csv(traces / "jobs.csv", AnalysisWorkload(requests=4_000, seed=7).rows())
+    before = tmp_path / "before"
+    judge(traces, "--out", before, "--samples", "1", "--synthetic-requests", "0")
+    # another build's folder, as if its HTDA had crossed the best baseline at the smallest size
+    after = tmp_path / "after"
+    shutil.copytree(before, after)
+    data = json.loads((after / "jobs.s0.json").read_text())
+    smallest = min(r["capacity_bytes"] for r in data["results"])
+    best = max(r["byte_hit_ratio"] for r in data["results"]
+               if r["capacity_bytes"] == smallest and r["policy"] in BASELINES)
+    htda = next(r for r in data["results"] if r["capacity_bytes"] == smallest and r["policy"] == "htda(auto)")
+    was, above = htda["byte_hit_ratio"], htda["byte_hit_ratio"] >= best - 1e-9
+    assert 0 < best < 0.95
+    htda["byte_hit_ratio"] = now = best / 2 if above else best + 0.05
+    (after / "jobs.s0.json").write_text(json.dumps(data))
+    report = judge(traces, "--out", after, "--samples", "1", "--synthetic-requests", "0", "--against", before)
+    gained, lost = ("none", "jobs 1%") if above else ("jobs 1%", "none")
+    assert f"against {before} (sample 0): 1 cells moved; at or above the best baseline now, not before: " \
+        f"{gained}; before, not now: {lost}" in report, report
+    line = re.search(r"^  jobs 1%\s+(\d\.\d{4}) -> (\d\.\d{4}) ([+-]\d\.\d{4})  \((\w+) (\d\.\d{4})\) (\w+)$",
+                     report, re.M)
+    assert line, report
+    assert (line[1], line[2], line[6]) == (f"{was:.4f}", f"{now:.4f}", "lost" if above else "gained")
+    assert line[4] in BASELINES and line[5] == f"{best:.4f}"
+    # against itself, nothing moved
+    assert f"against {after} (sample 0): 0 cells moved; at or above the best baseline now, not before: none; " \
+        "before, not now: none" in judge(traces, "--out", after, "--samples", "1", "--synthetic-requests", "0",
+                                         "--against", after)
+
+
+def test_against_a_missing_folder_is_refused_by_name(tmp_path):
+    done = subprocess.run([*JUDGE, str(tmp_path), "--against", str(tmp_path / "nowhere")], capture_output=True,
+                          text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 2 and f"--against {tmp_path / 'nowhere'}: not a folder" in done.stderr
