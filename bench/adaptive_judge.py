@@ -4,7 +4,7 @@ synthetic analysis workload at every size from 0.25 to 50 %.
     python bench/adaptive_judge.py TRACES_DIR --out DIR        # every trace of it, five samples, kept in DIR
     python bench/adaptive_judge.py TRACES_DIR --out DIR --samples 3 --baselines OTHER_OUT
     python bench/adaptive_judge.py TRACES_DIR --out DIR --samples 1 --hindsight   # and what a perfect choice reaches
-    python bench/adaptive_judge.py TRACES_DIR --out NEW --samples 1 --baselines OLD --against OLD   # a change, cell by cell
+    python bench/adaptive_judge.py TRACES_DIR --out NEW --baselines OLD --against OLD   # a change, cell by cell
     python bench/adaptive_judge.py --generated 2 --samples 2 --synthetic-requests 20000   # the quick smoke run
 
 A cell is a (trace, cache size); HTDA's default (``htda(auto)``) is at or
