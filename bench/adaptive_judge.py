@@ -192,6 +192,11 @@ def trace_cells(traces: Sequence[Path], source: Path, out: Path, samples: int) -
         [out / f"{trace_name(trace)}.s{seed}.json" for seed in range(samples)])]
 
 
+def synthetic_cells(source: Path, out: Path) -> list[Cell]:
+    """The synthetic workload's cells, its baselines from ``source``, HTDA's sample 0 from ``out``."""
+    return cells_of("synthetic", SYNTHETIC_SIZES, source / "synthetic.s0.json", [out / "synthetic.s0.json"])
+
+
 def comparison(cells: Sequence[Cell], before: Sequence[Cell], label: str) -> list[str]:
     """The cells whose HTDA (sample 0) differs from ``before``'s (another judge's folder, ``label``), the most
     lost first; and which of them crossed the best baseline, either way.  Cells ``before`` lacks are left out."""
@@ -240,7 +245,7 @@ def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | No
                  f"{speeds[0][0]:,.0f} ({speeds[0][1]}), median {speeds[len(speeds) // 2][0]:,.0f}"
                  + ("" if jobs == 1 else f" ({jobs} replays at a time share the machine: --jobs 1 for the speed)"))
     if synthetic_requests:
-        synthetic = cells_of("synthetic", SYNTHETIC_SIZES, source / "synthetic.s0.json", [out / "synthetic.s0.json"])
+        synthetic = synthetic_cells(source, out)
         below = [c.size for c in synthetic if not c.at_or_above(0)]
         lines += ["", f"synthetic analysis workload ({synthetic_requests:,} requests): "
                       f"{len(synthetic) - len(below)} of {len(synthetic)} sizes at or above the best baseline"
@@ -251,8 +256,7 @@ def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | No
         present = [t for t in traces if (against / f"{trace_name(t)}.s0.json").exists()]
         before = trace_cells(present, source, against, 1)
         if synthetic_requests and (against / "synthetic.s0.json").exists():
-            before += cells_of("synthetic", SYNTHETIC_SIZES, source / "synthetic.s0.json",
-                               [against / "synthetic.s0.json"])
+            before += synthetic_cells(source, against)
         lines += comparison(cells, before, str(against))
     return "\n".join(lines)
 

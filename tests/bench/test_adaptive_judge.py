@@ -109,7 +109,6 @@ def test_hindsight_reports_what_a_perfect_choice_among_the_candidates_reaches(tm
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == made
 
 
-
 def test_against_another_folder_it_lists_the_cells_that_moved_and_those_that_crossed(tmp_path):
     traces = tmp_path / "traces"
     traces.mkdir()
