@@ -60,7 +60,9 @@ def ensure_user(name: str) -> User:
 def remove_user(name: str) -> None:
     """Delete the account ``name`` if it exists (its uid may then be given to a new account)."""
     with _accounts_locked():
-        subprocess.run(["userdel", name], capture_output=True)  # exit 6: there was no such account
+        done = subprocess.run(["userdel", name], capture_output=True, text=True)
+    if done.returncode not in (0, 6):  # 6: there was no such account
+        raise RuntimeError(f"userdel {name}: exit {done.returncode}: {done.stderr.strip()}")
 
 
 def run_as(user: User, argv: list[str], reach_as_root: bool = False, **kwargs) -> subprocess.CompletedProcess:

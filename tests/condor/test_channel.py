@@ -157,17 +157,20 @@ def test_a_trusted_account_made_after_the_agent_started_is_trusted_at_once(two_u
     """As when HTCondor (its ``condor`` account) is installed after HTDA: no restart needed, and an
     account deleted again loses the right with its name."""
     usera, _ = two_users
-    remove_user("htdalate")
+    # this worker's own account: the test's variants run at once on other workers, and an account of the
+    # same name made there (often with the uid just freed here) would be trusted here too
+    name = f"htdalate{os.getpid()}"
+    remove_user(name)
     agent = inprocess_node("late", ["submit"], seeds=[locator.url], sections=agent_sections(
-        [locator.url], [coordinator.url], sockets(), trusted_users=["htdalate"]))
+        [locator.url], [coordinator.url], sockets(), trusted_users=[name]))
     holdings({"c-all": INPUTS})
     config = write_hook_config(public / "h.toml", agent_socket(agent), timeout=TIMEOUT)
-    late = ensure_user("htdalate")
+    late = ensure_user(name)
     try:
         out = installed_hooks("htda_translate", hook_input(ad_of(usera.name)), config, user=late)
         assert parse(out.stdout)["HTDA_PreferredNodes"] == "c-all", out.stderr
     finally:
-        remove_user("htdalate")
+        remove_user(name)
     out = installed_hooks("htda_translate", hook_input(ad_of(usera.name)), config, user=late)
     assert_unchanged(out, ad_of(usera.name), b"HTTP 403")
 

@@ -33,6 +33,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return "local"
 
 
-server = socketserver.UnixStreamServer(path, Handler)
-os.chmod(path, 0o666)
+# Listening and 0666 before the socket takes its name: the test acts (chowns it to root) once it sees the name.
+server = socketserver.UnixStreamServer(path + ".new", Handler)
+os.chmod(path + ".new", 0o666)
+os.rename(path + ".new", path)
 server.serve_forever()
