@@ -108,7 +108,8 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
         return h, h.requests(), f"coordinator history {args.history}"
     if not args.trace:
         raise ValueError("give a trace file, --synthetic or --history URL")
-    reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit, fmt=args.format)
+    reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit, fmt=args.format,
+                          sort=args.sort)
     if is_stream(args.trace):  # read once, by the replay: no look ahead at its unit or its length
         return reader, None, f"trace {'standard input' if args.trace == STDIN else args.trace}"
     if isinstance(reader, CsvTraceReader):  # an oracleGeneral trace's timestamps are seconds, by the format
@@ -160,7 +161,7 @@ def _candidates(args: argparse.Namespace) -> list[float] | None:
 def cmd_suite(args: argparse.Namespace) -> Any:
     from .suite import run_suite, suite_traces
 
-    traces = suite_traces(args.suite, _workload(args) if args.synthetic else None, args.time_unit)
+    traces = suite_traces(args.suite, _workload(args) if args.synthetic else None, args.time_unit, args.sort)
     for trace in traces:
         if os.path.isfile(trace.source):
             _hint_time_unit(trace.source, args.time_unit)
@@ -361,6 +362,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--time-unit", type=_time_unit, default=1.0,
                    help="unit of a CSV trace's timestamps: s (the default), ms, us, ns or seconds (the half-lives "
                         "are in seconds)")
+    p.add_argument("--sort", action="store_true",
+                   help="replay a trace whose requests are out of time order (a log several threads wrote) in time "
+                        "order, requests of one timestamp in the file's order: read whole into memory first (some 80 "
+                        "bytes a request at the peak, beside the names); without it such a trace stops at its first "
+                        "row out of order")
     p.add_argument("--format", choices=TRACE_FORMATS, default="auto",
                    help="the trace's format: csv, oracleGeneral (libCacheSim's binary records), or auto (the "
                         "default): oracleGeneral if its name says so (*.oracleGeneral*), else csv; --suite tells each "

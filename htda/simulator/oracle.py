@@ -31,7 +31,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from . import DEFAULT_CHUNK
-from .trace import NO_GROUP, Chunk, TraceError, TraceReader, open_trace_bytes
+from .trace import NO_GROUP, SORT_HINT, Chunk, TraceError, TraceReader, open_trace_bytes
 
 __all__ = ["RECORD", "OracleGeneralReader", "PairInterner"]
 
@@ -42,13 +42,25 @@ RECORD = np.dtype([("time", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i
 class OracleGeneralReader(TraceReader):
     """An oracleGeneral trace (this module's format); it has no groups."""
 
-    def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0):
-        super().__init__(path, chunk_size, time_unit)
+    def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0,
+                 sort: bool = False):
+        super().__init__(path, chunk_size, time_unit, sort)
         self.pairs = PairInterner()
 
     def _chunks(self) -> Iterator[Chunk]:
+        blocks = self._sorted_blocks() if self.sort else self._blocks()
+        last_time = -math.inf
+        for done, records in blocks:
+            times = records["time"].astype(np.float64)
+            self._check_order(times, last_time, done)
+            last_time = float(times[-1])
+            yield Chunk(times * self.time_unit, self._intern(records), records["size"].astype(np.int64),
+                        np.full(len(records), NO_GROUP, dtype=np.int64))
+
+    def _blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(records before it, up to ``chunk_size`` records) for the whole file, in the file's order."""
         block = self.chunk_size * RECORD.itemsize
-        done, last_time = 0, -math.inf
+        done = 0
         with open_trace_bytes(self.path) as fh:
             while data := _read_up_to(fh, block):
                 if len(data) % RECORD.itemsize:
@@ -56,15 +68,17 @@ class OracleGeneralReader(TraceReader):
                                      f"after record {done + len(data) // RECORD.itemsize:,}): an oracleGeneral "
                                      f"trace is 24-byte records")
                 records = np.frombuffer(data, dtype=RECORD)
-                times = records["time"].astype(np.float64)
-                self._check_order(times, last_time, done)
-                last_time = float(times[-1])
-                sizes = records["size"].astype(np.int64)
-                yield Chunk(times * self.time_unit, self._intern(records), sizes,
-                            np.full(len(records), NO_GROUP, dtype=np.int64))
+                yield done, records
                 done += len(records)
         if not done:
             raise TraceError(f"{self.path}: no requests (the file is empty)")
+
+    def _sorted_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """:meth:`_blocks` of the whole file in time order (stable), read into memory first (24 bytes a record)."""
+        records = np.concatenate([records for _, records in self._blocks()])
+        records = records[np.argsort(records["time"], kind="stable")]
+        for start in range(0, len(records), self.chunk_size):
+            yield start, records[start:start + self.chunk_size]
 
     def _check_order(self, times: np.ndarray, last_time: float, done: int) -> None:
         earlier = np.flatnonzero(np.diff(times, prepend=last_time) < 0)
@@ -72,7 +86,7 @@ class OracleGeneralReader(TraceReader):
             i = int(earlier[0])
             before = last_time if i == 0 else times[i - 1]
             raise TraceError(f"{self.path}, record {done + i + 1:,}: timestamp {times[i]:.0f} is earlier than the "
-                             f"previous record's {before:.0f}")
+                             f"previous record's {before:.0f} {SORT_HINT}")
 
     def _intern(self, records: np.ndarray) -> np.ndarray:
         """The chunk's (id, size) pairs as interned ids, new pairs numbered in order of first appearance."""

@@ -87,16 +87,16 @@ class TraceVerdict:
 
 
 def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None,
-                 time_unit: float = 1.0) -> list[SuiteTrace]:
-    """The traces of ``folder`` (CSV and oracleGeneral, sorted by name; timestamps in ``time_unit`` seconds), then
-    the synthetic workload if given."""
+                 time_unit: float = 1.0, sort: bool = False) -> list[SuiteTrace]:
+    """The traces of ``folder`` (CSV and oracleGeneral, sorted by name; timestamps in ``time_unit`` seconds; ``sort``:
+    see :class:`~.trace.TraceReader`), then the synthetic workload if given."""
     root = Path(folder)
     if not root.is_dir():
         raise ValueError(f"--suite {folder}: not a folder")
     traces = []
     for path in sorted(filter(is_trace_file, root.iterdir())):
-        traces.append(SuiteTrace(trace_name(path), lambda p=path: trace_reader(p, time_unit=time_unit).chunks(),
-                                 str(path)))
+        traces.append(SuiteTrace(trace_name(path),
+                                 lambda p=path: trace_reader(p, time_unit=time_unit, sort=sort).chunks(), str(path)))
     if synthetic is not None:
         described = f"synthetic analysis workload ({synthetic.requests:,} requests, seed {synthetic.seed})"
         traces.append(SuiteTrace("synthetic", synthetic.chunks, described))

@@ -27,6 +27,7 @@ import os
 import sys
 import tempfile
 from abc import ABC, abstractmethod
+from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -192,15 +193,19 @@ def _is_binary(path: str | os.PathLike, fmt: str) -> bool:
 
 
 def trace_reader(path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0,
-                 fmt: str = "auto") -> TraceReader:
+                 fmt: str = "auto", sort: bool = False) -> TraceReader:
     """The reader of ``path``'s format ``fmt`` (:data:`TRACE_FORMATS`): by default
     :class:`.oracle.OracleGeneralReader` for the names :func:`is_oracle_general` knows, :class:`CsvTraceReader` for
-    the rest (a pipe has no such name: ``fmt="oracleGeneral"`` says it)."""
+    the rest (a pipe has no such name: ``fmt="oracleGeneral"`` says it).  ``sort``: see :class:`TraceReader`."""
     if _is_binary(path, fmt):
         from .oracle import OracleGeneralReader
 
-        return OracleGeneralReader(path, chunk_size=chunk_size, time_unit=time_unit)
-    return CsvTraceReader(path, chunk_size=chunk_size, time_unit=time_unit)
+        return OracleGeneralReader(path, chunk_size=chunk_size, time_unit=time_unit, sort=sort)
+    return CsvTraceReader(path, chunk_size=chunk_size, time_unit=time_unit, sort=sort)
+
+
+#: what an error about a request out of time order adds
+SORT_HINT = "(--sort replays a trace out of time order, sorted in memory)"
 
 
 def _blocks(path: str | os.PathLike) -> Iterator[bytes]:
@@ -268,6 +273,10 @@ class TraceReader(ABC):
     """A trace file read as :class:`Chunk` objects of at most ``chunk_size`` requests, timestamps in seconds
     (``time_unit`` seconds per unit of the file's: 0.001 for milliseconds), as often as asked, except from a pipe.
 
+    A trace must be in time order (a timestamp earlier than the one before is an error naming its line), unless
+    ``sort``: the whole file is then read into memory (some 80 bytes a request at its peak, beside the names) and
+    replayed in time order, requests of one timestamp in the file's order, as a log several threads wrote must be.
+
     Every format interns (object id, size) pairs in order of first appearance (a size change is a new object), so
     a trace replays to the same hits in any format.  A format's reader says how its bytes become chunks
     (:meth:`_chunks`) and knows the size of each object id it gave (:meth:`object_sizes`).
@@ -275,11 +284,13 @@ class TraceReader(ABC):
 
     has_groups = False
 
-    def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0):
+    def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0,
+                 sort: bool = False):
         if not (math.isfinite(time_unit) and time_unit > 0):
             raise ValueError(f"time unit must be a positive number of seconds, not {time_unit}")
         self.path = os.fspath(path)
         self.chunk_size = chunk_size
+        self.sort = sort
         self.time_unit = time_unit  # seconds per unit of the timestamps (the half-lives are in seconds)
         self._once = is_stream(self.path)  # a pipe: a second pass would find it empty
         self._passes = 0
@@ -308,8 +319,9 @@ class CsvTraceReader(TraceReader):
     """A CSV trace (the module's format).  ``groups`` interns group names; ``has_groups`` says whether a row named
     one."""
 
-    def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0):
-        super().__init__(path, chunk_size, time_unit)
+    def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0,
+                 sort: bool = False):
+        super().__init__(path, chunk_size, time_unit, sort)
         self.objects: Interner[tuple[Hashable, int]] = Interner()
         self.groups: Interner[str] = Interner()
         self.has_groups = False
@@ -318,8 +330,11 @@ class CsvTraceReader(TraceReader):
         return np.fromiter((size for _, size in self.objects.names), dtype=np.int64, count=len(self.objects))
 
     def _chunks(self) -> Iterator[Chunk]:
+        if self.sort:
+            yield from self._sorted_chunks()
+            return
         with open_trace(self.path) as fh:
-            rows = self._parse(fh)
+            rows = self._parse(fh, self.objects, self.groups)
             first = True
             while True:
                 times, ids, sizes, groups = [], [], [], []
@@ -332,18 +347,47 @@ class CsvTraceReader(TraceReader):
                         break
                 if not ids:
                     if first:
-                        raise TraceError(f"{self.path}: no requests (the file is empty or only a header)")
+                        raise self._empty()
                     return
                 first = False
                 yield Chunk.from_lists(times, ids, sizes, groups)
 
-    def _parse(self, fh: io.TextIOBase) -> Iterator[tuple[float, int, int, int]]:
-        intern_object, intern_group = self.objects, self.groups
+    def _sorted_chunks(self) -> Iterator[Chunk]:
+        """The whole file in time order (stable), its names interned in that order, as a sorted file's would be."""
+        objects: Interner[tuple[Hashable, int]] = Interner()  # in the file's order until renumbered
+        groups: Interner[str] = Interner()
+        times, ids, sizes, gids = array("d"), array("q"), array("q"), array("q")  # 32 bytes a request
+        with open_trace(self.path) as fh:
+            for t, oid, size, gid in self._parse(fh, objects, groups, in_order=False):
+                times.append(t)
+                ids.append(oid)
+                sizes.append(size)
+                gids.append(gid)
+        if not ids:
+            raise self._empty()
+        order = np.argsort(np.frombuffer(times, dtype=np.float64), kind="stable")
+
+        def in_time(column: array) -> np.ndarray:
+            return np.frombuffer(column, dtype=np.float64 if column.typecode == "d" else np.int64)[order]
+
+        columns = (in_time(times) * self.time_unit, _reintern(in_time(ids), objects, self.objects), in_time(sizes),
+                   _reintern(in_time(gids), groups, self.groups))
+        for start in range(0, len(order), self.chunk_size):
+            yield Chunk(*(column[start:start + self.chunk_size] for column in columns))
+
+    def _empty(self) -> TraceError:
+        return TraceError(f"{self.path}: no requests (the file is empty or only a header)")
+
+    def _parse(self, fh: io.TextIOBase, intern_object: Interner[tuple[Hashable, int]], intern_group: Interner[str],
+               in_order: bool = True) -> Iterator[tuple[float, int, int, int]]:
+        """Each row's (time, object, size, group), names interned by ``intern_object`` and ``intern_group``;
+        ``in_order``: a row earlier than the one before is an error."""
         last_time = -math.inf
         for line_no, row in _data_rows(fh, self.path):
             t, name, size, group = self._fields(row, line_no)
-            if t < last_time:
-                raise self._error(line_no, f"timestamp {t} is earlier than the previous row's {last_time}")
+            if t < last_time and in_order:
+                raise self._error(line_no, f"timestamp {t} is earlier than the previous row's {last_time} "
+                                           f"{SORT_HINT}")
             last_time = t
             gid = NO_GROUP
             if group:
@@ -375,6 +419,15 @@ class CsvTraceReader(TraceReader):
 
     def _error(self, line_no: int, message: str) -> TraceError:
         return TraceError(f"{self.path}, line {line_no}: {message}")
+
+
+def _reintern(ids: np.ndarray, names: Interner[Name], into: Interner[Name]) -> np.ndarray:
+    """``ids`` (numbers ``names`` gave; NO_GROUP kept) as ``into`` numbers them, meeting them in this order."""
+    unique, first = np.unique(ids[ids != NO_GROUP], return_index=True)
+    renumbered = np.full(len(names) + 1, NO_GROUP, dtype=np.int64)  # its last entry: where NO_GROUP (-1) points
+    for old in unique[np.argsort(first)].tolist():
+        renumbered[old] = into(names.names[old])
+    return renumbered[ids]
 
 
 def _data_rows(fh: Iterable[str], path: str = "") -> Iterator[tuple[int, list[str]]]:

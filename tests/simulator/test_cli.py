@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import os
 import re
@@ -163,6 +164,31 @@ def test_timestamps_in_milliseconds_replay_as_the_same_trace_in_seconds(tmp_path
     assert hits(str(millis), "--time-unit", "ms") == in_seconds
     assert hits(str(millis), "--time-unit", "0.001") == in_seconds
     assert capsys.readouterr().err == ""
+
+
+def test_a_trace_out_of_time_order_replays_with_sort_as_the_sorted_trace(tmp_path):
+    """A log that several threads wrote: stopped at its first row out of order, or with --sort replayed (alone or
+    in a suite) to the hits of the same rows in time order."""
+    generated, shuffled = tmp_path / "in" / "g.csv", tmp_path / "out" / "g.csv"
+    generated.parent.mkdir()
+    shuffled.parent.mkdir()
+    run_cli("trace", "generate", str(generated), "--requests", "3000", "--seed", "9")
+    header, *rows = generated.read_text().splitlines()
+    jobs = [list(job) for _, job in itertools.groupby(rows, key=lambda row: row.split(",")[0])]  # one timestamp
+    jittered = [job for _, job in sorted(enumerate(jobs), key=lambda pair: (pair[0] // 3, -pair[0]))]
+    shuffled.write_text("\n".join([header, *itertools.chain(*jittered)]) + "\n")
+    argv = ["--sizes", "5%,20%", "--policies", "lru,arc", "--no-belady", "--chunk", "500"]
+
+    def hits(path, *more):
+        data = run_cli("--json", "simulate", str(path), *argv, *more)
+        return [(r["policy"], r["capacity_bytes"], r["hit_bytes"]) for r in data["results"]]
+
+    with pytest.raises(ValueError, match="g.csv, line .* is earlier than the previous row's .*--sort"):
+        hits(shuffled)
+    assert hits(shuffled, "--sort") == hits(generated)
+    suites = [run_cli("--json", "simulate", "--suite", str(folder), "--policies", "lru", "--sort")
+              for folder in (generated.parent, shuffled.parent)]
+    assert suites[0] == suites[1] and suites[0][0]["trace"] == "g"
 
 
 def test_without_groups_shows_the_group_rule_by_difference(tmp_path):

@@ -159,3 +159,26 @@ def test_ids_resized_within_and_across_chunks_are_numbered_as_the_csv_numbers_th
     assert columns(reader)["ids"] == columns(csv)["ids"]
     assert reader.object_sizes().tolist() == csv.object_sizes().tolist()
     assert len(reader.object_sizes()) > 400
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 100])
+def test_sort_replays_a_trace_out_of_order_as_the_same_trace_in_order(tmp_path, chunk_size):
+    """Either format, shuffled (as a log several threads wrote): with ``sort`` the chunks of the trace in time
+    order, names numbered as that trace numbers them and ties kept in the file's order; without it, an error."""
+    rng = np.random.default_rng(3)
+    shuffled = [REQUESTS[i] for i in rng.permutation(len(REQUESTS))]
+    in_order = sorted(shuffled, key=lambda request: request[0])  # stable: ties as the shuffled file has them
+    for name, write in (("t.oracleGeneral", lambda p, r: p.write_bytes(oracle_bytes(r))),
+                        ("t.csv", lambda p, r: p.write_text(csv_text(r)))):
+        (tmp_path / "in").mkdir(exist_ok=True)
+        (tmp_path / "out").mkdir(exist_ok=True)
+        write(tmp_path / "in" / name, in_order)
+        write(tmp_path / "out" / name, shuffled)
+        with pytest.raises(TraceError, match=r"is earlier than the previous .*--sort replays"):
+            columns(trace_reader(tmp_path / "out" / name, chunk_size=chunk_size))
+        expected = trace_reader(tmp_path / "in" / name, chunk_size=chunk_size)
+        reader = trace_reader(tmp_path / "out" / name, chunk_size=chunk_size, sort=True)
+        first = columns(reader)
+        assert first == columns(expected) and first["times"] == [t for t, _, _ in in_order]
+        assert columns(reader) == first  # a second pass (the replay reads a trace more than once)
+        assert reader.object_sizes().tolist() == expected.object_sizes().tolist()

@@ -259,3 +259,18 @@ def test_a_pipe_is_read_as_the_file_and_only_once(tmp_path):
     writer.join()
     with pytest.raises(TraceError, match="a pipe is read once"):
         list(reader)
+
+
+def test_sort_numbers_groups_and_objects_as_the_trace_in_time_order(tmp_path):
+    rows = ["3,/c,5,h", "1,/a,10,g", "2,/b,20,", "1,/b,20,h", "2,/a,10,g", "4,/a,11,"]
+    (tmp_path / "out.csv").write_text("timestamp,object_id,size_bytes,group_id\n" + "\n".join(rows) + "\n")
+    in_order = sorted(rows, key=lambda row: int(row.split(",")[0]))
+    (tmp_path / "in.csv").write_text("\n".join(in_order) + "\n")
+    reader = CsvTraceReader(tmp_path / "out.csv", chunk_size=4, sort=True)
+    chunks = list(reader)
+    assert [len(c) for c in chunks] == [4, 2]
+    assert np.concatenate([c.ids for c in chunks]).tolist() == [0, 1, 1, 0, 2, 3]  # /a, /b, /b, /a, /c, /a 11 B
+    assert np.concatenate([c.groups for c in chunks]).tolist() == [0, 1, NO_GROUP, 0, 1, NO_GROUP]
+    assert reader.has_groups and reader.object_sizes().tolist() == [10, 20, 5, 11]
+    expected, _ = read_all(tmp_path / "in.csv", chunk_size=4)
+    assert reader.objects.names == expected.objects.names and reader.groups.names == expected.groups.names
