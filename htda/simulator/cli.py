@@ -110,6 +110,9 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
         raise ValueError("give a trace file, --synthetic or --history URL")
     reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit, fmt=args.format,
                           sort=args.sort)
+    if args.sort:  # the progress bar counts requests replayed: none are until the whole trace is read
+        print(f"htda simulate: --sort: {args.trace} is read whole and sorted by time before its replay starts",
+              file=sys.stderr)
     if is_stream(args.trace):  # read once, by the replay: no look ahead at its unit or its length
         return reader, None, f"trace {'standard input' if args.trace == STDIN else args.trace}"
     if isinstance(reader, CsvTraceReader):  # an oracleGeneral trace's timestamps are seconds, by the format

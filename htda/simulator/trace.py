@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bz2
 import csv
+import datetime
 import gzip
 import io
 import lzma
@@ -402,8 +403,7 @@ class CsvTraceReader(TraceReader):
         try:
             t = float(row[0])
         except ValueError:
-            hint = " (a header row must start with 'timestamp')" if line_no == 1 else ""
-            raise self._error(line_no, f"timestamp {row[0]!r} is not a number{hint}") from None
+            t = self._date_time(row[0], line_no)
         if not math.isfinite(t):
             raise self._error(line_no, f"timestamp {row[0]!r} is not finite")
         name = row[1].strip()
@@ -416,6 +416,19 @@ class CsvTraceReader(TraceReader):
         if not 0 <= size <= MAX_BYTES:
             raise self._error(line_no, f"size_bytes {size} is {'negative' if size < 0 else 'too large'}")
         return t, name, size, row[3].strip() if len(row) == 4 else ""
+
+    def _date_time(self, text: str, line_no: int) -> float:
+        """An ISO 8601 date-time (a log's: ``2025-01-29T18:47:47.073974636Z``; UTC unless it names its zone) as a
+        timestamp in the trace's unit: seconds since 1970 at the default unit."""
+        try:
+            when = datetime.datetime.fromisoformat(text.strip())
+        except ValueError:
+            hint = " (a header row must start with 'timestamp')" if line_no == 1 else ""
+            raise self._error(line_no, f"timestamp {text!r} is neither a number nor an ISO 8601 date-time{hint}") \
+                from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.UTC)
+        return when.timestamp() / self.time_unit
 
     def _error(self, line_no: int, message: str) -> TraceError:
         return TraceError(f"{self.path}, line {line_no}: {message}")

@@ -57,8 +57,10 @@ def test_changed_size_is_a_new_object(tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ("1,/a\n", "line 1: expected 3 or 4 fields"),
-    ("1,/a,10\nx,/a,10\n", "line 2: timestamp 'x' is not a number$"),
-    ("time,id,size\n1,/a,10\n", r"line 1: timestamp 'time' is not a number \(a header row must start with 'timestamp'"),
+    ("1,/a,10\nx,/a,10\n", "line 2: timestamp 'x' is neither a number nor an ISO 8601 date-time$"),
+    ("time,id,size\n1,/a,10\n", r"line 1: timestamp 'time' is neither a number nor an ISO 8601 date-time \(a header "
+                                  r"row must start with 'timestamp'"),
+    ("2025-02-30T10:00:00Z,/a,10\n", "line 1: timestamp '2025-02-30T10:00:00Z' is neither a number nor an ISO"),
     ("1,/a,10\n2,/a,ten\n", "line 2: size_bytes 'ten' is not an integer"),
     ("1,/a,-5\n", "line 1: size_bytes -5 is negative"),
     ("1,,5\n", "line 1: empty object_id"),
@@ -274,3 +276,18 @@ def test_sort_numbers_groups_and_objects_as_the_trace_in_time_order(tmp_path):
     assert reader.has_groups and reader.object_sizes().tolist() == [10, 20, 5, 11]
     expected, _ = read_all(tmp_path / "in.csv", chunk_size=4)
     assert reader.objects.names == expected.objects.names and reader.groups.names == expected.groups.names
+
+
+@pytest.mark.parametrize("unit", [1.0, 0.001])
+def test_iso_date_times_are_read_as_the_seconds_they_name(tmp_path, unit):
+    """A log's time stamps (XRootD's, OSDF's) need no conversion: UTC unless a zone is named, nanoseconds cut to
+    microseconds, whatever the unit numbers are read in."""
+    path = tmp_path / "log.csv"
+    path.write_text("timestamp,object_id,size_bytes\n"
+                    "2025-01-29T18:47:47.073974636Z,/a,10\n"
+                    "2025-01-29 18:47:48,/b,10\n"
+                    "2025-01-29T19:47:49+01:00,/a,10\n"
+                    f"{1738176470 / unit!r},/c,10\n")
+    reader = CsvTraceReader(path, time_unit=unit)
+    times = np.concatenate([c.times for c in reader]).tolist()
+    assert times == pytest.approx([1738176467.073974, 1738176468.0, 1738176469.0, 1738176470.0], abs=1e-6)
