@@ -383,13 +383,13 @@ class CsvTraceReader(TraceReader):
                in_order: bool = True) -> Iterator[tuple[float, int, int, int]]:
         """Each row's (time, object, size, group), names interned by ``intern_object`` and ``intern_group``;
         ``in_order``: a row earlier than the one before is an error."""
-        last_time = -math.inf
+        last_time, last_text = -math.inf, ""
         for line_no, row in _data_rows(fh, self.path):
             t, name, size, group = self._fields(row, line_no)
-            if t < last_time and in_order:
-                raise self._error(line_no, f"timestamp {t} is earlier than the previous row's {last_time} "
-                                           f"{SORT_HINT}")
-            last_time = t
+            if t < last_time and in_order:  # as written: a date-time is no clearer as seconds
+                raise self._error(line_no, f"timestamp {row[0].strip()} is earlier than the previous row's "
+                                           f"{last_text.strip()} {SORT_HINT}")
+            last_time, last_text = t, row[0]
             gid = NO_GROUP
             if group:
                 self.has_groups = True

@@ -369,7 +369,7 @@ def test_the_suite_replays_past_a_trace_it_cannot_read_and_fails_naming_it(tmp_p
     (tmp_path / "b_broken.csv").write_text("1,/a,10\n0,/a,10\n")
     (tmp_path / "c_zero.csv").write_text("1,/a,0\n")
     (tmp_path / "d_loop.csv").write_text(loop)
-    with pytest.raises(ValueError, match="2 of 4 traces not replayed: .*b_broken.csv, line 2: timestamp 0.0 is "
+    with pytest.raises(ValueError, match="2 of 4 traces not replayed: .*b_broken.csv, line 2: timestamp 0 is "
                                          "earlier.*c_zero.csv: no bytes requested"):
         run_cli("simulate", "--suite", str(tmp_path), "--policies", "lru", "--progress")
     out, err = capsys.readouterr()

@@ -64,7 +64,9 @@ def test_changed_size_is_a_new_object(tmp_path):
     ("1,/a,10\n2,/a,ten\n", "line 2: size_bytes 'ten' is not an integer"),
     ("1,/a,-5\n", "line 1: size_bytes -5 is negative"),
     ("1,,5\n", "line 1: empty object_id"),
-    ("5,/a,1\n4,/a,1\n", "line 2: timestamp 4.0 is earlier"),
+    ("5,/a,1\n4,/a,1\n", "line 2: timestamp 4 is earlier than the previous row's 5 "),
+    ("2025-01-29T18:47:47Z,/a,1\n2025-01-29 18:47:46,/a,1\n", "line 2: timestamp 2025-01-29 18:47:46 is earlier "
+                                                            "than the previous row's 2025-01-29T18:47:47Z"),
     ("nan,/a,1\n", "line 1: timestamp 'nan' is not finite"),
     ("1,/a,99999999999999999999\n", "line 1: size_bytes 99999999999999999999 is too large"),
 ])
