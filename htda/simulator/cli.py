@@ -110,7 +110,7 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
         raise ValueError("give a trace file, --synthetic or --history URL")
     reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit, fmt=args.format,
                           sort=args.sort)
-    if args.sort:  # the progress bar counts requests replayed: none are until the whole trace is read
+    if args.sort:
         print(f"htda simulate: --sort: {args.trace} is read whole and sorted by time before its replay starts",
               file=sys.stderr)
     if is_stream(args.trace):  # read once, by the replay: no look ahead at its unit or its length
@@ -197,7 +197,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
     from .engine import Progress
     from .report import as_dict, best_half_lives, human_bytes, summary_table, sweep_table
     from .run import simulate
-    from .trace import footprint_and_replay
+    from .trace import TraceReader, footprint_and_replay
 
     args.half_lives = args.half_lives or SIMULATE_HALF_LIVES
     candidates = _candidates(args)  # (a bad one is refused before the trace is read)
@@ -213,6 +213,8 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         print("htda simulate: matplotlib is not installed: --out writes table.txt and result.json, no plots "
               "(pip install 'htda[plots]')", file=sys.stderr)
     progress = Progress(total or 0, enabled=True if args.progress else None)
+    if total and isinstance(source, TraceReader):
+        source.sorting = lambda done: progress(done, "sorting")
     with ExitStack() as stack:
         footprint, objects, chunks = None, 0, source.chunks()
         if any(s.strip().endswith("%") for s in size_texts):  # a first pass, for the footprint

@@ -75,7 +75,12 @@ class OracleGeneralReader(TraceReader):
 
     def _sorted_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """:meth:`_blocks` of the whole file in time order (stable), read into memory first (24 bytes a record)."""
-        records = np.concatenate([records for _, records in self._blocks()])
+        blocks = []
+        for done, block in self._blocks():
+            blocks.append(block)
+            if self.sorting is not None:
+                self.sorting(done + len(block))
+        records = np.concatenate(blocks)
         records = records[np.argsort(records["time"], kind="stable")]
         for start in range(0, len(records), self.chunk_size):
             yield start, records[start:start + self.chunk_size]

@@ -284,6 +284,9 @@ class TraceReader(ABC):
     """
 
     has_groups = False
+    #: with ``sort``, called with the requests read so far, a chunk's worth at a time, while the trace is read
+    #: whole (no chunk is given before it is): a progress bar's
+    sorting: Callable[[int], None] | None = None
 
     def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0,
                  sort: bool = False):
@@ -364,8 +367,12 @@ class CsvTraceReader(TraceReader):
                 ids.append(oid)
                 sizes.append(size)
                 gids.append(gid)
+                if self.sorting is not None and len(ids) % self.chunk_size == 0:
+                    self.sorting(len(ids))
         if not ids:
             raise self._empty()
+        if self.sorting is not None and len(ids) % self.chunk_size:
+            self.sorting(len(ids))
         order = np.argsort(np.frombuffer(times, dtype=np.float64), kind="stable")
 
         def in_time(column: array) -> np.ndarray:

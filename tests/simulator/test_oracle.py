@@ -178,6 +178,10 @@ def test_sort_replays_a_trace_out_of_order_as_the_same_trace_in_order(tmp_path, 
             columns(trace_reader(tmp_path / "out" / name, chunk_size=chunk_size))
         expected = trace_reader(tmp_path / "in" / name, chunk_size=chunk_size)
         reader = trace_reader(tmp_path / "out" / name, chunk_size=chunk_size, sort=True)
+        read: list[int] = []
+        reader.sorting = read.append  # a progress bar's call
+        next(iter(reader))
+        assert read == [*range(chunk_size, len(REQUESTS), chunk_size), len(REQUESTS)]  # all before the first chunk
         first = columns(reader)
         assert first == columns(expected) and first["times"] == [t for t, _, _ in in_order]
         assert columns(reader) == first  # a second pass (the replay reads a trace more than once)
