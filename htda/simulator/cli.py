@@ -213,7 +213,7 @@ def cmd_simulate(args: argparse.Namespace) -> Any:
         print("htda simulate: matplotlib is not installed: --out writes table.txt and result.json, no plots "
               "(pip install 'htda[plots]')", file=sys.stderr)
     progress = Progress(total or 0, enabled=True if args.progress else None)
-    if total and isinstance(source, TraceReader):
+    if total and args.sort and isinstance(source, TraceReader):
         source.sorting = lambda done: progress(done, "sorting")
     with ExitStack() as stack:
         footprint, objects, chunks = None, 0, source.chunks()

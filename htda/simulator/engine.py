@@ -123,22 +123,12 @@ def windows_of(chunks: Iterable[Chunk], window: int) -> Iterator[Chunk]:
         pending.append(chunk)
         count += len(chunk)
         while count >= window:
-            joined = _concat(pending)
-            yield _slice(joined, 0, window)
-            rest = _slice(joined, window, len(joined))
+            joined = Chunk.joined(pending)
+            yield joined.part(0, window)
+            rest = joined.part(window, len(joined))
             pending, count = ([rest] if len(rest) else []), len(rest)
     if count:
-        yield _concat(pending)
-
-
-def _concat(chunks: list[Chunk]) -> Chunk:
-    if len(chunks) == 1:
-        return chunks[0]
-    return Chunk(*(np.concatenate([getattr(c, f) for c in chunks]) for f in ("times", "ids", "sizes", "groups")))
-
-
-def _slice(chunk: Chunk, start: int, stop: int) -> Chunk:
-    return Chunk(chunk.times[start:stop], chunk.ids[start:stop], chunk.sizes[start:stop], chunk.groups[start:stop])
+        yield Chunk.joined(pending)
 
 
 def replay(chunks: Iterable[Chunk] | Callable[[], Iterable[Chunk]], policies: Sequence[CachePolicy],

@@ -28,7 +28,6 @@ import os
 import sys
 import tempfile
 from abc import ABC, abstractmethod
-from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -248,6 +247,17 @@ class Chunk:
         return cls(np.asarray(times, dtype=np.float64), np.asarray(ids, dtype=np.int64),
                    np.asarray(sizes, dtype=np.int64), np.asarray(groups, dtype=np.int64))
 
+    @classmethod
+    def joined(cls, chunks: list[Chunk]) -> Chunk:
+        """The requests of ``chunks`` one after another, in one chunk (the one itself if there is one)."""
+        if len(chunks) == 1:
+            return chunks[0]
+        return cls(*(np.concatenate([getattr(c, f) for c in chunks]) for f in ("times", "ids", "sizes", "groups")))
+
+    def part(self, start: int, stop: int) -> Chunk:
+        """Its requests ``start`` to ``stop`` (views, not copies)."""
+        return Chunk(self.times[start:stop], self.ids[start:stop], self.sizes[start:stop], self.groups[start:stop])
+
 
 Name = TypeVar("Name", bound=Hashable)
 
@@ -336,9 +346,15 @@ class CsvTraceReader(TraceReader):
     def _chunks(self) -> Iterator[Chunk]:
         if self.sort:
             yield from self._sorted_chunks()
-            return
+        else:
+            yield from self._chunks_as_written(self.objects, self.groups)
+
+    def _chunks_as_written(self, intern_object: Interner[tuple[Hashable, int]], intern_group: Interner[str],
+                           in_order: bool = True) -> Iterator[Chunk]:
+        """The file's requests in its order, names interned by ``intern_object`` and ``intern_group``; ``in_order``:
+        a row earlier than the one before is an error."""
         with open_trace(self.path) as fh:
-            rows = self._parse(fh, self.objects, self.groups)
+            rows = self._parse(fh, intern_object, intern_group, in_order)
             first = True
             while True:
                 times, ids, sizes, groups = [], [], [], []
@@ -351,7 +367,7 @@ class CsvTraceReader(TraceReader):
                         break
                 if not ids:
                     if first:
-                        raise self._empty()
+                        raise TraceError(f"{self.path}: no requests (the file is empty or only a header)")
                     return
                 first = False
                 yield Chunk.from_lists(times, ids, sizes, groups)
@@ -360,31 +376,20 @@ class CsvTraceReader(TraceReader):
         """The whole file in time order (stable), its names interned in that order, as a sorted file's would be."""
         objects: Interner[tuple[Hashable, int]] = Interner()  # in the file's order until renumbered
         groups: Interner[str] = Interner()
-        times, ids, sizes, gids = array("d"), array("q"), array("q"), array("q")  # 32 bytes a request
-        with open_trace(self.path) as fh:
-            for t, oid, size, gid in self._parse(fh, objects, groups, in_order=False):
-                times.append(t)
-                ids.append(oid)
-                sizes.append(size)
-                gids.append(gid)
-                if self.sorting is not None and len(ids) % self.chunk_size == 0:
-                    self.sorting(len(ids))
-        if not ids:
-            raise self._empty()
-        if self.sorting is not None and len(ids) % self.chunk_size:
-            self.sorting(len(ids))
-        order = np.argsort(np.frombuffer(times, dtype=np.float64), kind="stable")
-
-        def in_time(column: array) -> np.ndarray:
-            return np.frombuffer(column, dtype=np.float64 if column.typecode == "d" else np.int64)[order]
-
-        columns = (in_time(times) * self.time_unit, _reintern(in_time(ids), objects, self.objects), in_time(sizes),
-                   _reintern(in_time(gids), groups, self.groups))
-        for start in range(0, len(order), self.chunk_size):
-            yield Chunk(*(column[start:start + self.chunk_size] for column in columns))
-
-    def _empty(self) -> TraceError:
-        return TraceError(f"{self.path}: no requests (the file is empty or only a header)")
+        chunks: list[Chunk] = []
+        read = 0
+        for chunk in self._chunks_as_written(objects, groups, in_order=False):
+            chunks.append(chunk)
+            read += len(chunk)
+            if self.sorting is not None:
+                self.sorting(read)
+        whole = Chunk.joined(chunks)
+        chunks.clear()
+        order = np.argsort(whole.times, kind="stable")
+        in_time = Chunk(whole.times[order], _reintern(whole.ids[order], objects, self.objects), whole.sizes[order],
+                        _reintern(whole.groups[order], groups, self.groups))
+        for start in range(0, len(in_time), self.chunk_size):
+            yield in_time.part(start, start + self.chunk_size)
 
     def _parse(self, fh: io.TextIOBase, intern_object: Interner[tuple[Hashable, int]], intern_group: Interner[str],
                in_order: bool = True) -> Iterator[tuple[float, int, int, int]]:
