@@ -312,7 +312,8 @@ def add_parser(subparsers) -> None:
 
     p = subparsers.add_parser(
         "simulate", help="replay an access trace through HTDA's policy and others, bounded by the optimum",
-        description="Replay a trace (CSV timestamp,object_id,size_bytes[,group_id], the coordinator's database, "
+        description="Replay a trace (CSV timestamp,object_id,size_bytes[,group_id], or the columns a header row "
+                    "names, at least object_id; the coordinator's database, "
                     "a libCacheSim oracleGeneral trace, or a synthetic analysis workload) against caches of the "
                     "given sizes.  Several sizes and half-lives make a sweep.")
     p.add_argument("trace", nargs="?", help="CSV trace file, plain or gzip/bzip2/xz/zstd ('-': standard input), or "

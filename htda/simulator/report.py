@@ -58,8 +58,8 @@ def summary_table(result: ReplayResult) -> str:
         rows.append([r.label + (" (bound)" if r.bound else ""), human_bytes(r.capacity),
                      f"{result.hit_ratio(r):.4f}", f"{result.byte_hit_ratio(r):.4f}",
                      human_bytes(result.fetched(r)), *churn, speed])
-    head = (f"{result.requests:,} requests, {human_bytes(result.bytes)} requested, {result.objects:,} objects, "
-            f"footprint {human_bytes(result.footprint_bytes)}")
+    head = (f"{result.requests:,} requests, {human_bytes(result.bytes)} requested, {result.objects:,} objects "
+            f"(an object is an (id, size) pair), footprint {human_bytes(result.footprint_bytes)}")
     return head + "\n" + _table(header, rows)
 
 

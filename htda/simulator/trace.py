@@ -1,7 +1,8 @@
 """Access traces: the CSV format, a streaming reader and writer, and the in-memory chunk type.
 
 A trace is a sequence of requests ``timestamp,object_id,size_bytes[,group_id]``
-(one CSV row each, an optional header row starting with ``timestamp``), as
+(one CSV row each; a header row may name these columns in another order, or
+leave out all but ``object_id``: :class:`Columns`), as
 plain UTF-8 text or compressed with gzip, bzip2, xz or zstd (:func:`open_trace`:
 public traces are shipped compressed, and a trace of billions of requests is
 not decompressed to disk first).  libCacheSim's binary *oracleGeneral* traces
@@ -22,6 +23,7 @@ import csv
 import datetime
 import gzip
 import io
+import itertools
 import lzma
 import math
 import os
@@ -43,8 +45,8 @@ from . import DEFAULT_CHUNK, TRACE_FORMATS
 __all__ = ["Chunk", "TraceReader", "CsvTraceReader", "FirstPass", "Interner", "Recording", "TraceError",
            "first_timestamp", "count_lines", "is_stream", "open_trace", "open_trace_bytes", "trace_name", "STDIN",
            "footprint_and_objects", "footprint_and_replay", "footprint_bytes", "record_sizes", "write_csv",
-           "NO_GROUP", "CSV_SUFFIXES", "TRACE_PATTERNS", "decoding", "is_trace_file", "is_oracle_general",
-           "trace_reader", "count_requests", "TRACE_FORMATS"]
+           "NO_GROUP", "COLUMNS", "Columns", "CSV_SUFFIXES", "TRACE_PATTERNS", "decoding", "is_trace_file",
+           "is_oracle_general", "trace_reader", "count_requests", "TRACE_FORMATS"]
 
 #: group id of a request without a group (the object is its own group)
 NO_GROUP = -1
@@ -395,39 +397,58 @@ class CsvTraceReader(TraceReader):
                in_order: bool = True) -> Iterator[tuple[float, int, int, int]]:
         """Each row's (time, object, size, group), names interned by ``intern_object`` and ``intern_group``;
         ``in_order``: a row earlier than the one before is an error."""
-        last_time, last_text = -math.inf, ""
-        for line_no, row in _data_rows(fh, self.path):
-            t, name, size, group = self._fields(row, line_no)
+        columns, rows = _columns_and_rows(fh, self.path)
+        fields = self._row_parser(columns)
+        last_time, last_row = -math.inf, None
+        for number, (line_no, row) in enumerate(rows, 1):
+            t, name, size, group = fields(row, line_no, number)
             if t < last_time and in_order:  # as written: a date-time is no clearer as seconds
-                raise self._error(line_no, f"timestamp {row[0].strip()} is earlier than the previous row's "
-                                           f"{last_text.strip()} {SORT_HINT}")
-            last_time, last_text = t, row[0]
+                at = cast(int, columns.time)  # request numbers never go back
+                raise self._error(line_no, f"timestamp {row[at].strip()} is earlier than the previous row's "
+                                           f"{cast(list, last_row)[at].strip()} {SORT_HINT}")
+            last_time, last_row = t, row
             gid = NO_GROUP
             if group:
                 self.has_groups = True
                 gid = intern_group(group)
             yield t, intern_object((name, size)), size, gid
 
-    def _fields(self, row: list[str], line_no: int) -> tuple[float, str, int, str]:
-        if len(row) not in (3, 4):
-            raise self._error(line_no, f"expected 3 or 4 fields (timestamp,object_id,size_bytes[,group_id]), "
-                                       f"got {len(row)}")
-        try:
-            t = float(row[0])
-        except ValueError:
-            t = self._date_time(row[0], line_no)
-        if not math.isfinite(t):
-            raise self._error(line_no, f"timestamp {row[0]!r} is not finite")
-        name = row[1].strip()
-        if not name:
-            raise self._error(line_no, "empty object_id")
-        try:
-            size = int(row[2])
-        except ValueError:
-            raise self._error(line_no, f"size_bytes {row[2]!r} is not an integer") from None
-        if not 0 <= size <= MAX_BYTES:
-            raise self._error(line_no, f"size_bytes {size} is {'negative' if size < 0 else 'too large'}")
-        return t, name, size, row[3].strip() if len(row) == 4 else ""
+    def _row_parser(self, columns: Columns) -> Callable[[list[str], int, int], tuple[float, str, int, str]]:
+        """What reads a row of these columns as (time, object name, size, group name), given its line number and
+        the request's number (its time when the trace has no timestamps).  A closure over the columns' places:
+        this runs for every request."""
+        time_at, object_at, size_at, group_at, widths = (columns.time, columns.object, columns.size, columns.group,
+                                                         columns.widths)
+        error, date_time = self._error, self._date_time
+
+        def fields(row: list[str], line_no: int, number: int) -> tuple[float, str, int, str]:
+            if len(row) not in widths:
+                raise error(line_no, f"expected {columns.layout}, got {len(row)}")
+            if time_at is None:
+                t = float(number)
+            else:
+                try:
+                    t = float(row[time_at])
+                except ValueError:
+                    t = date_time(row[time_at], line_no)
+                if not math.isfinite(t):
+                    raise error(line_no, f"timestamp {row[time_at]!r} is not finite")
+            name = row[object_at].strip()
+            if not name:
+                raise error(line_no, "empty object_id")
+            if size_at is None:
+                size = 1
+            else:
+                try:
+                    size = int(row[size_at])
+                except ValueError:
+                    raise error(line_no, f"size_bytes {row[size_at]!r} is not an integer") from None
+                if not 0 <= size <= MAX_BYTES:
+                    raise error(line_no, f"size_bytes {size} is {'negative' if size < 0 else 'too large'}")
+            group = row[group_at].strip() if group_at is not None and group_at < len(row) else ""
+            return t, name, size, group
+
+        return fields
 
     def _date_time(self, text: str, line_no: int) -> float:
         """An ISO 8601 date-time (a log's: ``2025-01-29T18:47:47.073974636Z``; UTC unless it names its zone) as a
@@ -435,7 +456,7 @@ class CsvTraceReader(TraceReader):
         try:
             when = datetime.datetime.fromisoformat(text.strip())
         except ValueError:
-            hint = " (a header row must start with 'timestamp')" if line_no == 1 else ""
+            hint = f" (a header row names the columns: {', '.join(COLUMNS)})" if line_no == 1 else ""
             raise self._error(line_no, f"timestamp {text!r} is neither a number nor an ISO 8601 date-time{hint}") \
                 from None
         if when.tzinfo is None:
@@ -455,14 +476,70 @@ def _reintern(ids: np.ndarray, names: Interner[Name], into: Interner[Name]) -> n
     return renumbered[ids]
 
 
-def _data_rows(fh: Iterable[str], path: str = "") -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of the CSV rows that are requests: not blank, not the header."""
+#: the columns a CSV trace's header row may name, in the order of a file without one
+COLUMNS = ("timestamp", "object_id", "size_bytes", "group_id")
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """Where a CSV trace's fields are in each row: by the header row's names, or in the order of :data:`COLUMNS`
+    (the group optional) without one.  A header may leave out the timestamp (each request's number in the file
+    is its time: traces of request order alone), the size (every object one byte: the byte hit ratio is then the
+    hit ratio) and the group; ``None`` for a column the trace does not have."""
+
+    time: int | None = 0
+    object: int = 1
+    size: int | None = 2
+    group: int | None = 3
+    widths: tuple[int, ...] = (3, 4)  # how many fields a row may have
+    layout: str = "3 or 4 fields (timestamp,object_id,size_bytes[,group_id]; a header row names other layouts)"
+
+    @classmethod
+    def named(cls, header: list[str], path: str) -> Columns:
+        """The columns a header row names (:class:`TraceError` for a name that is not a column, one named twice,
+        or no object_id)."""
+        names = [field.strip().lower() for field in header]
+        for name in names:
+            if name not in COLUMNS:
+                raise TraceError(f"{path}, line 1: the header names a column {name!r}; a trace's columns are "
+                                 f"{', '.join(COLUMNS)} (cut the others out first, e.g. with cut -d, -f)")
+            if names.count(name) > 1:
+                raise TraceError(f"{path}, line 1: the header names {name} twice")
+        if "object_id" not in names:
+            raise TraceError(f"{path}, line 1: the header names no object_id column")
+        if names in (list(COLUMNS[:3]), list(COLUMNS)):
+            return cls()  # as without a header: the group may be left out row by row
+
+        def at(name: str) -> int | None:
+            return names.index(name) if name in names else None
+
+        return cls(at("timestamp"), names.index("object_id"), at("size_bytes"), at("group_id"), (len(names),),
+                   f"{len(names)} field{'s' if len(names) > 1 else ''} ({','.join(names)}, as the header names them)")
+
+
+def _is_header(row: list[str]) -> bool:
+    return any(field.strip().lower() in COLUMNS for field in row)
+
+
+def _columns_and_rows(fh: Iterable[str], path: str = "") -> tuple[Columns, Iterator[tuple[int, list[str]]]]:
+    """The trace's columns and its (line number, fields) of the rows that are requests: not blank, not the
+    header."""
+    rows = _csv_rows(fh, path)
+    first = next(rows, None)
+    if first is None:
+        return Columns(), rows
+    line_no, row = first
+    if line_no == 1 and _is_header(row):
+        return Columns.named(row, path), rows
+    return Columns(), itertools.chain([first], rows)
+
+
+def _csv_rows(fh: Iterable[str], path: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of the CSV rows that are not blank."""
     reader = csv.reader(fh)
     try:
         for row in reader:
             if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            if reader.line_num == 1 and row[0].strip().lower() == "timestamp":
                 continue
             yield reader.line_num, row
     except csv.Error as exc:  # a field past the csv module's limit, a NUL byte: not a trace's row
@@ -474,10 +551,13 @@ def first_timestamp(path: str | os.PathLike) -> float | None:
     as a trace: the replay says why): a cheap look at the unit."""
     try:
         with open_trace(path) as fh:
-            for _, row in _data_rows(fh):
-                first = float(row[0])
+            columns, rows = _columns_and_rows(fh)
+            for _, row in rows:
+                if columns.time is None:
+                    return None
+                first = float(row[columns.time])
                 return first if math.isfinite(first) else None
-    except (ValueError, OSError, EOFError, lzma.LZMAError, zstandard.ZstdError):  # TraceError is one
+    except (ValueError, OSError, EOFError, lzma.LZMAError, zstandard.ZstdError, IndexError):  # TraceError is one
         return None
     return None
 

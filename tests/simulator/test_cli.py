@@ -191,6 +191,25 @@ def test_a_trace_out_of_time_order_replays_with_sort_as_the_sorted_trace(tmp_pat
     assert suites[0] == suites[1] and suites[0][0]["trace"] == "g"
 
 
+def test_a_trace_of_ids_alone_replays_as_the_trace_of_their_numbers_and_one_byte_each(tmp_path):
+    """A block trace of request order alone (a header naming object_id only) replays, in every policy and HTDA's
+    adaptive rating, to the hits of the same requests written out in full: time = the request's number, size 1."""
+    ids, full = tmp_path / "ids.csv", tmp_path / "full.csv"
+    blocks = [f"b{(i * 7919) % 211 if i % 5 else i % 13}" for i in range(1, 4001)]
+    ids.write_text("object_id\n" + "".join(f"{block}\n" for block in blocks))
+    full.write_text("timestamp,object_id,size_bytes\n" + "".join(f"{i},{block},1\n" for i, block in
+                                                                 enumerate(blocks, 1)))
+
+    def results(path):
+        data = run_cli("--json", "simulate", str(path), "--sizes", "5%,20%", "--policies", "lru,arc,wtinylfu",
+                       "--half-lives", "auto,60")
+        return ([(r["policy"], r["capacity_bytes"], r["hit_bytes"], r["staged_bytes"]) for r in data["results"]],
+                data["requests"], data["footprint_bytes"])
+
+    assert results(ids) == results(full)
+    assert results(ids)[2] == len(set(blocks))  # each object one byte
+
+
 def test_without_groups_shows_the_group_rule_by_difference(tmp_path):
     trace = tmp_path / "trace.csv"
     run_cli("trace", "generate", str(trace), "--requests", "4000", "--seed", "6")

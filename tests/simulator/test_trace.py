@@ -48,6 +48,41 @@ def test_reads_with_and_without_header_in_chunks(tmp_path):
     assert chunks[0].times.tolist() == [1.5, 2.5] and not reader.has_groups
 
 
+@pytest.mark.parametrize("header, rows", [
+    ("size_bytes,group_id,object_id,timestamp", ["10,g,/a,1", "20,g,/b,2", "10,,/a,2", "5,h,/c,3"]),
+    (" Object_ID , Timestamp ,Size_Bytes,group_id", ["/a,1,10,g", "/b,2,20,g", "/a,2,10,", "/c,3,5,h"]),
+])
+def test_a_header_names_the_columns_in_any_order(tmp_path, header, rows):
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join([header, *rows]) + "\n")
+    reader, chunks = read_all(path)
+    assert np.concatenate([c.times for c in chunks]).tolist() == [1, 2, 2, 3]
+    assert np.concatenate([c.ids for c in chunks]).tolist() == [0, 1, 0, 2]
+    assert np.concatenate([c.groups for c in chunks]).tolist() == [0, 0, NO_GROUP, 1]
+    assert reader.object_sizes().tolist() == [10, 20, 5] and reader.has_groups
+
+
+def test_a_trace_of_ids_alone_has_request_order_as_time_and_objects_of_one_byte(tmp_path):
+    path = tmp_path / "ids.csv.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.write("object_id\n/a\n/b\n\n/a\n")
+    reader = CsvTraceReader(path, chunk_size=2, time_unit=0.5)
+    chunks = list(reader)
+    assert [c.times.tolist() for c in chunks] == [[0.5, 1.0], [1.5]]  # the request's number, in the trace's unit
+    assert np.concatenate([c.ids for c in chunks]).tolist() == [0, 1, 0]
+    assert reader.object_sizes().tolist() == [1, 1] and not reader.has_groups
+    assert first_timestamp(path) is None  # nothing to say about a unit
+
+
+def test_a_trace_without_sizes_counts_each_object_one_byte(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("timestamp,object_id,group_id\n7,/a,d\n9,/b,d\n")
+    reader, chunks = read_all(path)
+    assert chunks[0].times.tolist() == [7, 9] and chunks[0].sizes.tolist() == [1, 1]
+    assert chunks[0].groups.tolist() == [0, 0]
+    assert first_timestamp(path) == 7
+
+
 def test_changed_size_is_a_new_object(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("1,/a,10\n2,/a,11\n3,/a,11\n")
@@ -59,7 +94,14 @@ def test_changed_size_is_a_new_object(tmp_path):
     ("1,/a\n", "line 1: expected 3 or 4 fields"),
     ("1,/a,10\nx,/a,10\n", "line 2: timestamp 'x' is neither a number nor an ISO 8601 date-time$"),
     ("time,id,size\n1,/a,10\n", r"line 1: timestamp 'time' is neither a number nor an ISO 8601 date-time \(a header "
-                                  r"row must start with 'timestamp'"),
+                                  r"row names the columns: timestamp, object_id, size_bytes, group_id\)"),
+    ("object_id,size\n/a,10\n", r"line 1: the header names a column 'size'; a trace's columns are timestamp, "
+                                 r"object_id, size_bytes, group_id \(cut the others out"),
+    ("object_id,object_id\n/a,/b\n", "line 1: the header names object_id twice"),
+    ("timestamp,size_bytes\n1,10\n", "line 1: the header names no object_id column"),
+    ("size_bytes,object_id\n10,/a\n10,/a,g\n", r"line 3: expected 2 fields \(size_bytes,object_id, as the header "
+                                                 r"names them\), got 3"),
+    ("object_id,timestamp\n/a,5\n/a,4\n", "line 3: timestamp 4 is earlier than the previous row's 5 "),
     ("2025-02-30T10:00:00Z,/a,10\n", "line 1: timestamp '2025-02-30T10:00:00Z' is neither a number nor an ISO"),
     ("1,/a,10\n2,/a,ten\n", "line 2: size_bytes 'ten' is not an integer"),
     ("1,/a,-5\n", "line 1: size_bytes -5 is negative"),
