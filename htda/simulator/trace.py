@@ -513,8 +513,13 @@ class Columns:
         def at(name: str) -> int | None:
             return names.index(name) if name in names else None
 
-        return cls(at("timestamp"), names.index("object_id"), at("size_bytes"), at("group_id"), (len(names),),
-                   f"{len(names)} field{'s' if len(names) > 1 else ''} ({','.join(names)}, as the header names them)")
+        n = len(names)
+        if names[-1] == "group_id":  # the group may be left out row by row, as without a header
+            widths, count = (n - 1, n), f"{n - 1} or {n} fields"
+        else:
+            widths, count = (n,), f"{n} field{'s' if n > 1 else ''}"
+        return cls(at("timestamp"), names.index("object_id"), at("size_bytes"), at("group_id"), widths,
+                   f"{count} ({','.join(names)}, as the header names them)")
 
 
 def _is_header(row: list[str]) -> bool:

@@ -76,10 +76,10 @@ def test_a_trace_of_ids_alone_has_request_order_as_time_and_objects_of_one_byte(
 
 def test_a_trace_without_sizes_counts_each_object_one_byte(tmp_path):
     path = tmp_path / "t.csv"
-    path.write_text("timestamp,object_id,group_id\n7,/a,d\n9,/b,d\n")
+    path.write_text("timestamp,object_id,group_id\n7,/a,d\n9,/b,d\n10,/c\n")  # the group may be left out
     reader, chunks = read_all(path)
-    assert chunks[0].times.tolist() == [7, 9] and chunks[0].sizes.tolist() == [1, 1]
-    assert chunks[0].groups.tolist() == [0, 0]
+    assert chunks[0].times.tolist() == [7, 9, 10] and chunks[0].sizes.tolist() == [1, 1, 1]
+    assert chunks[0].groups.tolist() == [0, 0, NO_GROUP]
     assert first_timestamp(path) == 7
 
 
@@ -102,6 +102,8 @@ def test_changed_size_is_a_new_object(tmp_path):
     ("size_bytes,object_id\n10,/a\n10,/a,g\n", r"line 3: expected 2 fields \(size_bytes,object_id, as the header "
                                                  r"names them\), got 3"),
     ("object_id,timestamp\n/a,5\n/a,4\n", "line 3: timestamp 4 is earlier than the previous row's 5 "),
+    ("object_id,group_id\n/a\n/b,g,x\n", r"line 3: expected 1 or 2 fields \(object_id,group_id, as the header names "
+                                         r"them\), got 3"),
     ("2025-02-30T10:00:00Z,/a,10\n", "line 1: timestamp '2025-02-30T10:00:00Z' is neither a number nor an ISO"),
     ("1,/a,10\n2,/a,ten\n", "line 2: size_bytes 'ten' is not an integer"),
     ("1,/a,-5\n", "line 1: size_bytes -5 is negative"),
