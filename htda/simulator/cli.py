@@ -16,6 +16,7 @@ from .generator import AnalysisWorkload
 
 if TYPE_CHECKING:
     from .run import RunSpec
+    from .trace import Columns
 
 # The replay modules (numpy, the coordinator's rating) are imported by the commands that run, not here:
 # building these parsers is part of every `htda` command, `htda --help` included.
@@ -109,15 +110,24 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
     if not args.trace:
         raise ValueError("give a trace file, --synthetic or --history URL")
     reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit, fmt=args.format,
-                          sort=args.sort)
+                          sort=args.sort, columns=args.columns)
     if args.sort:
         print(f"htda simulate: --sort: {args.trace} is read whole and sorted by time before its replay starts",
               file=sys.stderr)
     if is_stream(args.trace):  # read once, by the replay: no look ahead at its unit or its length
         return reader, None, f"trace {'standard input' if args.trace == STDIN else args.trace}"
     if isinstance(reader, CsvTraceReader):  # an oracleGeneral trace's timestamps are seconds, by the format
-        _hint_time_unit(args.trace, args.time_unit)
+        _hint_time_unit(args.trace, args.time_unit, args.columns)
     return reader, count_requests(args.trace, args.format), f"trace {args.trace}"
+
+
+def _columns(text: str) -> Columns:
+    from .trace import Columns
+
+    try:
+        return Columns.given(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -134,12 +144,12 @@ def _time_unit(text: str) -> float:
     return unit
 
 
-def _hint_time_unit(path: str, unit: float) -> None:
+def _hint_time_unit(path: str, unit: float, columns: Columns | None = None) -> None:
     """Say so when a trace's timestamps look finer than the seconds they are read as: the half-lives (5m, 1d,
     the adaptive rating's candidates) would then span a moment of the trace."""
     from .trace import first_timestamp
 
-    first = first_timestamp(path)
+    first = first_timestamp(path, columns)
     if unit == 1.0 and first is not None and first > 1e11:  # past the year 5000 in seconds since 1970
         print(f"htda simulate: {path} starts at timestamp {first:.6g}, which looks like milliseconds or finer "
               f"since 1970; half-lives are in seconds of the trace's time: give --time-unit ms (or us, ns)",
@@ -164,10 +174,11 @@ def _candidates(args: argparse.Namespace) -> list[float] | None:
 def cmd_suite(args: argparse.Namespace) -> Any:
     from .suite import run_suite, suite_traces
 
-    traces = suite_traces(args.suite, _workload(args) if args.synthetic else None, args.time_unit, args.sort)
+    traces = suite_traces(args.suite, _workload(args) if args.synthetic else None, args.time_unit, args.sort,
+                          args.columns)
     for trace in traces:
         if os.path.isfile(trace.source):
-            _hint_time_unit(trace.source, args.time_unit)
+            _hint_time_unit(trace.source, args.time_unit, args.columns)
     half_lives = [parse_duration(h) for h in _split(args.half_lives or SUITE_HALF_LIVES)]
     shown = args.progress or sys.stderr.isatty()
     report = run_suite(traces, _split(args.policies), half_lives, rating=args.rating,
@@ -373,6 +384,10 @@ def add_parser(subparsers) -> None:
                         "order, requests of one timestamp in the file's order: read whole into memory first (some 80 "
                         "bytes a request at the peak, beside the names); without it such a trace stops at its first "
                         "row out of order")
+    p.add_argument("--columns", type=_columns,
+                   help="a CSV trace's columns in order, comma-separated: timestamp, object_id, size_bytes, "
+                        "group_id, or _ for one not read (_,timestamp,_,size_bytes,object_id); all but object_id "
+                        "may be left out.  The file's own header row, if any, is skipped")
     p.add_argument("--format", choices=TRACE_FORMATS, default="auto",
                    help="the trace's format: csv, oracleGeneral (libCacheSim's binary records), or auto (the "
                         "default): oracleGeneral if its name says so (*.oracleGeneral*), else csv; --suite tells each "

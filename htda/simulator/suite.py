@@ -28,7 +28,16 @@ from .forked import kill_all, reap, received, send_outcome, start_process
 from .generator import AnalysisWorkload
 from .report import human_bytes
 from .run import RunSpec, htda_label, is_hindsight_label, simulate
-from .trace import TRACE_PATTERNS, Chunk, TraceError, footprint_and_replay, is_trace_file, trace_name, trace_reader
+from .trace import (
+    TRACE_PATTERNS,
+    Chunk,
+    Columns,
+    TraceError,
+    footprint_and_replay,
+    is_trace_file,
+    trace_name,
+    trace_reader,
+)
 
 __all__ = ["SuiteReport", "SuiteTrace", "TraceVerdict", "at_or_above", "suite_traces", "run_suite", "verdict_of"]
 
@@ -87,16 +96,18 @@ class TraceVerdict:
 
 
 def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None,
-                 time_unit: float = 1.0, sort: bool = False) -> list[SuiteTrace]:
+                 time_unit: float = 1.0, sort: bool = False, columns: Columns | None = None) -> list[SuiteTrace]:
     """The traces of ``folder`` (CSV and oracleGeneral, sorted by name; timestamps in ``time_unit`` seconds; ``sort``:
-    see :class:`~.trace.TraceReader`), then the synthetic workload if given."""
+    see :class:`~.trace.TraceReader`; ``columns``: every CSV trace's), then the synthetic workload if given."""
     root = Path(folder)
     if not root.is_dir():
         raise ValueError(f"--suite {folder}: not a folder")
     traces = []
     for path in sorted(filter(is_trace_file, root.iterdir())):
-        traces.append(SuiteTrace(trace_name(path),
-                                 lambda p=path: trace_reader(p, time_unit=time_unit, sort=sort).chunks(), str(path)))
+        def read(p: Path = path) -> Iterable[Chunk]:
+            return trace_reader(p, time_unit=time_unit, sort=sort, columns=columns).chunks()
+
+        traces.append(SuiteTrace(trace_name(path), read, str(path)))
     if synthetic is not None:
         described = f"synthetic analysis workload ({synthetic.requests:,} requests, seed {synthetic.seed})"
         traces.append(SuiteTrace("synthetic", synthetic.chunks, described))

@@ -195,15 +195,16 @@ def _is_binary(path: str | os.PathLike, fmt: str) -> bool:
 
 
 def trace_reader(path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0,
-                 fmt: str = "auto", sort: bool = False) -> TraceReader:
+                 fmt: str = "auto", sort: bool = False, columns: Columns | None = None) -> TraceReader:
     """The reader of ``path``'s format ``fmt`` (:data:`TRACE_FORMATS`): by default
     :class:`.oracle.OracleGeneralReader` for the names :func:`is_oracle_general` knows, :class:`CsvTraceReader` for
-    the rest (a pipe has no such name: ``fmt="oracleGeneral"`` says it).  ``sort``: see :class:`TraceReader`."""
+    the rest (a pipe has no such name: ``fmt="oracleGeneral"`` says it).  ``sort``: see :class:`TraceReader`;
+    ``columns``: a CSV trace's, given beside it (:meth:`Columns.given`)."""
     if _is_binary(path, fmt):
         from .oracle import OracleGeneralReader
 
         return OracleGeneralReader(path, chunk_size=chunk_size, time_unit=time_unit, sort=sort)
-    return CsvTraceReader(path, chunk_size=chunk_size, time_unit=time_unit, sort=sort)
+    return CsvTraceReader(path, chunk_size=chunk_size, time_unit=time_unit, sort=sort, columns=columns)
 
 
 #: what an error about a request out of time order adds
@@ -336,8 +337,9 @@ class CsvTraceReader(TraceReader):
     one."""
 
     def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0,
-                 sort: bool = False):
+                 sort: bool = False, columns: Columns | None = None):
         super().__init__(path, chunk_size, time_unit, sort)
+        self.columns = columns  # given beside the file (None: its header's, or the default)
         self.objects: Interner[tuple[Hashable, int]] = Interner()
         self.groups: Interner[str] = Interner()
         self.has_groups = False
@@ -397,7 +399,7 @@ class CsvTraceReader(TraceReader):
                in_order: bool = True) -> Iterator[tuple[float, int, int, int]]:
         """Each row's (time, object, size, group), names interned by ``intern_object`` and ``intern_group``;
         ``in_order``: a row earlier than the one before is an error."""
-        columns, rows = _columns_and_rows(fh, self.path)
+        columns, rows = _columns_and_rows(fh, self.path, self.columns)
         fields = self._row_parser(columns)
         last_time, last_row = -math.inf, None
         for number, (line_no, row) in enumerate(rows, 1):
@@ -423,7 +425,9 @@ class CsvTraceReader(TraceReader):
 
         def fields(row: list[str], line_no: int, number: int) -> tuple[float, str, int, str]:
             if len(row) not in widths:
-                raise error(line_no, f"expected {columns.layout}, got {len(row)}")
+                hint = (" (if line 1 is a header, --columns names the file's columns)"
+                        if line_no == 1 and not columns.from_outside else "")
+                raise error(line_no, f"expected {columns.layout}, got {len(row)}{hint}")
             if time_at is None:
                 t = float(number)
             else:
@@ -476,16 +480,20 @@ def _reintern(ids: np.ndarray, names: Interner[Name], into: Interner[Name]) -> n
     return renumbered[ids]
 
 
-#: the columns a CSV trace's header row may name, in the order of a file without one
+#: the columns a CSV trace's header row (or ``--columns``) may name, in the order of a file without a header
 COLUMNS = ("timestamp", "object_id", "size_bytes", "group_id")
+#: what :meth:`Columns.given` calls a column that is not read
+SKIPPED = "_"
 
 
 @dataclass(frozen=True, slots=True)
 class Columns:
-    """Where a CSV trace's fields are in each row: by the header row's names, or in the order of :data:`COLUMNS`
-    (the group optional) without one.  A header may leave out the timestamp (each request's number in the file
-    is its time: traces of request order alone), the size (every object one byte: the byte hit ratio is then the
-    hit ratio) and the group; ``None`` for a column the trace does not have."""
+    """Where a CSV trace's fields are in each row: by the header row's names, by names given beside the file
+    (:meth:`given`: ``htda simulate --columns``), or in the order of :data:`COLUMNS` (the group optional) without
+    either.  The names may leave out the timestamp (each request's number in the file is its time: traces of
+    request order alone), the size (every object one byte: the byte hit ratio is then the hit ratio) and the
+    group; ``None`` for a column the trace does not have.  ``from_outside``: given beside the file, whose own
+    header row, if it has one, is skipped (:meth:`is_header`)."""
 
     time: int | None = 0
     object: int = 1
@@ -493,50 +501,91 @@ class Columns:
     group: int | None = 3
     widths: tuple[int, ...] = (3, 4)  # how many fields a row may have
     layout: str = "3 or 4 fields (timestamp,object_id,size_bytes[,group_id]; a header row names other layouts)"
+    from_outside: bool = False
 
     @classmethod
     def named(cls, header: list[str], path: str) -> Columns:
         """The columns a header row names (:class:`TraceError` for a name that is not a column, one named twice,
         or no object_id)."""
-        names = [field.strip().lower() for field in header]
+        return cls._of([field.strip().lower() for field in header], f"{path}, line 1: the header",
+                       "cut the others out first, or name the file's columns with --columns", outside=False)
+
+    @classmethod
+    def given(cls, text: str) -> Columns:
+        """The columns ``text`` names, in the file's order, comma-separated: those of :data:`COLUMNS`, and
+        :data:`SKIPPED` for a column not read (``_,timestamp,_,size_bytes,object_id``); :class:`ValueError` names
+        what is wrong."""
+        names = [name.strip().lower() for name in text.split(",")]
+        return cls._of(names, f"columns {text!r}", f"{SKIPPED} for one not read", outside=True)
+
+    @classmethod
+    def _of(cls, names: list[str], where: str, others: str, outside: bool) -> Columns:
         for name in names:
+            if outside and name == SKIPPED:
+                continue
             if name not in COLUMNS:
-                raise TraceError(f"{path}, line 1: the header names a column {name!r}; a trace's columns are "
-                                 f"{', '.join(COLUMNS)} (cut the others out first, e.g. with cut -d, -f)")
+                raise TraceError(f"{where} names a column {name!r}; a trace's columns are {', '.join(COLUMNS)} "
+                                 f"({others})")
             if names.count(name) > 1:
-                raise TraceError(f"{path}, line 1: the header names {name} twice")
+                raise TraceError(f"{where} names {name} twice")
         if "object_id" not in names:
-            raise TraceError(f"{path}, line 1: the header names no object_id column")
-        if names in (list(COLUMNS[:3]), list(COLUMNS)):
+            raise TraceError(f"{where} names no object_id column")
+        if not outside and names in (list(COLUMNS[:3]), list(COLUMNS)):
             return cls()  # as without a header: the group may be left out row by row
 
         def at(name: str) -> int | None:
             return names.index(name) if name in names else None
 
         n = len(names)
+        widths: tuple[int, ...] = (n,)
+        count = f"{n} field{'s' if n > 1 else ''}"
         if names[-1] == "group_id":  # the group may be left out row by row, as without a header
             widths, count = (n - 1, n), f"{n - 1} or {n} fields"
-        else:
-            widths, count = (n,), f"{n} field{'s' if n > 1 else ''}"
         return cls(at("timestamp"), names.index("object_id"), at("size_bytes"), at("group_id"), widths,
-                   f"{count} ({','.join(names)}, as the header names them)")
+                   f"{count} ({','.join(names)}, as {'--columns names' if outside else 'the header names'} them)",
+                   outside)
+
+    def is_header(self, row: list[str]) -> bool:
+        """Whether a first row is a header (columns given beside the file: a row whose timestamp and size, those of
+        them the columns have, are not numbers; with neither, no row is)."""
+        if not self.from_outside:
+            return any(field.strip().lower() in COLUMNS for field in row)
+        checks = [(at, is_number) for at, is_number in ((self.time, _is_time), (self.size, _is_size)) if at is not None]
+        return bool(checks) and len(row) in self.widths and not any(is_number(row[at]) for at, is_number in checks)
 
 
-def _is_header(row: list[str]) -> bool:
-    return any(field.strip().lower() in COLUMNS for field in row)
+def _is_time(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        try:
+            datetime.datetime.fromisoformat(text.strip())
+        except ValueError:
+            return False
+    return True
 
 
-def _columns_and_rows(fh: Iterable[str], path: str = "") -> tuple[Columns, Iterator[tuple[int, list[str]]]]:
-    """The trace's columns and its (line number, fields) of the rows that are requests: not blank, not the
-    header."""
+def _is_size(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _columns_and_rows(fh: Iterable[str], path: str = "", given: Columns | None = None) \
+        -> tuple[Columns, Iterator[tuple[int, list[str]]]]:
+    """The trace's columns (``given``, else its header's, else the default) and its (line number, fields) of the
+    rows that are requests: not blank, not the header."""
+    columns = given or Columns()
     rows = _csv_rows(fh, path)
     first = next(rows, None)
     if first is None:
-        return Columns(), rows
+        return columns, rows
     line_no, row = first
-    if line_no == 1 and _is_header(row):
-        return Columns.named(row, path), rows
-    return Columns(), itertools.chain([first], rows)
+    if line_no == 1 and columns.is_header(row):
+        return (columns if given else Columns.named(row, path)), rows
+    return columns, itertools.chain([first], rows)
 
 
 def _csv_rows(fh: Iterable[str], path: str) -> Iterator[tuple[int, list[str]]]:
@@ -551,12 +600,12 @@ def _csv_rows(fh: Iterable[str], path: str) -> Iterator[tuple[int, list[str]]]:
         raise TraceError(f"{path}, line {reader.line_num}: not a CSV row ({exc})") from None
 
 
-def first_timestamp(path: str | os.PathLike) -> float | None:
+def first_timestamp(path: str | os.PathLike, columns: Columns | None = None) -> float | None:
     """The first data row's timestamp (None if there is none, it is not a finite number or the file cannot be read
     as a trace: the replay says why): a cheap look at the unit."""
     try:
         with open_trace(path) as fh:
-            columns, rows = _columns_and_rows(fh)
+            columns, rows = _columns_and_rows(fh, given=columns)
             for _, row in rows:
                 if columns.time is None:
                     return None

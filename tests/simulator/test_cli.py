@@ -210,6 +210,32 @@ def test_a_trace_of_ids_alone_replays_as_the_trace_of_their_numbers_and_one_byte
     assert results(ids)[2] == len(set(blocks))  # each object one byte
 
 
+def test_columns_replay_a_trace_with_other_fields_as_the_trace_cut_down_alone_and_in_a_suite(tmp_path):
+    """A trace as libCacheSim keeps CloudPhysics (version,time,op,size,lbn, with its header) replays with --columns
+    to the hits of the same requests cut down to timestamp,object_id,size_bytes; a wrong name is refused first."""
+    raw, cut = tmp_path / "raw" / "cp.csv", tmp_path / "cut" / "cp.csv"
+    raw.parent.mkdir()
+    cut.parent.mkdir()
+    rows = [(100 + i // 3, (i * 7919) % 97, 512 * (1 + i % 3)) for i in range(3000)]
+    raw.write_text("version,time,op,size,lbn\n" + "".join(f"1,{t},2a,{size},{lbn}\n" for t, lbn, size in rows))
+    cut.write_text("".join(f"{t},{lbn},{size}\n" for t, lbn, size in rows))
+    argv = ["--sizes", "5%,20%", "--policies", "lru,arc", "--half-lives", "auto", "--no-belady"]
+    columns = ["--columns", "_,timestamp,_,size_bytes,object_id"]
+
+    def hits(*more):
+        data = run_cli("--json", "simulate", *more, *argv)
+        return [(r["policy"], r["capacity_bytes"], r["hit_bytes"]) for r in data["results"]]
+
+    assert hits(str(raw), *columns) == hits(str(cut))
+    with pytest.raises(ValueError, match="cp.csv, line 1: expected 3 or 4 fields .* --columns names the file's"):
+        hits(str(raw))
+    with pytest.raises(SystemExit):
+        run_cli("simulate", str(raw), "--columns", "_,time,_,size_bytes,object_id")
+    suites = [run_cli("--json", "simulate", "--suite", str(raw.parent), "--policies", "lru", *columns),
+              run_cli("--json", "simulate", "--suite", str(cut.parent), "--policies", "lru")]
+    assert suites[0] == suites[1] and suites[0][0]["trace"] == "cp"
+
+
 def test_without_groups_shows_the_group_rule_by_difference(tmp_path):
     trace = tmp_path / "trace.csv"
     run_cli("trace", "generate", str(trace), "--requests", "4000", "--seed", "6")

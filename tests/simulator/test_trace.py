@@ -18,6 +18,7 @@ import zstandard
 from htda.simulator.generator import AnalysisWorkload
 from htda.simulator.trace import (
     NO_GROUP,
+    Columns,
     CsvTraceReader,
     Recording,
     TraceError,
@@ -83,6 +84,40 @@ def test_a_trace_without_sizes_counts_each_object_one_byte(tmp_path):
     assert first_timestamp(path) == 7
 
 
+@pytest.mark.parametrize("text", [
+    "version,time,op,size,lbn\n1,5,2a,512,42\n1,6,2a,1024,43\n1,6,2a,512,42\n",  # libCacheSim's CloudPhysics
+    "1,5,2a,512,42\n1,6,2a,1024,43\n1,6,2a,512,42\n",  # the same without a header
+])
+def test_columns_given_beside_the_file_pick_its_fields_and_skip_its_header(tmp_path, text):
+    path = tmp_path / "cloud.csv"
+    path.write_text(text)
+    given = Columns.given("_, Timestamp ,_,size_bytes,object_id")
+    reader = CsvTraceReader(path, columns=given)
+    chunk, = list(reader)
+    assert chunk.times.tolist() == [5, 6, 6] and chunk.ids.tolist() == [0, 1, 0]
+    assert reader.object_sizes().tolist() == [512, 1024]
+    assert first_timestamp(path, given) == 5
+
+
+def test_columns_given_beside_the_file_name_its_bad_rows_and_their_own_mistakes(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("a,5,x\nb,oops,x\n")  # line 1 is data (its size is a number); line 2 is not a header
+    with pytest.raises(TraceError, match=r"line 2: size_bytes 'oops' is not an integer"):
+        list(CsvTraceReader(path, columns=Columns.given("object_id,size_bytes,_")))
+    path.write_text("a,5\n")
+    with pytest.raises(TraceError, match=r"line 1: expected 3 fields \(object_id,size_bytes,_, as --columns names "
+                                         r"them\), got 2$"):
+        list(CsvTraceReader(path, columns=Columns.given("object_id,size_bytes,_")))
+    path.write_text("lbn\n7\n")  # ids alone: no number tells a header, so line 1 is a request
+    assert list(CsvTraceReader(path, columns=Columns.given("object_id")))[0].ids.tolist() == [0, 1]
+    for text, message in [("time,object_id", "columns 'time,object_id' names a column 'time'; a trace's columns are "
+                                             "timestamp, object_id, size_bytes, group_id \\(_ for one not read\\)"),
+                          ("object_id,_,object_id", "names object_id twice"),
+                          ("timestamp,_", "names no object_id column")]:
+        with pytest.raises(ValueError, match=message):
+            Columns.given(text)
+
+
 def test_changed_size_is_a_new_object(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("1,/a,10\n2,/a,11\n3,/a,11\n")
@@ -91,7 +126,8 @@ def test_changed_size_is_a_new_object(tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("1,/a\n", "line 1: expected 3 or 4 fields"),
+    ("1,/a\n", r"line 1: expected 3 or 4 fields .*got 2 \(if line 1 is a header, --columns names the file's "
+               r"columns\)"),
     ("1,/a,10\nx,/a,10\n", "line 2: timestamp 'x' is neither a number nor an ISO 8601 date-time$"),
     ("time,id,size\n1,/a,10\n", r"line 1: timestamp 'time' is neither a number nor an ISO 8601 date-time \(a header "
                                   r"row names the columns: timestamp, object_id, size_bytes, group_id\)"),
