@@ -425,8 +425,7 @@ class CsvTraceReader(TraceReader):
 
         def fields(row: list[str], line_no: int, number: int) -> tuple[float, str, int, str]:
             if len(row) not in widths:
-                hint = (" (if line 1 is a header, --columns names the file's columns)"
-                        if line_no == 1 and not columns.from_outside else "")
+                hint = _header_hint(row) if line_no == 1 and not columns.from_outside else ""
                 raise error(line_no, f"expected {columns.layout}, got {len(row)}{hint}")
             if time_at is None:
                 t = float(number)
@@ -434,7 +433,7 @@ class CsvTraceReader(TraceReader):
                 try:
                     t = float(row[time_at])
                 except ValueError:
-                    t = date_time(row[time_at], line_no)
+                    t = date_time(row[time_at], line_no, row)
                 if not math.isfinite(t):
                     raise error(line_no, f"timestamp {row[time_at]!r} is not finite")
             name = row[object_at].strip()
@@ -454,13 +453,13 @@ class CsvTraceReader(TraceReader):
 
         return fields
 
-    def _date_time(self, text: str, line_no: int) -> float:
+    def _date_time(self, text: str, line_no: int, row: list[str]) -> float:
         """An ISO 8601 date-time (a log's: ``2025-01-29T18:47:47.073974636Z``; UTC unless it names its zone) as a
         timestamp in the trace's unit: seconds since 1970 at the default unit."""
         try:
             when = datetime.datetime.fromisoformat(text.strip())
         except ValueError:
-            hint = f" (a header row names the columns: {', '.join(COLUMNS)})" if line_no == 1 else ""
+            hint = _header_hint(row) if line_no == 1 and not self.columns else ""
             raise self._error(line_no, f"timestamp {text!r} is neither a number nor an ISO 8601 date-time{hint}") \
                 from None
         if when.tzinfo is None:
@@ -506,9 +505,10 @@ class Columns:
     @classmethod
     def named(cls, header: list[str], path: str) -> Columns:
         """The columns a header row names (:class:`TraceError` for a name that is not a column, one named twice,
-        or no object_id)."""
-        return cls._of([field.strip().lower() for field in header], f"{path}, line 1: the header",
-                       "cut the others out first, or name the file's columns with --columns", outside=False)
+        or no object_id; for names that are not columns, it suggests what ``--columns`` might say)."""
+        names = [field.strip().lower() for field in header]
+        return cls._of(names, f"{path}, line 1: the header",
+                       f"name the file's columns with --columns{_suggested_columns(names)}", outside=False)
 
     @classmethod
     def given(cls, text: str) -> Columns:
@@ -552,6 +552,32 @@ class Columns:
             return any(field.strip().lower() in COLUMNS for field in row)
         checks = [(at, is_number) for at, is_number in ((self.time, _is_time), (self.size, _is_size)) if at is not None]
         return bool(checks) and len(row) in self.widths and not any(is_number(row[at]) for at, is_number in checks)
+
+
+#: names other traces give the columns (a guess offered in an error, never applied unasked)
+_KNOWN_AS = {"timestamp": ("time", "ts", "t", "clock_time", "date", "datetime"),
+             "object_id": ("id", "key", "obj_id", "object", "lbn", "lba", "block", "path", "lfn", "file", "filename",
+                           "url"),
+             "size_bytes": ("size", "bytes", "obj_size", "object_size", "length", "len"),
+             "group_id": ("group", "dataset", "task")}
+
+
+def _header_hint(row: list[str]) -> str:
+    """What an error about line 1 adds: it may be a header of other names."""
+    names = [field.strip().lower() for field in row]
+    return (f" (if line 1 is a header: a header row names the columns {', '.join(COLUMNS)}, or --columns names the "
+            f"file's{_suggested_columns(names)})")
+
+
+def _suggested_columns(names: list[str]) -> str:
+    """``", perhaps --columns ..."`` for a header of other names, where each of the columns is named at most once
+    and object_id is named; else ``""``."""
+    guess = [next((column for column, known in _KNOWN_AS.items() if name in known or name == column), SKIPPED)
+             for name in names]
+    named = [column for column in guess if column != SKIPPED]
+    if "object_id" not in named or len(named) != len(set(named)):
+        return ""
+    return f", perhaps --columns {','.join(guess)}"
 
 
 def _is_time(text: str) -> bool:

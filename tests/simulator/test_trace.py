@@ -126,13 +126,19 @@ def test_changed_size_is_a_new_object(tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("1,/a\n", r"line 1: expected 3 or 4 fields .*got 2 \(if line 1 is a header, --columns names the file's "
-               r"columns\)"),
+    ("1,/a\n", r"line 1: expected 3 or 4 fields .*got 2 \(if line 1 is a header: .* or --columns names the "
+               r"file's\)"),
     ("1,/a,10\nx,/a,10\n", "line 2: timestamp 'x' is neither a number nor an ISO 8601 date-time$"),
-    ("time,id,size\n1,/a,10\n", r"line 1: timestamp 'time' is neither a number nor an ISO 8601 date-time \(a header "
-                                  r"row names the columns: timestamp, object_id, size_bytes, group_id\)"),
+    ("time,id,size\n1,/a,10\n", r"line 1: timestamp 'time' is neither a number nor an ISO 8601 date-time \(if line 1 "
+                                  r"is a header: a header row names the columns timestamp, object_id, size_bytes, "
+                                  r"group_id, or --columns names the file's, perhaps --columns "
+                                  r"timestamp,object_id,size_bytes\)"),
     ("object_id,size\n/a,10\n", r"line 1: the header names a column 'size'; a trace's columns are timestamp, "
-                                 r"object_id, size_bytes, group_id \(cut the others out"),
+                                 r"object_id, size_bytes, group_id \(name the file's columns with --columns, "
+                                 r"perhaps --columns object_id,size_bytes\)"),
+    ("version,time,op,size,lbn\n1,5,2a,512,42\n", r"line 1: expected 3 or 4 fields .*got 5 \(if line 1 is a "
+                                                   r"header: .*perhaps --columns _,timestamp,_,size_bytes,object_id\)"),
+    ("time,op,size\n5,2a,512\n", r"line 1: timestamp 'time' is neither .* or --columns names the file's\)$"),
     ("object_id,object_id\n/a,/b\n", "line 1: the header names object_id twice"),
     ("timestamp,size_bytes\n1,10\n", "line 1: the header names no object_id column"),
     ("size_bytes,object_id\n10,/a\n10,/a,g\n", r"line 3: expected 2 fields \(size_bytes,object_id, as the header "
