@@ -111,6 +111,9 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
         raise ValueError("give a trace file, --synthetic or --history URL")
     reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit, fmt=args.format,
                           sort=args.sort, columns=args.columns)
+    if args.columns and not isinstance(reader, CsvTraceReader):
+        raise ValueError(f"--columns names a CSV trace's columns; {args.trace} is read as libCacheSim's "
+                         f"oracleGeneral records (--format csv reads it as a CSV)")
     if args.sort:
         print(f"htda simulate: --sort: {args.trace} is read whole and sorted by time before its replay starts",
               file=sys.stderr)
