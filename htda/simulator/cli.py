@@ -302,6 +302,37 @@ def cmd_generate(args: argparse.Namespace) -> Any:
     return f"wrote {rows:,} requests to {args.output} (footprint {human_bytes(w.footprint_bytes())}, seed {w.seed})"
 
 
+def cmd_info(args: argparse.Namespace) -> Any:
+    from .engine import Progress
+    from .trace import count_requests, is_stream, trace_reader
+    from .trace_info import describe, render
+
+    reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit, fmt=args.format,
+                          columns=args.columns)
+    progress = Progress(0 if is_stream(args.trace) else count_requests(args.trace, args.format),
+                        enabled=True if args.progress else None)
+    info = describe(reader, (lambda done: progress(done, "reading")) if progress.total else None)
+    progress.close()
+    return info.as_dict() if getattr(args, "json", False) else render(info, args.trace)
+
+
+def _reading_options(p: argparse.ArgumentParser) -> None:
+    """How a trace file is read: by ``htda simulate`` and ``htda trace info`` alike."""
+    p.add_argument("--time-unit", type=_time_unit, default=1.0,
+                   help="unit of a CSV trace's timestamps: s (the default), ms, us, ns or seconds (the half-lives "
+                        "are in seconds)")
+    p.add_argument("--columns", type=_columns,
+                   help="a CSV trace's columns in order, comma-separated: timestamp, object_id, size_bytes, "
+                        "group_id, or _ for one not read (_,timestamp,_,size_bytes,object_id); all but object_id "
+                        "may be left out.  The file's own header row, if any, is skipped")
+    p.add_argument("--format", choices=TRACE_FORMATS, default="auto",
+                   help="the trace's format: csv, oracleGeneral (libCacheSim's binary records), or auto (the "
+                        "default): oracleGeneral if its name says so (*.oracleGeneral*), else csv; --suite tells each "
+                        "file by its name")
+    p.add_argument("--chunk", type=_count(1, "--chunk"), default=65536, help="requests read per chunk")
+    p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a tty")
+
+
 def _workload_options(p: argparse.ArgumentParser) -> None:
     d = AnalysisWorkload()
     g = p.add_argument_group("synthetic workload")
@@ -378,24 +409,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-belady", action="store_true", help="skip Belady's MIN")
     p.add_argument("--no-bound", action="store_true", help="skip the PFOO-L upper bound")
     p.add_argument("--out", help="directory for table.txt, result.json and the PNG plots")
-    p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a tty")
-    p.add_argument("--time-unit", type=_time_unit, default=1.0,
-                   help="unit of a CSV trace's timestamps: s (the default), ms, us, ns or seconds (the half-lives "
-                        "are in seconds)")
+    _reading_options(p)
     p.add_argument("--sort", action="store_true",
                    help="replay a trace whose requests are out of time order (a log several threads wrote) in time "
                         "order, requests of one timestamp in the file's order: read whole into memory first (some 80 "
                         "bytes a request at the peak, beside the names); without it such a trace stops at its first "
                         "row out of order")
-    p.add_argument("--columns", type=_columns,
-                   help="a CSV trace's columns in order, comma-separated: timestamp, object_id, size_bytes, "
-                        "group_id, or _ for one not read (_,timestamp,_,size_bytes,object_id); all but object_id "
-                        "may be left out.  The file's own header row, if any, is skipped")
-    p.add_argument("--format", choices=TRACE_FORMATS, default="auto",
-                   help="the trace's format: csv, oracleGeneral (libCacheSim's binary records), or auto (the "
-                        "default): oracleGeneral if its name says so (*.oracleGeneral*), else csv; --suite tells each "
-                        "file by its name")
-    p.add_argument("--chunk", type=_count(1, "--chunk"), default=65536, help="requests read per chunk")
     p.add_argument("--jobs", type=_count(1, "--jobs"), default=1,
                    help="processes replaying the policies at once, each policy whole in one (default 1; each "
                         "holds one policy's tables, so memory grows with them; the offline passes run beside them); "
@@ -414,3 +433,9 @@ def add_parser(subparsers) -> None:
     g.add_argument("--chunk", type=int, default=65536, help=argparse.SUPPRESS)
     _workload_options(g)
     g.set_defaults(func=cmd_generate)
+    i = tsub.add_parser("info", help="what a trace holds, read once: requests, objects, footprint, groups, time "
+                                     "span, rows out of time order, and the hit ratio of a cache that never evicts")
+    i.add_argument("trace", help="CSV trace file, plain or gzip/bzip2/xz/zstd ('-': standard input), or a libCacheSim "
+                                 "oracleGeneral trace")
+    _reading_options(i)
+    i.set_defaults(func=cmd_info)

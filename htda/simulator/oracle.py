@@ -52,7 +52,8 @@ class OracleGeneralReader(TraceReader):
         last_time = -math.inf
         for done, records in blocks:
             times = records["time"].astype(np.float64)
-            self._check_order(times, last_time, done)
+            if self.checks_order:
+                self._check_order(times, last_time, done)
             last_time = float(times[-1])
             yield Chunk(times * self.time_unit, self._intern(records), records["size"].astype(np.int64),
                         np.full(len(records), NO_GROUP, dtype=np.int64))

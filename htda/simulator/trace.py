@@ -300,6 +300,8 @@ class TraceReader(ABC):
     #: with ``sort``, called with the requests read so far, a chunk's worth at a time, while the trace is read
     #: whole (no chunk is given before it is): a progress bar's
     sorting: Callable[[int], None] | None = None
+    #: a request earlier than the one before it is an error (``htda trace info`` counts them instead)
+    checks_order = True
 
     def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0,
                  sort: bool = False):
@@ -351,7 +353,7 @@ class CsvTraceReader(TraceReader):
         if self.sort:
             yield from self._sorted_chunks()
         else:
-            yield from self._chunks_as_written(self.objects, self.groups)
+            yield from self._chunks_as_written(self.objects, self.groups, self.checks_order)
 
     def _chunks_as_written(self, intern_object: Interner[tuple[Hashable, int]], intern_group: Interner[str],
                            in_order: bool = True) -> Iterator[Chunk]:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+
+import numpy as np
+
+from htda.simulator import cli
 from htda.simulator.engine import ReplayResult, replay
 from htda.simulator.offline import BeladyPolicy
+from htda.simulator.oracle import RECORD
 from htda.simulator.trace import NO_GROUP, Chunk
 
 
@@ -23,3 +29,21 @@ def run(chunk: Chunk, policies: list, capacity: int, bound: bool = True) -> dict
     """Replay one chunk through ``policies`` plus Belady (and PFOO-L); results by label."""
     result: ReplayResult = replay([chunk], policies, [BeladyPolicy(capacity)], [capacity] if bound else [])
     return {r.label: r for r in result.results}
+
+
+def run_cli(*argv: str):
+    """``htda ARGV`` in this process: what the command returns (its text, or its JSON's data with --json first)."""
+    parser = argparse.ArgumentParser(prog="htda")
+    parser.add_argument("--json", action="store_true")
+    cli.add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def oracle_bytes(requests: list[tuple[int, int, int]]) -> bytes:
+    """``requests`` (time, id, size) as libCacheSim writes them (its next-access field filled with -1: never
+    read)."""
+    records = np.zeros(len(requests), dtype=RECORD)
+    for i, (t, oid, size) in enumerate(requests):
+        records[i] = (t, oid, size, -1)
+    return records.tobytes()

@@ -19,13 +19,7 @@ import pytest
 from htda.coordinator.adaptive import DEFAULT_HALF_LIVES, LAYOUTS
 from htda.simulator import cli
 
-
-def run_cli(*argv: str):
-    parser = argparse.ArgumentParser(prog="htda")
-    parser.add_argument("--json", action="store_true")
-    cli.add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
+from .helpers import run_cli
 
 
 def test_generate_then_simulate_writes_table_and_plots(tmp_path):

@@ -10,21 +10,15 @@ import numpy as np
 import pytest
 import zstandard
 
-from htda.simulator.oracle import RECORD, OracleGeneralReader, PairInterner
+from htda.simulator.oracle import OracleGeneralReader, PairInterner
 from htda.simulator.suite import suite_traces
 from htda.simulator.trace import CsvTraceReader, Interner, TraceError, count_requests, is_oracle_general, trace_reader
+
+from .helpers import oracle_bytes
 
 # (time, id, size): block 7 is read with two sizes (two objects, as in a CSV trace), ids past 32 bits, a size 0
 REQUESTS = [(10, 7, 512), (10, 2**40 + 1, 4096), (11, 7, 512), (12, 3, 0), (12, 7, 1024), (13, 2**40 + 1, 4096),
             (15, 9, 512), (15, 7, 512), (20, 3, 0), (21, 2**40 + 1, 4096)]
-
-
-def oracle_bytes(requests: list[tuple[int, int, int]]) -> bytes:
-    """``requests`` as libCacheSim writes them (its next-access field filled with -1: never read)."""
-    records = np.zeros(len(requests), dtype=RECORD)
-    for i, (t, oid, size) in enumerate(requests):
-        records[i] = (t, oid, size, -1)
-    return records.tobytes()
 
 
 def csv_text(requests: list[tuple[int, int, int]]) -> str:
