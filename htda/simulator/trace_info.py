@@ -35,6 +35,7 @@ class TraceInfo:
     objects: int
     footprint_bytes: int
     requested_once: int  # objects requested once only
+    object_sizes: tuple[int, int, int]  # the smallest, the median and the largest object, in bytes
     groups: int | None
     first_time: float  # the earliest, wherever it is in the file
     last_time: float  # the latest
@@ -73,8 +74,9 @@ def describe(reader: TraceReader, progress: Callable[[int], None] | None = None)
             progress(requests)
     sizes = reader.object_sizes()
     groups = len(reader.groups) if isinstance(reader, CsvTraceReader) and reader.has_groups else None
-    return TraceInfo(requests, requested, len(sizes), int(sizes.sum()), int(np.count_nonzero(counts == 1)), groups,
-                     earliest, latest, out_of_order)
+    spread = (int(sizes.min()), int(np.median(sizes)), int(sizes.max())) if len(sizes) else (0, 0, 0)
+    return TraceInfo(requests, requested, len(sizes), int(sizes.sum()), int(np.count_nonzero(counts == 1)), spread,
+                     groups, earliest, latest, out_of_order)
 
 
 def _counted(counts: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -94,7 +96,8 @@ def render(info: TraceInfo, name: str) -> str:
     lines = [f"{name}: {info.requests:,} requests, {human_bytes(info.bytes)} requested",
              f"objects: {info.objects:,} (an object is an (id, size) pair), footprint "
              f"{human_bytes(info.footprint_bytes)}; {_share(info.requested_once, info.objects)} of them requested "
-             f"once",
+             f"once; sizes {' / '.join(human_bytes(size) for size in info.object_sizes)} (smallest / median / "
+             f"largest)",
              "groups: " + (f"{info.groups:,}" if info.groups is not None
                            else "none (every request is its own group)"),
              f"time: {_span(info.first_time, info.last_time)}"]

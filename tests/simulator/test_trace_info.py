@@ -27,8 +27,8 @@ def test_a_trace_is_described_whole_with_its_disorder_counted(tmp_path, chunk_si
     path = tmp_path / "t.csv"
     write(path)
     info = describe(CsvTraceReader(path, chunk_size=chunk_size))
-    assert info == TraceInfo(requests=7, bytes=66, objects=4, footprint_bytes=46, requested_once=2, groups=2,
-                             first_time=1, last_time=9, out_of_order=1)
+    assert info == TraceInfo(requests=7, bytes=66, objects=4, footprint_bytes=46, requested_once=2,
+                             object_sizes=(5, 10, 20), groups=2, first_time=1, last_time=9, out_of_order=1)
     assert info.hit_ratio_ceiling == pytest.approx(3 / 7) and info.byte_hit_ratio_ceiling == pytest.approx(20 / 66)
 
 
@@ -44,18 +44,19 @@ def test_an_oracle_general_trace_out_of_order_is_described_too(tmp_path):
     path.write_bytes(oracle_bytes([(10, 7, 512), (12, 8, 512), (11, 7, 512), (9, 9, 100)]))
     info = describe(OracleGeneralReader(path, chunk_size=3))
     assert (info.requests, info.objects, info.footprint_bytes, info.out_of_order, info.groups) == (4, 3, 1124, 2, None)
-    assert (info.first_time, info.last_time, info.requested_once) == (9, 12, 2)
+    assert (info.first_time, info.last_time, info.requested_once, info.object_sizes) == (9, 12, 2, (100, 512, 512))
 
 
 def test_the_report_names_what_would_stop_or_mislead_a_replay():
     info = TraceInfo(requests=1000, bytes=10**9, objects=400, footprint_bytes=5 * 10**8, requested_once=100,
-                     groups=None, first_time=1.7e12, last_time=1.7e12 + 3600e3, out_of_order=10)
+                     object_sizes=(512, 2**20, 2**30), groups=None, first_time=1.7e12, last_time=1.7e12 + 3600e3, out_of_order=10)
     text = render(info, "log.csv")
     assert "order: 10 requests (1.0 %) are earlier than a request before them: replay with --sort" in text
     assert "looks like milliseconds or finer since 1970 read as seconds: give --time-unit ms" in text
     assert "groups: none (every request is its own group)" in text
     assert "hits 0.6000 of the requests and 0.5000 of the bytes" in text
-    dated = render(TraceInfo(1, 1, 1, 1, 1, 3, 1738176467.0, 1738176467.0 + 7 * 86400, 0), "osdf.csv")
+    assert "25.0 % of them requested once; sizes 512 B / 1.0 MB / 1.1 GB (smallest / median / largest)" in text
+    dated = render(TraceInfo(1, 1, 1, 1, 1, (1, 1, 1), 3, 1738176467.0, 1738176467.0 + 7 * 86400, 0), "osdf.csv")
     assert "time: 2025-01-29 18:47:47 to 2025-02-05 18:47:47 UTC (7.0 days)" in dated
     assert "order: in time order" in dated and "--time-unit" not in dated and "groups: 3" in dated
 
