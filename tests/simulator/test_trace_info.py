@@ -49,7 +49,8 @@ def test_an_oracle_general_trace_out_of_order_is_described_too(tmp_path):
 
 def test_the_report_names_what_would_stop_or_mislead_a_replay():
     info = TraceInfo(requests=1000, bytes=10**9, objects=400, footprint_bytes=5 * 10**8, requested_once=100,
-                     object_sizes=(512, 2**20, 2**30), groups=None, first_time=1.7e12, last_time=1.7e12 + 3600e3, out_of_order=10)
+                     object_sizes=(512, 2**20, 2**30), groups=None, first_time=1.7e12, last_time=1.7e12 + 3600e3,
+                     out_of_order=10)
     text = render(info, "log.csv")
     assert "order: 10 requests (1.0 %) are earlier than a request before them: replay with --sort" in text
     assert "looks like milliseconds or finer since 1970 read as seconds: give --time-unit ms" in text
