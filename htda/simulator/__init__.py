@@ -10,3 +10,7 @@ DEFAULT_CHUNK = 65536
 #: the formats a trace may be given in (``htda simulate --format``, :func:`.trace.trace_reader`); "auto" tells them
 #: by the name
 TRACE_FORMATS = ("auto", "csv", "oracleGeneral")
+
+
+class TraceError(ValueError):
+    """A malformed trace; the message names the file and line."""
