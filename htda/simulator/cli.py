@@ -110,9 +110,9 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
     if not args.trace:
         raise ValueError("give a trace file, --synthetic or --history URL")
     reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit, fmt=args.format,
-                          sort=args.sort, columns=args.columns)
-    if args.columns and not isinstance(reader, CsvTraceReader):
-        raise ValueError(f"--columns names a CSV trace's columns; {args.trace} is read as libCacheSim's "
+                          sort=args.sort, columns=_layout(args))
+    if _layout(args) and not isinstance(reader, CsvTraceReader):
+        raise ValueError(f"--columns and --delimiter lay out a CSV trace; {args.trace} is read as libCacheSim's "
                          f"oracleGeneral records (--format csv reads it as a CSV)")
     if args.sort:
         print(f"htda simulate: --sort: {args.trace} is read whole and sorted by time before its replay starts",
@@ -120,7 +120,7 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
     if is_stream(args.trace):  # read once, by the replay: no look ahead at its unit or its length
         return reader, None, f"trace {'standard input' if args.trace == STDIN else args.trace}"
     if isinstance(reader, CsvTraceReader):  # an oracleGeneral trace's timestamps are seconds, by the format
-        _hint_time_unit(args.trace, args.time_unit, args.columns)
+        _hint_time_unit(args.trace, args.time_unit, _layout(args))
     return reader, count_requests(args.trace, args.format), f"trace {args.trace}"
 
 
@@ -131,6 +131,30 @@ def _columns(text: str) -> Columns:
         return Columns.given(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+#: what --delimiter may name (None: any run of spaces and tabs)
+_DELIMITERS: dict[str, str | None] = {"comma": ",", "tab": "\t", "space": None}
+
+
+def _delimiter(text: str) -> str | None:
+    if text in _DELIMITERS:
+        return _DELIMITERS[text]
+    if len(text) == 1 and text not in "\"\r\n":
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: give comma, tab, space (any run of spaces and tabs) or one "
+                                     f"character")
+
+
+def _layout(args: argparse.Namespace) -> Columns | None:
+    """The CSV layout ``--columns`` and ``--delimiter`` give (None: the file's own, comma-separated)."""
+    from dataclasses import replace
+
+    from .trace import Columns
+
+    if args.delimiter == ",":
+        return args.columns
+    return replace(args.columns or Columns(), delimiter=args.delimiter)
 
 
 _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -178,10 +202,10 @@ def cmd_suite(args: argparse.Namespace) -> Any:
     from .suite import run_suite, suite_traces
 
     traces = suite_traces(args.suite, _workload(args) if args.synthetic else None, args.time_unit, args.sort,
-                          args.columns)
+                          _layout(args))
     for trace in traces:
         if os.path.isfile(trace.source):
-            _hint_time_unit(trace.source, args.time_unit, args.columns)
+            _hint_time_unit(trace.source, args.time_unit, _layout(args))
     half_lives = [parse_duration(h) for h in _split(args.half_lives or SUITE_HALF_LIVES)]
     shown = args.progress or sys.stderr.isatty()
     report = run_suite(traces, _split(args.policies), half_lives, rating=args.rating,
@@ -308,7 +332,7 @@ def cmd_info(args: argparse.Namespace) -> Any:
     from .trace_info import describe, render
 
     reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit, fmt=args.format,
-                          columns=args.columns)
+                          columns=_layout(args))
     progress = Progress(0 if is_stream(args.trace) else count_requests(args.trace, args.format),
                         enabled=True if args.progress else None)
     info = describe(reader, (lambda done: progress(done, "reading")) if progress.total else None)
@@ -325,6 +349,9 @@ def _reading_options(p: argparse.ArgumentParser) -> None:
                    help="a CSV trace's columns in order, comma-separated: timestamp, object_id, size_bytes, "
                         "group_id, or _ for one not read (_,timestamp,_,size_bytes,object_id); all but object_id "
                         "may be left out.  The file's own header row, if any, is skipped")
+    p.add_argument("--delimiter", type=_delimiter, default=",",
+                   help="between a CSV trace's fields: comma (the default), tab, space (any run of spaces and "
+                        "tabs, as block traces are often written) or one character")
     p.add_argument("--format", choices=TRACE_FORMATS, default="auto",
                    help="the trace's format: csv, oracleGeneral (libCacheSim's binary records), or auto (the "
                         "default): oracleGeneral if its name says so (*.oracleGeneral*), else csv; --suite tells each "

@@ -32,7 +32,8 @@ class Columns:
     either.  The names may leave out the timestamp (each request's number in the file is its time: traces of
     request order alone), the size (every object one byte: the byte hit ratio is then the hit ratio) and the
     group; ``None`` for a column the trace does not have.  ``from_outside``: given beside the file, whose own
-    header row, if it has one, is skipped (:meth:`is_header`)."""
+    header row, if it has one, is skipped (:meth:`is_header`).  ``delimiter``: between fields (``None``: any run
+    of spaces and tabs, as block traces are often written)."""
 
     time: int | None = 0
     object: int = 1
@@ -41,14 +42,16 @@ class Columns:
     widths: tuple[int, ...] = (3, 4)  # how many fields a row may have
     layout: str = "3 or 4 fields (timestamp,object_id,size_bytes[,group_id]; a header row names other layouts)"
     from_outside: bool = False
+    delimiter: str | None = ","
 
     @classmethod
-    def named(cls, header: list[str], path: str) -> Columns:
+    def named(cls, header: list[str], path: str, delimiter: str | None = ",") -> Columns:
         """The columns a header row names (:class:`TraceError` for a name that is not a column, one named twice,
         or no object_id; for names that are not columns, it suggests what ``--columns`` might say)."""
         names = [field.strip().lower() for field in header]
         return cls._of(names, f"{path}, line 1: the header",
-                       f"name the file's columns with --columns{_suggested_columns(names)}", outside=False)
+                       f"name the file's columns with --columns{_suggested_columns(names)}", outside=False,
+                       delimiter=delimiter)
 
     @classmethod
     def given(cls, text: str) -> Columns:
@@ -59,7 +62,7 @@ class Columns:
         return cls._of(names, f"columns {text!r}", f"{SKIPPED} for one not read", outside=True)
 
     @classmethod
-    def _of(cls, names: list[str], where: str, others: str, outside: bool) -> Columns:
+    def _of(cls, names: list[str], where: str, others: str, outside: bool, delimiter: str | None = ",") -> Columns:
         for name in names:
             if outside and name == SKIPPED:
                 continue
@@ -71,7 +74,7 @@ class Columns:
         if "object_id" not in names:
             raise TraceError(f"{where} names no object_id column")
         if not outside and names in (list(COLUMNS[:3]), list(COLUMNS)):
-            return cls()  # as without a header: the group may be left out row by row
+            return cls(delimiter=delimiter)  # as without a header: the group may be left out row by row
 
         def at(name: str) -> int | None:
             return names.index(name) if name in names else None
@@ -83,7 +86,7 @@ class Columns:
             widths, count = (n - 1, n), f"{n - 1} or {n} fields"
         return cls(at("timestamp"), names.index("object_id"), at("size_bytes"), at("group_id"), widths,
                    f"{count} ({','.join(names)}, as {'--columns names' if outside else 'the header names'} them)",
-                   outside)
+                   outside, delimiter)
 
     def is_header(self, row: list[str]) -> bool:
         """Whether a first row is a header (columns given beside the file: a row whose timestamp and size, those of
@@ -103,7 +106,10 @@ _KNOWN_AS = {"timestamp": ("time", "ts", "t", "clock_time", "date", "datetime"),
 
 
 def header_hint(row: list[str]) -> str:
-    """What an error about line 1 adds: it may be a header of other names."""
+    """What an error about line 1 adds: its fields may be separated otherwise, or it may be a header of other
+    names."""
+    if len(row) == 1 and len(row[0].split()) > 1:
+        return " (its fields look separated by spaces or tabs: --delimiter space reads them)"
     names = [field.strip().lower() for field in row]
     return (f" (if line 1 is a header: a header row names the columns {', '.join(COLUMNS)}, or --columns names the "
             f"file's{_suggested_columns(names)})")
@@ -144,19 +150,25 @@ def columns_and_rows(fh: Iterable[str], path: str = "", given: Columns | None = 
     """The trace's columns (``given``, else its header's, else the default) and its (line number, fields) of the
     rows that are requests: not blank, not the header."""
     columns = given or Columns()
-    rows = _csv_rows(fh, path)
+    rows = _rows(fh, path, columns.delimiter)
     first = next(rows, None)
     if first is None:
         return columns, rows
     line_no, row = first
     if line_no == 1 and columns.is_header(row):
-        return (columns if given else Columns.named(row, path)), rows
+        return (columns if columns.from_outside else Columns.named(row, path, columns.delimiter)), rows
     return columns, itertools.chain([first], rows)
 
 
-def _csv_rows(fh: Iterable[str], path: str) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of the CSV rows that are not blank."""
-    reader = csv.reader(fh)
+def _rows(fh: Iterable[str], path: str, delimiter: str | None) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of the rows that are not blank: CSV rows with this delimiter, or runs of spaces and
+    tabs between fields (``None``)."""
+    if delimiter is None:
+        for line_no, line in enumerate(fh, 1):
+            if fields := line.split():
+                yield line_no, fields
+        return
+    reader = csv.reader(fh, delimiter=delimiter)
     try:
         for row in reader:
             if not row or (len(row) == 1 and not row[0].strip()):

@@ -457,7 +457,7 @@ class CsvTraceReader(TraceReader):
         try:
             when = datetime.datetime.fromisoformat(text.strip())
         except ValueError:
-            hint = header_hint(row) if line_no == 1 and not self.columns else ""
+            hint = header_hint(row) if line_no == 1 and not (self.columns and self.columns.from_outside) else ""
             raise self._error(line_no, f"timestamp {text!r} is neither a number nor an ISO 8601 date-time{hint}") \
                 from None
         if when.tzinfo is None:

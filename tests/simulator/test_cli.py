@@ -225,8 +225,12 @@ def test_columns_replay_a_trace_with_other_fields_as_the_trace_cut_down_alone_an
         hits(str(raw))
     with pytest.raises(SystemExit):
         run_cli("simulate", str(raw), "--columns", "_,time,_,size_bytes,object_id")
-    with pytest.raises(ValueError, match="--columns names a CSV trace's columns; .* is read as libCacheSim's"):
+    with pytest.raises(ValueError, match="--columns and --delimiter lay out a CSV trace; .* is read as libCacheSim's"):
         run_cli("simulate", str(raw), "--format", "oracleGeneral", *columns)
+    spaced = tmp_path / "spaced" / "cp.lis"  # the same, as a block trace is often written
+    spaced.parent.mkdir()
+    spaced.write_text("".join(f"  {lbn}\t{size}  {t}\n" for t, lbn, size in rows))
+    assert hits(str(spaced), "--delimiter", "space", "--columns", "object_id,size_bytes,timestamp") == hits(str(cut))
     suites = [run_cli("--json", "simulate", "--suite", str(raw.parent), "--policies", "lru", *columns),
               run_cli("--json", "simulate", "--suite", str(cut.parent), "--policies", "lru")]
     assert suites[0] == suites[1] and suites[0][0]["trace"] == "cp"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bz2
+import dataclasses
 import gzip
 import lzma
 import os
@@ -116,6 +117,32 @@ def test_columns_given_beside_the_file_name_its_bad_rows_and_their_own_mistakes(
                           ("timestamp,_", "names no object_id column")]:
         with pytest.raises(ValueError, match=message):
             Columns.given(text)
+
+
+@pytest.mark.parametrize("text, delimiter", [
+    ("  0 8 x 1\n16\t8  x 2\n\n0 8 x 3  \n", None),  # runs of spaces and tabs, as block traces come
+    ("0\t8\tx\t1\n16\t8\tx\t2\n0\t8\tx\t3\n", "\t"),
+    ("0;8;x;1\n16;8;x;2\n0;8;x;3\n", ";"),
+])
+def test_fields_may_be_separated_otherwise(tmp_path, text, delimiter):
+    path = tmp_path / "p.lis"
+    path.write_text(text)
+    given = dataclasses.replace(Columns.given("object_id,size_bytes,_,timestamp"), delimiter=delimiter)
+    reader = CsvTraceReader(path, columns=given)
+    chunk, = list(reader)
+    assert chunk.times.tolist() == [1, 2, 3] and chunk.ids.tolist() == [0, 1, 0]
+    assert reader.object_sizes().tolist() == [8, 8]
+
+
+def test_a_header_is_read_with_the_delimiter_and_a_space_separated_file_without_one_is_named(tmp_path):
+    path = tmp_path / "t.tsv"
+    path.write_text("object_id\ttimestamp\n/a\t5\n/b\t6\n")
+    chunk, = list(CsvTraceReader(path, columns=Columns(delimiter="\t")))
+    assert chunk.times.tolist() == [5, 6] and chunk.sizes.tolist() == [1, 1]
+    path.write_text("0 8 0 1\n")
+    with pytest.raises(TraceError, match=r"line 1: expected 3 or 4 fields .*got 1 \(its fields look separated by "
+                                         r"spaces or tabs: --delimiter space reads them\)$"):
+        list(CsvTraceReader(path))
 
 
 def test_changed_size_is_a_new_object(tmp_path):
