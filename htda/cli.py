@@ -488,10 +488,11 @@ def main(argv: list[str] | None = None) -> int:
         return _failed(args, str(exc), 2)
     except KeyboardInterrupt:  # (Ctrl-C in a long command: a line, not a traceback; 130 as a shell says it)
         return _failed(args, "interrupted", 130)
-    if isinstance(result, str):
-        print(result)
-    else:
-        print(json.dumps(result, indent=2, sort_keys=True))
+    try:
+        print(result if isinstance(result, str) else json.dumps(result, indent=2, sort_keys=True), flush=True)
+    except BrokenPipeError:  # (`htda ... | head`: the reader left; quiet, as other tools are)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's flush does not fail
+        return 141  # 128 + SIGPIPE, as a shell reports a command a closed pipe stopped
     return 0
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -420,3 +423,15 @@ def test_evict_table_and_json(capsys, cached):
         ["/store/never.root", "not held here"]]
     code, out, _ = run(capsys, *cached.cli, "--json", "evict", cached.name, cached.lfns[1])
     assert code == 0 and json.loads(out) == {"evicted": [cached.lfns[1]], "not_held": []}
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
+    """`htda ... | head`: no traceback on stderr, exit 141 (128 + SIGPIPE) as a shell reports such a command."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("object_id\n" + "".join(f"o{i % 7}\n" for i in range(100)))
+    read, write = os.pipe()
+    os.close(read)  # the reader left before anything was written
+    with os.fdopen(write, "wb") as closed:
+        done = subprocess.run([sys.executable, "-m", "htda.cli", "--json", "trace", "info", str(trace)],
+                              stdout=closed, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (141, "")
