@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from . import TraceError
 
-__all__ = ["COLUMNS", "SKIPPED", "Columns", "columns_and_rows", "header_hint"]
+__all__ = ["COLUMNS", "SKIPPED", "Columns", "columns_and_rows", "date_time_seconds", "header_hint"]
 
 
 #: the columns a CSV trace's header row (or ``--columns``) may name, in the order of a file without a header
@@ -130,11 +130,20 @@ def _is_time(text: str) -> bool:
     try:
         float(text)
     except ValueError:
-        try:
-            datetime.datetime.fromisoformat(text.strip())
-        except ValueError:
-            return False
+        return date_time_seconds(text) is not None
     return True
+
+
+def date_time_seconds(text: str) -> float | None:
+    """An ISO 8601 date-time, as servers log them (``2025-01-29T18:47:47.073974636Z``; UTC unless it names its
+    zone), in seconds since 1970; None if ``text`` is not one."""
+    try:
+        when = datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return when.timestamp()
 
 
 def _is_size(text: str) -> bool:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import bz2
 import csv
-import datetime
 import gzip
 import io
 import lzma
@@ -40,7 +39,7 @@ import zstandard
 
 from ..units import MAX_BYTES
 from . import DEFAULT_CHUNK, TRACE_FORMATS, TraceError
-from .csv_layout import COLUMNS, Columns, columns_and_rows, header_hint
+from .csv_layout import COLUMNS, Columns, columns_and_rows, date_time_seconds, header_hint
 
 __all__ = ["Chunk", "TraceReader", "CsvTraceReader", "FirstPass", "Interner", "Recording", "TraceError",
            "first_timestamp", "count_lines", "is_stream", "open_trace", "open_trace_bytes", "trace_name", "STDIN",
@@ -454,15 +453,11 @@ class CsvTraceReader(TraceReader):
     def _date_time(self, text: str, line_no: int, row: list[str]) -> float:
         """An ISO 8601 date-time (a log's: ``2025-01-29T18:47:47.073974636Z``; UTC unless it names its zone) as a
         timestamp in the trace's unit: seconds since 1970 at the default unit."""
-        try:
-            when = datetime.datetime.fromisoformat(text.strip())
-        except ValueError:
+        seconds = date_time_seconds(text)
+        if seconds is None:
             hint = header_hint(row) if line_no == 1 and not (self.columns and self.columns.from_outside) else ""
-            raise self._error(line_no, f"timestamp {text!r} is neither a number nor an ISO 8601 date-time{hint}") \
-                from None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=datetime.UTC)
-        return when.timestamp() / self.time_unit
+            raise self._error(line_no, f"timestamp {text!r} is neither a number nor an ISO 8601 date-time{hint}")
+        return seconds / self.time_unit
 
     def _error(self, line_no: int, message: str) -> TraceError:
         return TraceError(f"{self.path}, line {line_no}: {message}")
