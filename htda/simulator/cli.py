@@ -109,9 +109,10 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
         return h, h.requests(), f"coordinator history {args.history}"
     if not args.trace:
         raise ValueError("give a trace file, --synthetic or --history URL")
+    layout = _layout(args)
     reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit, fmt=args.format,
-                          sort=args.sort, columns=_layout(args))
-    if _layout(args) and not isinstance(reader, CsvTraceReader):
+                          sort=args.sort, columns=layout)
+    if layout and not isinstance(reader, CsvTraceReader):
         raise ValueError(f"--columns and --delimiter lay out a CSV trace; {args.trace} is read as libCacheSim's "
                          f"oracleGeneral records (--format csv reads it as a CSV)")
     if args.sort:
@@ -120,7 +121,7 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
     if is_stream(args.trace):  # read once, by the replay: no look ahead at its unit or its length
         return reader, None, f"trace {'standard input' if args.trace == STDIN else args.trace}"
     if isinstance(reader, CsvTraceReader):  # an oracleGeneral trace's timestamps are seconds, by the format
-        _hint_time_unit(args.trace, args.time_unit, _layout(args))
+        _hint_time_unit(args.trace, args.time_unit, layout)
     return reader, count_requests(args.trace, args.format), f"trace {args.trace}"
 
 
@@ -174,10 +175,10 @@ def _time_unit(text: str) -> float:
 def _hint_time_unit(path: str, unit: float, columns: Columns | None = None) -> None:
     """Say so when a trace's timestamps look finer than the seconds they are read as: the half-lives (5m, 1d,
     the adaptive rating's candidates) would then span a moment of the trace."""
-    from .trace import first_timestamp
+    from .trace import first_timestamp, looks_finer_than_seconds
 
     first = first_timestamp(path, columns)
-    if unit == 1.0 and first is not None and first > 1e11:  # past the year 5000 in seconds since 1970
+    if unit == 1.0 and first is not None and looks_finer_than_seconds(first):
         print(f"htda simulate: {path} starts at timestamp {first:.6g}, which looks like milliseconds or finer "
               f"since 1970; half-lives are in seconds of the trace's time: give --time-unit ms (or us, ns)",
               file=sys.stderr)
@@ -201,11 +202,11 @@ def _candidates(args: argparse.Namespace) -> list[float] | None:
 def cmd_suite(args: argparse.Namespace) -> Any:
     from .suite import run_suite, suite_traces
 
-    traces = suite_traces(args.suite, _workload(args) if args.synthetic else None, args.time_unit, args.sort,
-                          _layout(args))
+    layout = _layout(args)
+    traces = suite_traces(args.suite, _workload(args) if args.synthetic else None, args.time_unit, args.sort, layout)
     for trace in traces:
         if os.path.isfile(trace.source):
-            _hint_time_unit(trace.source, args.time_unit, _layout(args))
+            _hint_time_unit(trace.source, args.time_unit, layout)
     half_lives = [parse_duration(h) for h in _split(args.half_lives or SUITE_HALF_LIVES)]
     shown = args.progress or sys.stderr.isatty()
     report = run_suite(traces, _split(args.policies), half_lives, rating=args.rating,

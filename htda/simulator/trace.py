@@ -45,7 +45,7 @@ __all__ = ["Chunk", "TraceReader", "CsvTraceReader", "FirstPass", "Interner", "R
            "first_timestamp", "count_lines", "is_stream", "open_trace", "open_trace_bytes", "trace_name", "STDIN",
            "footprint_and_objects", "footprint_and_replay", "footprint_bytes", "record_sizes", "write_csv",
            "NO_GROUP", "COLUMNS", "Columns", "CSV_SUFFIXES", "TRACE_PATTERNS", "decoding", "is_trace_file",
-           "is_oracle_general", "trace_reader", "count_requests", "TRACE_FORMATS"]
+           "is_oracle_general", "trace_reader", "count_requests", "TRACE_FORMATS", "looks_finer_than_seconds"]
 
 #: group id of a request without a group (the object is its own group)
 NO_GROUP = -1
@@ -418,19 +418,25 @@ class CsvTraceReader(TraceReader):
         this runs for every request."""
         time_at, object_at, size_at, group_at, widths = (columns.time, columns.object, columns.size, columns.group,
                                                          columns.widths)
-        error, date_time = self._error, self._date_time
+        error, time_unit = self._error, self.time_unit
+
+        def hint(row: list[str], line_no: int) -> str:  # line 1 of a file without --columns may be a header
+            return header_hint(row) if line_no == 1 and not columns.from_outside else ""
 
         def fields(row: list[str], line_no: int, number: int) -> tuple[float, str, int, str]:
             if len(row) not in widths:
-                hint = header_hint(row) if line_no == 1 and not columns.from_outside else ""
-                raise error(line_no, f"expected {columns.layout}, got {len(row)}{hint}")
+                raise error(line_no, f"expected {columns.layout}, got {len(row)}{hint(row, line_no)}")
             if time_at is None:
                 t = float(number)
             else:
                 try:
                     t = float(row[time_at])
-                except ValueError:
-                    t = date_time(row[time_at], line_no, row)
+                except ValueError:  # an ISO 8601 date-time, as a log's (in the trace's unit, as a number is)
+                    seconds = date_time_seconds(row[time_at])
+                    if seconds is None:
+                        raise error(line_no, f"timestamp {row[time_at]!r} is neither a number nor an ISO 8601 "
+                                             f"date-time{hint(row, line_no)}") from None
+                    t = seconds / time_unit
                 if not math.isfinite(t):
                     raise error(line_no, f"timestamp {row[time_at]!r} is not finite")
             name = row[object_at].strip()
@@ -450,15 +456,6 @@ class CsvTraceReader(TraceReader):
 
         return fields
 
-    def _date_time(self, text: str, line_no: int, row: list[str]) -> float:
-        """An ISO 8601 date-time (a log's: ``2025-01-29T18:47:47.073974636Z``; UTC unless it names its zone) as a
-        timestamp in the trace's unit: seconds since 1970 at the default unit."""
-        seconds = date_time_seconds(text)
-        if seconds is None:
-            hint = header_hint(row) if line_no == 1 and not (self.columns and self.columns.from_outside) else ""
-            raise self._error(line_no, f"timestamp {text!r} is neither a number nor an ISO 8601 date-time{hint}")
-        return seconds / self.time_unit
-
     def _error(self, line_no: int, message: str) -> TraceError:
         return TraceError(f"{self.path}, line {line_no}: {message}")
 
@@ -470,6 +467,11 @@ def _reintern(ids: np.ndarray, names: Interner[Name], into: Interner[Name]) -> n
     for old in unique[np.argsort(first)].tolist():
         renumbered[old] = into(names.names[old])
     return renumbered[ids]
+
+
+def looks_finer_than_seconds(timestamp: float) -> bool:
+    """Whether a timestamp read as seconds since 1970 is past the year 5000: milliseconds or finer, more likely."""
+    return timestamp > 1e11
 
 
 def first_timestamp(path: str | os.PathLike, columns: Columns | None = None) -> float | None:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .report import human_bytes
-from .trace import CsvTraceReader, TraceReader
+from .trace import CsvTraceReader, TraceReader, looks_finer_than_seconds
 
 __all__ = ["TraceInfo", "describe", "render"]
 
@@ -106,7 +106,7 @@ def render(info: TraceInfo, name: str) -> str:
                      f"earlier than a request before them: replay with --sort")
     else:
         lines.append("order: in time order")
-    if info.first_time > 1e11:
+    if looks_finer_than_seconds(info.first_time):
         lines.append(f"unit: the earliest timestamp, {info.first_time:.6g}, looks like milliseconds or finer since "
                      f"1970 read as seconds: give --time-unit ms (or us, ns)")
     lines.append(f"ceiling: a cache that never evicts hits {info.hit_ratio_ceiling:.4f} of the requests and "
