@@ -43,7 +43,7 @@ from htda.simulator.engine import replay  # noqa: E402
 from htda.simulator.generator import AnalysisWorkload  # noqa: E402
 from htda.simulator.report import parse_size  # noqa: E402
 from htda.simulator.run import AUTO, RunSpec, build_policies  # noqa: E402
-from htda.simulator.trace import footprint_and_replay, trace_reader, write_csv  # noqa: E402
+from htda.simulator.trace import Reading, footprint_and_replay, trace_reader, write_csv  # noqa: E402
 
 
 class Watch:
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def inspect(args: argparse.Namespace) -> int:
-    reader = trace_reader(args.trace, time_unit=args.time_unit)
+    reader = trace_reader(args.trace, Reading(time_unit=args.time_unit))
     with footprint_and_replay(reader.chunks) as first:
         capacity = parse_size(args.size, first.footprint)
         spec = RunSpec(capacities=[capacity], half_lives=[AUTO], baselines=[], belady=False, bound=False,

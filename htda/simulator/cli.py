@@ -16,7 +16,7 @@ from .generator import AnalysisWorkload
 
 if TYPE_CHECKING:
     from .run import RunSpec
-    from .trace import Columns
+    from .trace import Columns, Reading
 
 # The replay modules (numpy, the coordinator's rating) are imported by the commands that run, not here:
 # building these parsers is part of every `htda` command, `htda --help` included.
@@ -109,19 +109,15 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
         return h, h.requests(), f"coordinator history {args.history}"
     if not args.trace:
         raise ValueError("give a trace file, --synthetic or --history URL")
-    layout = _layout(args)
-    reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit, fmt=args.format,
-                          sort=args.sort, columns=layout)
-    if layout and not isinstance(reader, CsvTraceReader):
-        raise ValueError(f"--columns and --delimiter lay out a CSV trace; {args.trace} is read as libCacheSim's "
-                         f"oracleGeneral records (--format csv reads it as a CSV)")
+    reading = _reading(args)
+    reader = trace_reader(args.trace, reading, chunk_size=args.chunk)
     if args.sort:
         print(f"htda simulate: --sort: {args.trace} is read whole and sorted by time before its replay starts",
               file=sys.stderr)
     if is_stream(args.trace):  # read once, by the replay: no look ahead at its unit or its length
         return reader, None, f"trace {'standard input' if args.trace == STDIN else args.trace}"
     if isinstance(reader, CsvTraceReader):  # an oracleGeneral trace's timestamps are seconds, by the format
-        _hint_time_unit(args.trace, args.time_unit, layout)
+        _hint_time_unit(args.trace, reading)
     return reader, count_requests(args.trace, args.format), f"trace {args.trace}"
 
 
@@ -147,15 +143,16 @@ def _delimiter(text: str) -> str | None:
                                      f"character")
 
 
-def _layout(args: argparse.Namespace) -> Columns | None:
-    """The CSV layout ``--columns`` and ``--delimiter`` give (None: the file's own, comma-separated)."""
+def _reading(args: argparse.Namespace) -> Reading:
+    """How the trace is read, as the reading options say (:func:`_reading_options`)."""
     from dataclasses import replace
 
-    from .trace import Columns
+    from .trace import Columns, Reading
 
-    if args.delimiter == ",":
-        return args.columns
-    return replace(args.columns or Columns(), delimiter=args.delimiter)
+    columns = args.columns
+    if args.delimiter != ",":
+        columns = replace(columns or Columns(), delimiter=args.delimiter)
+    return Reading(time_unit=args.time_unit, sort=getattr(args, "sort", False), columns=columns, fmt=args.format)
 
 
 _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -172,13 +169,13 @@ def _time_unit(text: str) -> float:
     return unit
 
 
-def _hint_time_unit(path: str, unit: float, columns: Columns | None = None) -> None:
+def _hint_time_unit(path: str, reading: Reading) -> None:
     """Say so when a trace's timestamps look finer than the seconds they are read as: the half-lives (5m, 1d,
     the adaptive rating's candidates) would then span a moment of the trace."""
     from .trace import first_timestamp, looks_finer_than_seconds
 
-    first = first_timestamp(path, columns)
-    if unit == 1.0 and first is not None and looks_finer_than_seconds(first):
+    first = first_timestamp(path, reading.columns)
+    if reading.time_unit == 1.0 and first is not None and looks_finer_than_seconds(first):
         print(f"htda simulate: {path} starts at timestamp {first:.6g}, which looks like milliseconds or finer "
               f"since 1970; half-lives are in seconds of the trace's time: give --time-unit ms (or us, ns)",
               file=sys.stderr)
@@ -202,11 +199,11 @@ def _candidates(args: argparse.Namespace) -> list[float] | None:
 def cmd_suite(args: argparse.Namespace) -> Any:
     from .suite import run_suite, suite_traces
 
-    layout = _layout(args)
-    traces = suite_traces(args.suite, _workload(args) if args.synthetic else None, args.time_unit, args.sort, layout)
+    reading = _reading(args)
+    traces = suite_traces(args.suite, _workload(args) if args.synthetic else None, reading)
     for trace in traces:
         if os.path.isfile(trace.source):
-            _hint_time_unit(trace.source, args.time_unit, layout)
+            _hint_time_unit(trace.source, reading.in_suite(trace.source))
     half_lives = [parse_duration(h) for h in _split(args.half_lives or SUITE_HALF_LIVES)]
     shown = args.progress or sys.stderr.isatty()
     report = run_suite(traces, _split(args.policies), half_lives, rating=args.rating,
@@ -332,8 +329,7 @@ def cmd_info(args: argparse.Namespace) -> Any:
     from .trace import count_requests, is_stream, trace_reader
     from .trace_info import describe, render
 
-    reader = trace_reader(args.trace, chunk_size=args.chunk, time_unit=args.time_unit, fmt=args.format,
-                          columns=_layout(args))
+    reader = trace_reader(args.trace, _reading(args), chunk_size=args.chunk)
     progress = Progress(0 if is_stream(args.trace) else count_requests(args.trace, args.format),
                         enabled=True if args.progress else None)
     info = describe(reader, (lambda done: progress(done, "reading")) if progress.total else None)

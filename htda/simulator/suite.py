@@ -29,9 +29,10 @@ from .generator import AnalysisWorkload
 from .report import human_bytes
 from .run import RunSpec, htda_label, is_hindsight_label, simulate
 from .trace import (
+    DEFAULT_READING,
     TRACE_PATTERNS,
     Chunk,
-    Columns,
+    Reading,
     TraceError,
     footprint_and_replay,
     is_trace_file,
@@ -95,17 +96,17 @@ class TraceVerdict:
         return sum(htda - best for _, htda, _, best, _ in self.rows) / gap if gap > TIE else None
 
 
-def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None,
-                 time_unit: float = 1.0, sort: bool = False, columns: Columns | None = None) -> list[SuiteTrace]:
-    """The traces of ``folder`` (CSV and oracleGeneral, sorted by name; timestamps in ``time_unit`` seconds; ``sort``:
-    see :class:`~.trace.TraceReader`; ``columns``: every CSV trace's), then the synthetic workload if given."""
+def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None, reading: Reading = DEFAULT_READING) \
+        -> list[SuiteTrace]:
+    """The traces of ``folder`` (CSV and oracleGeneral, sorted by name; each read as :meth:`Reading.in_suite` says),
+    then the synthetic workload if given."""
     root = Path(folder)
     if not root.is_dir():
         raise ValueError(f"--suite {folder}: not a folder")
     traces = []
     for path in sorted(filter(is_trace_file, root.iterdir())):
         def read(p: Path = path) -> Iterable[Chunk]:
-            return trace_reader(p, time_unit=time_unit, sort=sort, columns=columns).chunks()
+            return trace_reader(p, reading.in_suite(p)).chunks()
 
         traces.append(SuiteTrace(trace_name(path), read, str(path)))
     if synthetic is not None:

@@ -30,7 +30,7 @@ import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Generic, NamedTuple, TypeVar, cast
 
@@ -41,7 +41,8 @@ from ..units import MAX_BYTES
 from . import DEFAULT_CHUNK, TRACE_FORMATS, TraceError
 from .csv_layout import COLUMNS, Columns, columns_and_rows, date_time_seconds, header_hint
 
-__all__ = ["Chunk", "TraceReader", "CsvTraceReader", "FirstPass", "Interner", "Recording", "TraceError",
+__all__ = ["Chunk", "DEFAULT_READING", "Reading", "TraceReader", "CsvTraceReader", "FirstPass", "Interner",
+           "Recording", "TraceError",
            "first_timestamp", "count_lines", "is_stream", "open_trace", "open_trace_bytes", "trace_name", "STDIN",
            "footprint_and_objects", "footprint_and_replay", "footprint_bytes", "record_sizes", "write_csv",
            "NO_GROUP", "COLUMNS", "Columns", "CSV_SUFFIXES", "TRACE_PATTERNS", "decoding", "is_trace_file",
@@ -189,17 +190,42 @@ def _is_binary(path: str | os.PathLike, fmt: str) -> bool:
     return fmt == "oracleGeneral" or (fmt == "auto" and is_oracle_general(path))
 
 
-def trace_reader(path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0,
-                 fmt: str = "auto", sort: bool = False, columns: Columns | None = None) -> TraceReader:
-    """The reader of ``path``'s format ``fmt`` (:data:`TRACE_FORMATS`): by default
-    :class:`.oracle.OracleGeneralReader` for the names :func:`is_oracle_general` knows, :class:`CsvTraceReader` for
-    the rest (a pipe has no such name: ``fmt="oracleGeneral"`` says it).  ``sort``: see :class:`TraceReader`;
-    ``columns``: a CSV trace's, given beside it (:meth:`Columns.given`)."""
-    if _is_binary(path, fmt):
+@dataclass(frozen=True)
+class Reading:
+    """How a trace file is read (``htda simulate``'s and ``htda trace info``'s reading options): the seconds in a
+    unit of its timestamps (0.001 for milliseconds), whether it is sorted by time in memory first (see
+    :class:`TraceReader`), the layout of a CSV trace given beside it (:meth:`Columns.given`; None: the file's own)
+    and its format (:data:`TRACE_FORMATS`)."""
+
+    time_unit: float = 1.0
+    sort: bool = False
+    columns: Columns | None = None
+    fmt: str = "auto"
+
+    def in_suite(self, path: str | os.PathLike) -> Reading:
+        """How ``--suite`` reads ``path``: its format told by its name, and the layout for its CSV files only."""
+        return replace(self, fmt="auto", columns=None if is_oracle_general(path) else self.columns)
+
+
+#: timestamps in seconds, in the file's order, its own layout, its format told by its name
+DEFAULT_READING = Reading()
+
+
+def trace_reader(path: str | os.PathLike, reading: Reading = DEFAULT_READING, chunk_size: int = DEFAULT_CHUNK) \
+        -> TraceReader:
+    """The reader of ``path`` as ``reading`` says: by default :class:`.oracle.OracleGeneralReader` for the names
+    :func:`is_oracle_general` knows, :class:`CsvTraceReader` for the rest (a pipe has no such name:
+    ``fmt="oracleGeneral"`` says it).  A CSV layout for a trace read as oracleGeneral records is refused (not
+    ignored)."""
+    if _is_binary(path, reading.fmt):
         from .oracle import OracleGeneralReader
 
-        return OracleGeneralReader(path, chunk_size=chunk_size, time_unit=time_unit, sort=sort)
-    return CsvTraceReader(path, chunk_size=chunk_size, time_unit=time_unit, sort=sort, columns=columns)
+        if reading.columns is not None:
+            raise TraceError(f"--columns and --delimiter lay out a CSV trace; {path} is read as libCacheSim's "
+                             f"oracleGeneral records (--format csv reads it as a CSV)")
+        return OracleGeneralReader(path, chunk_size=chunk_size, time_unit=reading.time_unit, sort=reading.sort)
+    return CsvTraceReader(path, chunk_size=chunk_size, time_unit=reading.time_unit, sort=reading.sort,
+                          columns=reading.columns)
 
 
 #: what an error about a request out of time order adds

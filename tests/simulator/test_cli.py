@@ -227,6 +227,8 @@ def test_columns_replay_a_trace_with_other_fields_as_the_trace_cut_down_alone_an
         run_cli("simulate", str(raw), "--columns", "_,time,_,size_bytes,object_id")
     with pytest.raises(ValueError, match="--columns and --delimiter lay out a CSV trace; .* is read as libCacheSim's"):
         run_cli("simulate", str(raw), "--format", "oracleGeneral", *columns)
+    with pytest.raises(ValueError, match="--columns and --delimiter lay out a CSV trace; .* is read as libCacheSim's"):
+        run_cli("trace", "info", str(raw), "--format", "oracleGeneral", "--delimiter", "tab")
     spaced = tmp_path / "spaced" / "cp.lis"  # the same, as a block trace is often written
     spaced.parent.mkdir()
     spaced.write_text("".join(f"  {lbn}\t{size}  {t}\n" for t, lbn, size in rows))

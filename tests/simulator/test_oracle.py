@@ -12,7 +12,15 @@ import zstandard
 
 from htda.simulator.oracle import OracleGeneralReader, PairInterner
 from htda.simulator.suite import suite_traces
-from htda.simulator.trace import CsvTraceReader, Interner, TraceError, count_requests, is_oracle_general, trace_reader
+from htda.simulator.trace import (
+    CsvTraceReader,
+    Interner,
+    Reading,
+    TraceError,
+    count_requests,
+    is_oracle_general,
+    trace_reader,
+)
 
 from .helpers import oracle_bytes
 
@@ -91,7 +99,7 @@ def test_the_opns_variant_is_refused_by_name(tmp_path):
     path.write_bytes(zstandard.ZstdCompressor().compress(bytes(27 * 8)))
     for fmt in ("auto", "oracleGeneral", "csv"):
         with pytest.raises(TraceError, match="oracleGeneralOpNS format .* is not read"):
-            trace_reader(path, fmt=fmt)
+            trace_reader(path, Reading(fmt=fmt))
 
 
 def test_time_going_back_across_chunks_is_found(tmp_path):
@@ -171,7 +179,7 @@ def test_sort_replays_a_trace_out_of_order_as_the_same_trace_in_order(tmp_path, 
         with pytest.raises(TraceError, match=r"is earlier than the previous .*--sort replays"):
             columns(trace_reader(tmp_path / "out" / name, chunk_size=chunk_size))
         expected = trace_reader(tmp_path / "in" / name, chunk_size=chunk_size)
-        reader = trace_reader(tmp_path / "out" / name, chunk_size=chunk_size, sort=True)
+        reader = trace_reader(tmp_path / "out" / name, Reading(sort=True), chunk_size=chunk_size)
         read: list[int] = []
         reader.sorting = read.append  # a progress bar's call
         next(iter(reader))

@@ -21,12 +21,14 @@ from htda.simulator.trace import (
     NO_GROUP,
     Columns,
     CsvTraceReader,
+    Reading,
     Recording,
     TraceError,
     count_lines,
     first_timestamp,
     footprint_and_replay,
     trace_name,
+    trace_reader,
     write_csv,
 )
 
@@ -111,6 +113,21 @@ def test_columns_given_beside_the_file_name_its_bad_rows(tmp_path):
         list(CsvTraceReader(path, columns=Columns.given("object_id,size_bytes,_")))
     path.write_text("lbn\n7\n")  # ids alone: no number tells a header, so line 1 is a request
     assert list(CsvTraceReader(path, columns=Columns.given("object_id")))[0].ids.tolist() == [0, 1]
+
+
+def test_a_reading_lays_out_csv_files_and_refuses_a_layout_for_binary_records(tmp_path):
+    path = tmp_path / "cloud.tsv"
+    path.write_text("1\t5\t512\t42\n1\t6\t512\t42\n")
+    given = dataclasses.replace(Columns.given("_,timestamp,size_bytes,object_id"), delimiter="\t")
+    reading = Reading(time_unit=0.5, columns=given)
+    chunk, = list(trace_reader(path, reading))
+    assert chunk.times.tolist() == [2.5, 3.0] and chunk.ids.tolist() == [0, 0]
+    with pytest.raises(TraceError, match=r"--columns and --delimiter lay out a CSV trace; .*cloud.tsv is read as "
+                                         r"libCacheSim's oracleGeneral records \(--format csv reads it as a CSV\)"):
+        trace_reader(path, dataclasses.replace(reading, fmt="oracleGeneral"))
+    # a suite tells each file's format by its name, and lays out its CSV files only
+    assert reading.in_suite(tmp_path / "w.oracleGeneral.zst") == Reading(time_unit=0.5)
+    assert dataclasses.replace(reading, fmt="oracleGeneral").in_suite(path) == reading
 
 
 @pytest.mark.parametrize("text, delimiter", [
