@@ -106,8 +106,10 @@ _KNOWN_AS = {"timestamp": ("time", "ts", "t", "clock_time", "date", "datetime"),
 
 
 def header_hint(row: list[str]) -> str:
-    """What an error about line 1 adds: its fields may be separated otherwise, or it may be a header of other
-    names."""
+    """What an error about line 1 adds: it may be a comment, its fields may be separated otherwise, or it may be a
+    header of other names."""
+    if row and row[0].lstrip().startswith("#"):  # not skipped unasked: an object's id may start with '#'
+        return " (it looks like a comment: a trace has none; grep -v '^#' leaves them out)"
     if len(row) == 1 and len(row[0].split()) > 1:
         return " (its fields look separated by spaces or tabs: --delimiter space reads them)"
     names = [field.strip().lower() for field in row]

@@ -49,6 +49,8 @@ def test_without_columns_given_a_header_names_one_of_the_columns():
     (["time", "size"], "or --columns names the file's)"),  # no object named: no guess
     (["id", "key"], "or --columns names the file's)"),  # the object named twice: no guess
     (["0 8 0 1"], "(its fields look separated by spaces or tabs: --delimiter space reads them)"),
+    (["# written by tracer 2"], "(it looks like a comment: a trace has none; grep -v '^#' leaves them out)"),
+    ([" #time", "key", "size"], "(it looks like a comment: a trace has none; grep -v '^#' leaves them out)"),
 ])
 def test_an_unexpected_line_1_gets_a_guess_only_where_one_fits(row, says):
     assert header_hint(row).endswith(says)
