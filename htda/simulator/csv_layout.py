@@ -106,12 +106,14 @@ _KNOWN_AS = {"timestamp": ("time", "ts", "t", "clock_time", "date", "datetime"),
 
 
 def header_hint(row: list[str]) -> str:
-    """What an error about line 1 adds: it may be a comment, its fields may be separated otherwise, or it may be a
-    header of other names."""
+    """What an error about line 1 adds: it may be a comment, its fields may be separated otherwise, it may hold ids
+    alone, or it may be a header of other names."""
     if row and row[0].lstrip().startswith("#"):  # not skipped unasked: an object's id may start with '#'
         return " (it looks like a comment: a trace has none; grep -v '^#' leaves them out)"
     if len(row) == 1 and len(row[0].split()) > 1:
         return " (its fields look separated by spaces or tabs: --delimiter space reads them)"
+    if len(row) == 1:  # libCacheSim's txt traces, block numbers one a line
+        return " (a trace of object ids alone, one a line, reads with --columns object_id)"
     names = [field.strip().lower() for field in row]
     return (f" (if line 1 is a header: a header row names the columns {', '.join(COLUMNS)}, or --columns names the "
             f"file's{_suggested_columns(names)})")

@@ -49,6 +49,7 @@ def test_without_columns_given_a_header_names_one_of_the_columns():
     (["time", "size"], "or --columns names the file's)"),  # no object named: no guess
     (["id", "key"], "or --columns names the file's)"),  # the object named twice: no guess
     (["0 8 0 1"], "(its fields look separated by spaces or tabs: --delimiter space reads them)"),
+    (["42932745"], "(a trace of object ids alone, one a line, reads with --columns object_id)"),
     (["# written by tracer 2"], "(it looks like a comment: a trace has none; grep -v '^#' leaves them out)"),
     ([" #time", "key", "size"], "(it looks like a comment: a trace has none; grep -v '^#' leaves them out)"),
 ])
