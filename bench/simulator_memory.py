@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from htda.simulator.oracle import RECORD
+from htda.simulator.binary import RECORD
 
 HERE = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ Nothing here imports numpy: ``htda --help`` builds the simulator's parsers from 
 DEFAULT_CHUNK = 65536
 #: the formats a trace may be given in (``htda simulate --format``, :func:`.trace.trace_reader`); "auto" tells them
 #: by the name
-TRACE_FORMATS = ("auto", "csv", "oracleGeneral")
+TRACE_FORMATS = ("auto", "csv", "oracleGeneral", "vscsi")
 
 
 class TraceError(ValueError):

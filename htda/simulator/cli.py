@@ -116,7 +116,7 @@ def _source(args: argparse.Namespace) -> tuple[Any, int | None, str]:
               file=sys.stderr)
     if is_stream(args.trace):  # read once, by the replay: no look ahead at its unit or its length
         return reader, None, f"trace {'standard input' if args.trace == STDIN else args.trace}"
-    if isinstance(reader, CsvTraceReader):  # an oracleGeneral trace's timestamps are seconds, by the format
+    if isinstance(reader, CsvTraceReader):  # a binary trace's timestamps are in its format's unit
         _hint_time_unit(args.trace, reading)
     return reader, count_requests(args.trace, args.format), f"trace {args.trace}"
 
@@ -350,9 +350,9 @@ def _reading_options(p: argparse.ArgumentParser) -> None:
                    help="between a CSV trace's fields: comma (the default), tab, space (any run of spaces and "
                         "tabs, as block traces are often written) or one character")
     p.add_argument("--format", choices=TRACE_FORMATS, default="auto",
-                   help="the trace's format: csv, oracleGeneral (libCacheSim's binary records), or auto (the "
-                        "default): oracleGeneral if its name says so (*.oracleGeneral*), else csv; --suite tells each "
-                        "file by its name")
+                   help="the trace's format: csv, oracleGeneral or vscsi (libCacheSim's binary records), or auto "
+                        "(the default): oracleGeneral or vscsi if its name says so (*.oracleGeneral*, *.vscsi*), else "
+                        "csv; --suite tells each file by its name")
     p.add_argument("--chunk", type=_count(1, "--chunk"), default=65536, help="requests read per chunk")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a tty")
 
@@ -382,11 +382,11 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "simulate", help="replay an access trace through HTDA's policy and others, bounded by the optimum",
         description="Replay a trace (CSV timestamp,object_id,size_bytes[,group_id], or the columns a header row "
-                    "names, at least object_id; the coordinator's database, "
-                    "a libCacheSim oracleGeneral trace, or a synthetic analysis workload) against caches of the "
-                    "given sizes.  Several sizes and half-lives make a sweep.")
+                    "names, at least object_id; the coordinator's database, a libCacheSim oracleGeneral or vscsi "
+                    "trace, or a synthetic analysis workload) against caches of the given sizes.  Several sizes "
+                    "and half-lives make a sweep.")
     p.add_argument("trace", nargs="?", help="CSV trace file, plain or gzip/bzip2/xz/zstd ('-': standard input), or "
-                                            "a libCacheSim oracleGeneral trace (*.oracleGeneral*)")
+                                            "a libCacheSim oracleGeneral or vscsi trace (*.oracleGeneral*, *.vscsi*)")
     p.add_argument("--synthetic", action="store_true", help="replay a generated analysis workload instead")
     p.add_argument("--history", metavar="URL", help="replay the accesses of a coordinator database (SQLAlchemy URL)")
     p.add_argument("--access-on", choices=("submit", "start"), default="submit",
@@ -409,7 +409,7 @@ def add_parser(subparsers) -> None:
                         "coordinator's): on a trace of more groups than it samples, runs with a few seeds show how "
                         "much of a difference the sample makes")
     p.add_argument("--suite", metavar="DIR", help="replay every trace of DIR (*.csv[.gz|.bz2|.xz|.zst], "
-                                                  "*.oracleGeneral*; and --synthetic) at 1-50 %% of "
+                                                  "*.oracleGeneral*, *.vscsi*; and --synthetic) at 1-50 %% of "
                                                   "each footprint against every baseline; print reST tables")
     p.add_argument("--policies", default="lru,lfu,arc,s3fifo,wtinylfu", help="baseline policies (default %(default)s)")
     p.add_argument("--rating", default="lrfu", help="coordinator rating policy (htda.policies entry point)")
@@ -460,6 +460,6 @@ def add_parser(subparsers) -> None:
     i = tsub.add_parser("info", help="what a trace holds, read once: requests, objects, footprint, groups, time "
                                      "span, rows out of time order, and the hit ratio of a cache that never evicts")
     i.add_argument("trace", help="CSV trace file, plain or gzip/bzip2/xz/zstd ('-': standard input), or a libCacheSim "
-                                 "oracleGeneral trace")
+                                 "oracleGeneral or vscsi trace")
     _reading_options(i)
     i.set_defaults(func=cmd_info)

@@ -5,9 +5,9 @@ A trace is a sequence of requests ``timestamp,object_id,size_bytes[,group_id]``
 leave out all but ``object_id``: :class:`Columns`), as
 plain UTF-8 text or compressed with gzip, bzip2, xz or zstd (:func:`open_trace`:
 public traces are shipped compressed, and a trace of billions of requests is
-not decompressed to disk first).  libCacheSim's binary *oracleGeneral* traces
-are read too (:mod:`.oracle`; :func:`trace_reader` picks the reader by the
-name).  A trace is read in chunks of numpy arrays so that one of any length replays in
+not decompressed to disk first).  libCacheSim's binary *oracleGeneral* and
+*vscsi* traces are read too (:mod:`.binary`; :func:`trace_reader` picks the
+reader by the name).  A trace is read in chunks of numpy arrays so that one of any length replays in
 bounded memory: only the tables of distinct object and group names grow, never
 a list of requests.
 
@@ -42,7 +42,7 @@ from . import DEFAULT_CHUNK, TRACE_FORMATS, TraceError
 from .csv_layout import COLUMNS, Columns, columns_and_rows, date_time_seconds, header_hint
 
 __all__ = ["Chunk", "DEFAULT_READING", "Reading", "TraceReader", "CsvTraceReader", "FirstPass", "Interner",
-           "Recording", "TraceError",
+           "Recording", "TraceError", "is_vscsi",
            "first_timestamp", "count_lines", "is_stream", "open_trace", "open_trace_bytes", "trace_name", "STDIN",
            "footprint_and_objects", "footprint_and_replay", "footprint_bytes", "record_sizes", "write_csv",
            "NO_GROUP", "COLUMNS", "Columns", "CSV_SUFFIXES", "TRACE_PATTERNS", "decoding", "is_trace_file",
@@ -64,10 +64,13 @@ _COMPRESSED.update({bytes([0x50 + low]) + b"\x2a\x4d\x18": _COMPRESSED[b"\x28\xb
 _MAGIC_BYTES = 6  # the longest of them (xz's)
 #: file name endings of CSV traces
 CSV_SUFFIXES = tuple(".csv" + packed for packed in ("", ".gz", ".bz2", ".xz", ".zst"))
-#: what marks a libCacheSim oracleGeneral trace's name (:mod:`.oracle`; the format has no magic bytes)
+#: what marks a libCacheSim oracleGeneral trace's name (:mod:`.binary`; the format has no magic bytes)
 _ORACLE_MARK = "oraclegeneral"
+#: what marks a vscsi trace's name (:mod:`.binary`)
+_VSCSI_MARK = ".vscsi"
 #: the files ``--suite`` replays, as messages name them
-TRACE_PATTERNS = "*.csv (plain, .gz, .bz2, .xz or .zst) and *.oracleGeneral* (libCacheSim's binary traces)"
+TRACE_PATTERNS = ("*.csv (plain, .gz, .bz2, .xz or .zst), *.oracleGeneral* and *.vscsi* (libCacheSim's binary "
+                  "traces)")
 #: the trace's name that reads standard input
 STDIN = "-"
 
@@ -146,6 +149,8 @@ def trace_name(path: str | os.PathLike) -> str:
     base = os.path.basename(os.fspath(path))
     if is_oracle_general(base):
         return base[: base.lower().index(_ORACLE_MARK)].rstrip("._-") or base
+    if is_vscsi(base):
+        return base[: base.lower().index(_VSCSI_MARK)] or base
     for suffix in sorted(CSV_SUFFIXES, key=len, reverse=True):
         if base.endswith(suffix):
             return base[: -len(suffix)]
@@ -160,7 +165,8 @@ def decoding(path: str) -> Iterator[None]:
     except UnicodeDecodeError as exc:
         raise TraceError(f"{path}: not UTF-8 text (byte {exc.start} of a block cannot be decoded): a trace is a "
                          f"CSV file, plain or compressed with gzip, bzip2, xz or zstd, or a libCacheSim "
-                         f"oracleGeneral trace (named *.oracleGeneral*, or read with --format oracleGeneral)") from None
+                         f"oracleGeneral or vscsi trace (named *.oracleGeneral* or *.vscsi*, or read with --format "
+                         f"oracleGeneral or vscsi)") from None
     except (EOFError, gzip.BadGzipFile, lzma.LZMAError, zstandard.ZstdError, OSError) as exc:
         if isinstance(exc, OSError) and exc.errno is not None:  # a real I/O error (bz2 reports bad data without one)
             raise
@@ -176,18 +182,31 @@ def is_oracle_general(path: str | os.PathLike) -> bool:
     return f"{_ORACLE_MARK}." in name or name.endswith(_ORACLE_MARK) or f"{_ORACLE_MARK}bin" in name
 
 
+def is_vscsi(path: str | os.PathLike) -> bool:
+    """Whether ``path`` names a vscsi trace (``cloudPhysicsIO.vscsi``, ``w01.vscsi.zst``)."""
+    return _VSCSI_MARK in os.path.basename(os.fspath(path)).lower()
+
+
 def is_trace_file(path: Path) -> bool:
     """Whether ``path`` is a file ``--suite`` replays (:data:`TRACE_PATTERNS`)."""
-    return (path.name.endswith(CSV_SUFFIXES) or is_oracle_general(path)) and path.is_file()
+    return (path.name.endswith(CSV_SUFFIXES) or _named_binary(path) is not None) and path.is_file()
 
 
-def _is_binary(path: str | os.PathLike, fmt: str) -> bool:
+def _named_binary(path: str | os.PathLike) -> str | None:
+    """The binary format ``path``'s name says (None: a CSV trace)."""
+    return "oracleGeneral" if is_oracle_general(path) else "vscsi" if is_vscsi(path) else None
+
+
+def _binary_format(path: str | os.PathLike, fmt: str) -> str | None:
+    """The binary format ``path`` is read in with ``--format fmt`` (None: it is read as a CSV)."""
     if fmt not in TRACE_FORMATS:
         raise ValueError(f"trace format {fmt!r}: give one of {', '.join(TRACE_FORMATS)}")
     if f"{_ORACLE_MARK}opns" in os.path.basename(os.fspath(path)).lower():
         raise TraceError(f"{path}: libCacheSim's oracleGeneralOpNS format (27-byte records with an operation and a "
                          f"namespace) is not read; its oracleGeneral form (24-byte records) is")
-    return fmt == "oracleGeneral" or (fmt == "auto" and is_oracle_general(path))
+    if fmt == "auto":
+        return _named_binary(path)
+    return None if fmt == "csv" else fmt
 
 
 @dataclass(frozen=True)
@@ -204,7 +223,7 @@ class Reading:
 
     def in_suite(self, path: str | os.PathLike) -> Reading:
         """How ``--suite`` reads ``path``: its format told by its name, and the layout for its CSV files only."""
-        return replace(self, fmt="auto", columns=None if is_oracle_general(path) else self.columns)
+        return replace(self, fmt="auto", columns=None if _named_binary(path) else self.columns)
 
 
 #: timestamps in seconds, in the file's order, its own layout, its format told by its name
@@ -213,17 +232,18 @@ DEFAULT_READING = Reading()
 
 def trace_reader(path: str | os.PathLike, reading: Reading = DEFAULT_READING, chunk_size: int = DEFAULT_CHUNK) \
         -> TraceReader:
-    """The reader of ``path`` as ``reading`` says: by default :class:`.oracle.OracleGeneralReader` for the names
-    :func:`is_oracle_general` knows, :class:`CsvTraceReader` for the rest (a pipe has no such name:
-    ``fmt="oracleGeneral"`` says it).  A CSV layout for a trace read as oracleGeneral records is refused (not
+    """The reader of ``path`` as ``reading`` says: by default a reader of :mod:`.binary` for the names
+    :func:`is_oracle_general` and :func:`is_vscsi` know, :class:`CsvTraceReader` for the rest (a pipe has no such
+    name: ``fmt="oracleGeneral"`` says it).  A CSV layout for a trace read as binary records is refused (not
     ignored)."""
-    if _is_binary(path, reading.fmt):
-        from .oracle import OracleGeneralReader
+    binary = _binary_format(path, reading.fmt)
+    if binary is not None:
+        from .binary import binary_reader
 
         if reading.columns is not None:
             raise TraceError(f"--columns and --delimiter lay out a CSV trace; {path} is read as libCacheSim's "
-                             f"oracleGeneral records (--format csv reads it as a CSV)")
-        return OracleGeneralReader(path, chunk_size=chunk_size, time_unit=reading.time_unit, sort=reading.sort)
+                             f"{binary} records (--format csv reads it as a CSV)")
+        return binary_reader(binary)(path, chunk_size=chunk_size, time_unit=reading.time_unit, sort=reading.sort)
     return CsvTraceReader(path, chunk_size=chunk_size, time_unit=reading.time_unit, sort=reading.sort,
                           columns=reading.columns)
 
@@ -245,13 +265,17 @@ def count_lines(path: str | os.PathLike) -> int:
 
 
 def count_requests(path: str | os.PathLike, fmt: str = "auto") -> int:
-    """About how many requests a trace in format ``fmt`` has (a CSV's lines, an oracleGeneral trace's records): a
+    """About how many requests a trace in format ``fmt`` has (a CSV's lines, a binary trace's records): a
     progress bar's total."""
-    if not _is_binary(path, fmt):
+    binary = _binary_format(path, fmt)
+    if binary is None:
         return count_lines(path)
-    from .oracle import RECORD
+    from .binary import binary_reader
 
-    return sum(map(len, _blocks(path))) // RECORD.itemsize
+    total, head = 0, b""
+    for block in _blocks(path):
+        head, total = head or block, total + len(block)
+    return total // binary_reader(binary).record(os.fspath(path), head).itemsize if head else 0
 
 
 @dataclass

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import struct
 
 import numpy as np
 
 from htda.simulator import cli
+from htda.simulator.binary import RECORD
 from htda.simulator.engine import ReplayResult, replay
 from htda.simulator.offline import BeladyPolicy
-from htda.simulator.oracle import RECORD
 from htda.simulator.trace import NO_GROUP, Chunk
 
 
@@ -47,3 +48,17 @@ def oracle_bytes(requests: list[tuple[int, int, int]]) -> bytes:
     for i, (t, oid, size) in enumerate(requests):
         records[i] = (t, oid, size, -1)
     return records.tobytes()
+
+
+def vscsi_bytes(requests: list[tuple[float, int, int]], version: int) -> bytes:
+    """``requests`` (time in seconds, block number, length) as a vscsi trace of ``version`` 1 or 2, packed field by
+    field as libCacheSim's vscsi.h lays the records out (its marks in the high byte of ``ver``; the other fields
+    filled with what a reader must not take for the request)."""
+    packed = []
+    for sn, (t, lbn, size) in enumerate(requests):
+        ts, ver = round(t * 1_000_000), version << 8 | 0x5A
+        if version == 1:  # sn, len, nSG, cmd, ver, lbn, ts
+            packed.append(struct.pack("<IIIHHQQ", sn, size, 3, 0x28, ver, lbn, ts))
+        else:  # cmd, ver, sn, len, nSG, lbn, ts, rt
+            packed.append(struct.pack("<HHIIIQQQ", 0x2A, ver, sn, size, 3, lbn, ts, 777))
+    return b"".join(packed)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from htda.simulator.oracle import OracleGeneralReader
+from htda.simulator.binary import OracleGeneralReader
 from htda.simulator.trace import Columns, CsvTraceReader, TraceError
 from htda.simulator.trace_info import TraceInfo, describe, render
 

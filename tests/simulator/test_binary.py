@@ -1,7 +1,8 @@
-"""libCacheSim's oracleGeneral binary traces: read as the same requests written as CSV."""
+"""libCacheSim's binary traces, oracleGeneral and vscsi: read as the same requests written as CSV."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import zstandard
 
-from htda.simulator.oracle import OracleGeneralReader, PairInterner
+from htda.simulator.binary import OracleGeneralReader, PairInterner, VscsiReader
 from htda.simulator.suite import suite_traces
 from htda.simulator.trace import (
     CsvTraceReader,
@@ -19,14 +20,21 @@ from htda.simulator.trace import (
     TraceError,
     count_requests,
     is_oracle_general,
+    is_vscsi,
+    trace_name,
     trace_reader,
 )
 
-from .helpers import oracle_bytes
+from .helpers import oracle_bytes, vscsi_bytes
 
 # (time, id, size): block 7 is read with two sizes (two objects, as in a CSV trace), ids past 32 bits, a size 0
 REQUESTS = [(10, 7, 512), (10, 2**40 + 1, 4096), (11, 7, 512), (12, 3, 0), (12, 7, 1024), (13, 2**40 + 1, 4096),
             (15, 9, 512), (15, 7, 512), (20, 3, 0), (21, 2**40 + 1, 4096)]
+
+
+def vscsi_requests() -> list[tuple[float, int, int]]:
+    """:data:`REQUESTS` at times in microseconds, as vscsi traces have them"""
+    return [(t + i * 0.000125, oid, size) for i, (t, oid, size) in enumerate(REQUESTS)]
 
 
 def csv_text(requests: list[tuple[int, int, int]]) -> str:
@@ -55,18 +63,20 @@ def test_reads_the_requests_the_csv_holds_in_any_chunks(tmp_path, name, pack, ch
     assert count_requests(binary) == len(REQUESTS)
 
 
+def simulate(path, *options, given=None) -> list[tuple]:
+    """(policy, capacity, hits, hit bytes) of ``htda simulate path`` at 5 and 20 %, with the adaptive policy."""
+    out = subprocess.run([sys.executable, "-m", "htda.cli", "simulate", str(path), "--sizes", "5%,20%",
+                          "--half-lives", "auto", "--admission", "none", "--policies", "lru,arc", "--no-bound",
+                          "--json", *options], input=given, capture_output=True, check=True).stdout
+    return [(r["policy"], r["capacity_bytes"], r["hits"], r["hit_bytes"]) for r in json.loads(out)["results"]]
+
+
 def test_a_replay_gives_the_hits_of_the_csv(tmp_path):
     rng = np.random.default_rng(5)
     ids = rng.zipf(1.3, 4000) % 500
     requests = [(i // 10, int(oid), 512 * (1 + int(oid) % 8)) for i, oid in enumerate(ids)]
     (tmp_path / "z.oracleGeneral.zst").write_bytes(zstandard.ZstdCompressor().compress(oracle_bytes(requests)))
     (tmp_path / "z.csv").write_text(csv_text(requests))
-
-    def simulate(path, *options, given=None):
-        out = subprocess.run([sys.executable, "-m", "htda.cli", "simulate", str(path), "--sizes", "5%,20%",
-                              "--half-lives", "auto", "--admission", "none", "--policies", "lru,arc", "--no-bound",
-                              "--json", *options], input=given, capture_output=True, check=True).stdout
-        return [(r["policy"], r["capacity_bytes"], r["hits"], r["hit_bytes"]) for r in json.loads(out)["results"]]
 
     binary = simulate(tmp_path / "z.oracleGeneral.zst")
     assert binary == simulate(tmp_path / "z.csv")
@@ -80,17 +90,28 @@ def test_a_replay_gives_the_hits_of_the_csv(tmp_path):
     assert all(hits > 0 for *_, hits, _ in binary)
 
 
-@pytest.mark.parametrize("content, message", [
-    (oracle_bytes(REQUESTS)[:-5], r"partial record \(19 bytes after record 9\)"),
-    (oracle_bytes([(10, 1, 5), (12, 2, 5), (11, 3, 5)]), "record 3: timestamp 11 is earlier than the previous "
-                                                         "record's 12"),
-    (b"", "no requests"),
-    (zstandard.ZstdCompressor().compress(oracle_bytes(REQUESTS))[:-9], "compressed data ends early or is corrupt"),
-], ids=["partial-record", "time-backwards", "empty", "zstd-truncated"])
-def test_a_broken_trace_is_named_with_why(tmp_path, content, message):
-    path = tmp_path / "bad.oracleGeneral"
+@pytest.mark.parametrize("name, content, message", [
+    ("bad.oracleGeneral", oracle_bytes(REQUESTS)[:-5], r"partial record \(19 bytes after record 9\): oracleGeneral "
+                                                        r"records are 24 bytes each"),
+    ("bad.oracleGeneral", oracle_bytes([(10, 1, 5), (12, 2, 5), (11, 3, 5)]),
+     "record 3: timestamp 11 is earlier than the previous record's 12"),
+    ("bad.oracleGeneral", b"", "no requests"),
+    ("bad.oracleGeneral", zstandard.ZstdCompressor().compress(oracle_bytes(REQUESTS))[:-9],
+     "compressed data ends early or is corrupt"),
+    ("bad.vscsi", vscsi_bytes(vscsi_requests(), 1)[:-5], r"partial record \(27 bytes after record 9\): vscsi records "
+                                                          r"are 32 bytes each"),
+    ("bad.vscsi", vscsi_bytes(vscsi_requests(), 2)[:-5], r"partial record \(35 bytes after record 9\): vscsi records "
+                                                          r"are 40 "),
+    ("bad.vscsi", oracle_bytes(REQUESTS), r"not a vscsi trace \(its first records carry neither version 1's mark nor "
+                                          r"version 2's\)"),
+    ("bad.vscsi", vscsi_bytes([(2.0, 1, 512), (1.5, 2, 512)], 1),
+     "record 2: timestamp 1.5 is earlier than the previous record's 2 "),
+], ids=["partial-record", "time-backwards", "empty", "zstd-truncated", "vscsi-partial-v1", "vscsi-partial-v2",
+        "not-vscsi", "vscsi-time-backwards"])
+def test_a_broken_trace_is_named_with_why(tmp_path, name, content, message):
+    path = tmp_path / name
     path.write_bytes(content)
-    with pytest.raises(TraceError, match=f"bad.oracleGeneral.*{message}"):
+    with pytest.raises(TraceError, match=f"{name}.*{message}"):
         list(trace_reader(path, chunk_size=2))
 
 
@@ -117,15 +138,50 @@ def test_the_format_is_told_by_the_name_as_libcachesim_tells_it():
     assert [is_oracle_general(n) for n in others] == [False] * len(others)
 
 
+@pytest.mark.parametrize("chunk_size", [1, 3, 100])
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("name, pack", [("w01.vscsi", lambda b: b),
+                                        ("w01.vscsi.zst", lambda b: zstandard.ZstdCompressor().compress(b))])
+def test_a_vscsi_trace_of_either_version_reads_as_the_csv(tmp_path, name, pack, version, chunk_size):
+    binary, text = tmp_path / name, tmp_path / "t.csv"
+    binary.write_bytes(pack(vscsi_bytes(vscsi_requests(), version)))
+    text.write_text(csv_text(vscsi_requests()))
+    reader = trace_reader(binary, chunk_size=chunk_size)
+    assert isinstance(reader, VscsiReader)
+    got = columns(reader)
+    assert got == columns(CsvTraceReader(text))
+    assert got["times"][:2] == [10.0, 10.000125]  # microseconds, kept
+    assert reader.object_sizes().tolist() == [512, 4096, 0, 1024, 512]
+    assert count_requests(binary) == len(REQUESTS)
+
+
+def test_a_vscsi_trace_replays_to_the_hits_of_the_csv_and_reads_from_a_pipe(tmp_path):
+    rng = np.random.default_rng(7)
+    requests = [(i * 0.0015, int(oid), 4096 * (1 + int(oid) % 4)) for i, oid in enumerate(rng.zipf(1.2, 3000) % 400)]
+    (tmp_path / "b.vscsi").write_bytes(vscsi_bytes(requests, 2))
+    (tmp_path / "b.csv").write_text(csv_text(requests))
+
+    hits = simulate(tmp_path / "b.vscsi")
+    assert hits == simulate(tmp_path / "b.csv") and all(h > 0 for *_, h, _ in hits)
+    assert hits == simulate("-", "--format", "vscsi", given=(tmp_path / "b.vscsi").read_bytes())
+
+
+def test_a_vscsi_trace_is_told_by_its_name():
+    assert [is_vscsi(n) for n in ("cloudPhysicsIO.vscsi", "d/w01.VSCSI.zst", "x.csv", "vscsi.csv")] == \
+        [True, True, False, False]
+    assert [trace_name(n) for n in ("cloudPhysicsIO.vscsi", "w01.vscsi.zst")] == ["cloudPhysicsIO", "w01"]
+
+
 def test_the_suite_takes_oracle_general_traces(tmp_path):
     (tmp_path / "cluster52.oracleGeneral.zst").write_bytes(zstandard.ZstdCompressor().compress(oracle_bytes(REQUESTS)))
     (tmp_path / "p3.csv").write_text(csv_text(REQUESTS))
     (tmp_path / "w106.oracleGeneral.bin").write_bytes(oracle_bytes(REQUESTS))
     (tmp_path / "notes.txt").write_text("not a trace")
+    (tmp_path / "w01.vscsi.gz").write_bytes(gzip.compress(vscsi_bytes(vscsi_requests(), 1)))
     (tmp_path / "old.oracleGeneral").mkdir()
     traces = suite_traces(tmp_path, None)
-    assert [t.name for t in traces] == ["cluster52", "p3", "w106"]
-    assert [sum(map(len, t.chunks())) for t in traces] == [len(REQUESTS)] * 3
+    assert [t.name for t in traces] == ["cluster52", "p3", "w01", "w106"]
+    assert [sum(map(len, t.chunks())) for t in traces] == [len(REQUESTS)] * 4
 
 
 @pytest.mark.parametrize("seed", range(4))

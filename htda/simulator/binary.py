@@ -1,8 +1,9 @@
-"""libCacheSim's *oracleGeneral* binary traces, read as :class:`~.trace.Chunk` objects like the CSV ones.
+"""libCacheSim's binary traces, *oracleGeneral* and *vscsi*, read as :class:`~.trace.Chunk` objects like the CSV
+ones.
 
 Most public cache traces of recent years (the CloudPhysics, MSR, Twitter,
 Meta, Wikimedia, Tencent and Alibaba collections of the S3-FIFO and SIEVE
-papers) are distributed in this format, zstd-compressed: a stream of 24-byte
+papers) are distributed in the oracleGeneral format, zstd-compressed: a stream of 24-byte
 little-endian records, no header::
 
     uint32 timestamp   (seconds)
@@ -16,8 +17,15 @@ bytes, so a trace is told by its name, as libCacheSim tells it (``w106.oracleGen
 ``msr_hm_0.oracleGeneral.zst``; :func:`.trace.is_oracle_general`), compressed or not (told by the first bytes, as
 for a CSV trace).
 
+VMware's *vscsi* block traces (the CloudPhysics traces as first published; libCacheSim's
+``data/cloudPhysicsIO.vscsi``) are records of 32 bytes (version 1) or 40 (version 2), little-endian, as
+``customizedReader/vscsi.h`` reads them: the block number is the object id, the length in bytes its size, and
+the timestamp is in microseconds.  The version is in the high byte of each record's ``ver`` field, at another
+offset in each layout, and the first two records tell it; the name tells the format (``*.vscsi*``;
+:func:`.trace.is_vscsi`).
+
 An object is an (id, size) pair, as in a CSV trace, and ids are interned in
-order of first appearance, so that a trace replays to the same hits in either
+order of first appearance, so that a trace replays to the same hits in any
 format.  Requests of size 0 are kept (libCacheSim skips them by default): they
 change no byte hit ratio, and a trace's request count stays its record count.
 """
@@ -26,32 +34,56 @@ from __future__ import annotations
 
 import math
 import os
+from abc import abstractmethod
 from collections.abc import Iterator
+from typing import ClassVar
 
 import numpy as np
 
 from . import DEFAULT_CHUNK
 from .trace import NO_GROUP, SORT_HINT, Chunk, TraceError, TraceReader, open_trace_bytes
 
-__all__ = ["RECORD", "OracleGeneralReader", "PairInterner"]
+__all__ = ["RECORD", "VSCSI_RECORDS", "BinaryTraceReader", "OracleGeneralReader", "VscsiReader", "PairInterner",
+           "binary_reader", "BINARY_READERS"]
 
 #: one request of an oracleGeneral trace
 RECORD = np.dtype([("time", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
+#: one request of a vscsi trace, by version (the fields libCacheSim's vscsi.h names sn, len, nSG, cmd, ver, lbn, ts
+#: and rt; time in microseconds)
+VSCSI_RECORDS = {
+    1: np.dtype([("sn", "<u4"), ("size", "<u4"), ("nsg", "<u4"), ("cmd", "<u2"), ("ver", "<u2"), ("id", "<u8"),
+                 ("time", "<u8")]),
+    2: np.dtype([("cmd", "<u2"), ("ver", "<u2"), ("sn", "<u4"), ("size", "<u4"), ("nsg", "<u4"), ("id", "<u8"),
+                 ("time", "<u8"), ("rt", "<u8")]),
+}
 
 
-class OracleGeneralReader(TraceReader):
-    """An oracleGeneral trace (this module's format); it has no groups."""
+class BinaryTraceReader(TraceReader):
+    """A trace of fixed-size little-endian records with the fields ``time``, ``id`` and ``size`` (a format's
+    :meth:`record`); it has no groups."""
+
+    #: the format's name, as ``--format`` gives it
+    FORMAT: ClassVar[str]
+    #: units of the format's timestamps in a second (divided by, not multiplied by its inverse: 10.000125 s is
+    #: 10000125 / 1e6, where 10000125 * 1e-6 rounds to 10.000124999999999)
+    TICKS_PER_SECOND: ClassVar[float] = 1.0
 
     def __init__(self, path: str | os.PathLike, chunk_size: int = DEFAULT_CHUNK, time_unit: float = 1.0,
                  sort: bool = False):
         super().__init__(path, chunk_size, time_unit, sort)
         self.pairs = PairInterner()
 
+    @classmethod
+    @abstractmethod
+    def record(cls, path: str, head: bytes) -> np.dtype:
+        """The layout of the records of the trace that starts with ``head`` (at least 1 byte; :class:`TraceError`
+        where they are not this format's)."""
+
     def _chunks(self) -> Iterator[Chunk]:
         blocks = self._sorted_blocks() if self.sort else self._blocks()
         last_time = -math.inf
         for done, records in blocks:
-            times = records["time"].astype(np.float64)
+            times = records["time"].astype(np.float64) / self.TICKS_PER_SECOND
             if self.checks_order:
                 self._check_order(times, last_time, done)
             last_time = float(times[-1])
@@ -60,22 +92,25 @@ class OracleGeneralReader(TraceReader):
 
     def _blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """(records before it, up to ``chunk_size`` records) for the whole file, in the file's order."""
-        block = self.chunk_size * RECORD.itemsize
         done = 0
         with open_trace_bytes(self.path) as fh:
-            while data := _read_up_to(fh, block):
-                if len(data) % RECORD.itemsize:
-                    raise TraceError(f"{self.path}: ends in a partial record ({len(data) % RECORD.itemsize} bytes "
-                                     f"after record {done + len(data) // RECORD.itemsize:,}): an oracleGeneral "
-                                     f"trace is 24-byte records")
-                records = np.frombuffer(data, dtype=RECORD)
+            pending = _read_up_to(fh, 256)  # what tells the layout
+            if not pending:
+                raise TraceError(f"{self.path}: no requests (the file is empty)")
+            layout = self.record(self.path, pending)
+            block = self.chunk_size * layout.itemsize
+            while data := pending + _read_up_to(fh, max(0, block - len(pending))):
+                data, pending = data[:block], data[block:]
+                if len(data) % layout.itemsize:
+                    raise TraceError(f"{self.path}: ends in a partial record ({len(data) % layout.itemsize} bytes "
+                                     f"after record {done + len(data) // layout.itemsize:,}): "
+                                     f"{self.FORMAT} records are {layout.itemsize} bytes each")
+                records = np.frombuffer(data, dtype=layout)
                 yield done, records
                 done += len(records)
-        if not done:
-            raise TraceError(f"{self.path}: no requests (the file is empty)")
 
     def _sorted_blocks(self) -> Iterator[tuple[int, np.ndarray]]:
-        """:meth:`_blocks` of the whole file in time order (stable), read into memory first (24 bytes a record)."""
+        """:meth:`_blocks` of the whole file in time order (stable), read into memory first (a record's bytes each)."""
         blocks = []
         for done, block in self._blocks():
             blocks.append(block)
@@ -91,8 +126,8 @@ class OracleGeneralReader(TraceReader):
         if len(earlier):
             i = int(earlier[0])
             before = last_time if i == 0 else times[i - 1]
-            raise TraceError(f"{self.path}, record {done + i + 1:,}: timestamp {times[i]:.0f} is earlier than the "
-                             f"previous record's {before:.0f} {SORT_HINT}")
+            raise TraceError(f"{self.path}, record {done + i + 1:,}: timestamp {times[i]:.15g} is earlier than the "
+                             f"previous record's {before:.15g} {SORT_HINT}")
 
     def _intern(self, records: np.ndarray) -> np.ndarray:
         """The chunk's (id, size) pairs as interned ids, new pairs numbered in order of first appearance."""
@@ -115,6 +150,43 @@ class OracleGeneralReader(TraceReader):
 
     def object_sizes(self) -> np.ndarray:
         return self.pairs.sizes()
+
+
+class OracleGeneralReader(BinaryTraceReader):
+    """An oracleGeneral trace (this module's first format)."""
+
+    FORMAT = "oracleGeneral"
+
+    @classmethod
+    def record(cls, path: str, head: bytes) -> np.dtype:
+        return RECORD
+
+
+class VscsiReader(BinaryTraceReader):
+    """A vscsi trace, version 1 or 2 (this module's second format), its timestamps in microseconds."""
+
+    FORMAT = "vscsi"
+    TICKS_PER_SECOND = 1e6
+
+    @classmethod
+    def record(cls, path: str, head: bytes) -> np.dtype:
+        for version in (2, 1):  # as vscsi.h tries them: version 2's records are the larger
+            layout = VSCSI_RECORDS[version]
+            marks = np.frombuffer(head[: len(head) - len(head) % layout.itemsize][: 2 * layout.itemsize],
+                                  dtype=layout)["ver"]
+            if len(marks) and all(int(mark) >> 8 == version for mark in marks):
+                return layout
+        raise TraceError(f"{path}: not a vscsi trace (its first records carry neither version 1's mark nor "
+                         f"version 2's)")
+
+
+#: the binary formats, by ``--format`` name
+BINARY_READERS: dict[str, type[BinaryTraceReader]] = {r.FORMAT: r for r in (OracleGeneralReader, VscsiReader)}
+
+
+def binary_reader(fmt: str) -> type[BinaryTraceReader]:
+    """The reader of binary format ``fmt`` (a name of :data:`BINARY_READERS`)."""
+    return BINARY_READERS[fmt]
 
 
 class PairInterner:
