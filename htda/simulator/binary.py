@@ -44,7 +44,7 @@ from . import DEFAULT_CHUNK
 from .trace import NO_GROUP, SORT_HINT, Chunk, TraceError, TraceReader, open_trace_bytes
 
 __all__ = ["RECORD", "VSCSI_RECORDS", "BinaryTraceReader", "OracleGeneralReader", "VscsiReader", "PairInterner",
-           "binary_reader", "BINARY_READERS"]
+           "BINARY_READERS"]
 
 #: one request of an oracleGeneral trace
 RECORD = np.dtype([("time", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
@@ -183,10 +183,6 @@ class VscsiReader(BinaryTraceReader):
 #: the binary formats, by ``--format`` name
 BINARY_READERS: dict[str, type[BinaryTraceReader]] = {r.FORMAT: r for r in (OracleGeneralReader, VscsiReader)}
 
-
-def binary_reader(fmt: str) -> type[BinaryTraceReader]:
-    """The reader of binary format ``fmt`` (a name of :data:`BINARY_READERS`)."""
-    return BINARY_READERS[fmt]
 
 
 class PairInterner:

@@ -98,7 +98,7 @@ class TraceVerdict:
 
 def suite_traces(folder: str | os.PathLike, synthetic: AnalysisWorkload | None, reading: Reading = DEFAULT_READING) \
         -> list[SuiteTrace]:
-    """The traces of ``folder`` (CSV and oracleGeneral, sorted by name; each read as :meth:`Reading.in_suite` says),
+    """The traces of ``folder`` (CSV and binary, sorted by name; each read as :meth:`Reading.in_suite` says),
     then the synthetic workload if given."""
     root = Path(folder)
     if not root.is_dir():

@@ -238,12 +238,12 @@ def trace_reader(path: str | os.PathLike, reading: Reading = DEFAULT_READING, ch
     ignored)."""
     binary = _binary_format(path, reading.fmt)
     if binary is not None:
-        from .binary import binary_reader
+        from .binary import BINARY_READERS
 
         if reading.columns is not None:
             raise TraceError(f"--columns and --delimiter lay out a CSV trace; {path} is read as libCacheSim's "
                              f"{binary} records (--format csv reads it as a CSV)")
-        return binary_reader(binary)(path, chunk_size=chunk_size, time_unit=reading.time_unit, sort=reading.sort)
+        return BINARY_READERS[binary](path, chunk_size=chunk_size, time_unit=reading.time_unit, sort=reading.sort)
     return CsvTraceReader(path, chunk_size=chunk_size, time_unit=reading.time_unit, sort=reading.sort,
                           columns=reading.columns)
 
@@ -270,12 +270,12 @@ def count_requests(path: str | os.PathLike, fmt: str = "auto") -> int:
     binary = _binary_format(path, fmt)
     if binary is None:
         return count_lines(path)
-    from .binary import binary_reader
+    from .binary import BINARY_READERS
 
     total, head = 0, b""
     for block in _blocks(path):
         head, total = head or block, total + len(block)
-    return total // binary_reader(binary).record(os.fspath(path), head).itemsize if head else 0
+    return total // BINARY_READERS[binary].record(os.fspath(path), head).itemsize if head else 0
 
 
 @dataclass
