@@ -27,7 +27,9 @@ running each checkout's own copy of this file, each into its own folder.
 The replay speed it reports is CPU time, yet replays that share the
 machine's cores slow each other (on 2 cores, AdaptSize 396,000 requests a
 second two at a time against 459,000 alone, the same build): judge the
-speed with ``--jobs 1``.
+speed with ``--jobs 1``.  The machines themselves differ by 2-3 times from
+one session to the next, so the speed is also given as a share of LRU's on
+the same trace (from the same replay; with ``--baselines``, from theirs).
 With ``--hindsight`` each trace is replayed once more with every candidate
 of the default alone (``htda simulate --hindsight``, sample 0; about five
 times the replay of ``htda(auto)``), and the report adds what a perfect
@@ -120,11 +122,32 @@ def ratios(path: Path) -> dict[tuple[str, int], float]:
     return {(r["policy"], capacities.index(r["capacity_bytes"])): r["byte_hit_ratio"] for r in results}
 
 
-def htda_speed(path: Path) -> float:
-    """HTDA's replay speed over its sizes, requests a second of CPU."""
+def speed(path: Path, policy: str = HTDA) -> float:
+    """A policy's replay speed over its sizes, requests a second of CPU (0 if the file has none of it)."""
     data = json.loads(path.read_text())
-    times = [r["cpu_seconds"] for r in data["results"] if r["policy"] == HTDA]
+    times = [r["cpu_seconds"] for r in data["results"] if r["policy"] == policy]
     return data["requests"] * len(times) / sum(times) if sum(times) else 0.0
+
+
+def speed_lines(traces: Sequence[Path], out: Path, source: Path, jobs: int) -> list[str]:
+    """HTDA's replay speed (sample 0), and as a share of LRU's on the same trace: a machine's speed varies from one
+    session to the next (by 2-3 times between the machines of 2026-12-05 and 2026-12-07), the share much less.
+    LRU's is from the same run when it rode along, else from the baselines' run."""
+    speeds = sorted((speed(out / f"{trace_name(t)}.s0.json"), trace_name(t)) for t in traces)
+    lines = [f"htda(auto) replay, requests a second of CPU (sample 0): slowest {speeds[0][0]:,.0f} ({speeds[0][1]}), "
+             f"median {speeds[len(speeds) // 2][0]:,.0f}"
+             + ("" if jobs == 1 else f" ({jobs} replays at a time share the machine: --jobs 1 for the speed)")]
+    shares = []
+    for t in traces:
+        mine = out / f"{trace_name(t)}.s0.json"
+        lru = speed(mine, "lru") or speed(source / f"{trace_name(t)}.s0.json", "lru")
+        if lru:
+            shares.append((speed(mine) / lru, trace_name(t)))
+    if shares:
+        shares.sort()
+        lines.append(f"  as a share of LRU's speed on the same trace: lowest {shares[0][0]:.2f} ({shares[0][1]}), "
+                     f"median {shares[len(shares) // 2][0]:.2f}")
+    return lines
 
 
 def cells_of(name: str, sizes: Sequence[str], baseline_file: Path, sample_files: Sequence[Path]) -> list[Cell]:
@@ -240,10 +263,7 @@ def report(traces: Sequence[Path], out: Path, samples: int, baselines: Path | No
         f"{c.trace} {c.size} {min(c.htda) - c.best:+.4f} ({c.best_name})" for c in worst))
     if hindsight:
         lines += perfect_choice(cells, {trace_name(t): out / f"{trace_name(t)}.hindsight.json" for t in traces}, gap)
-    speeds = sorted((htda_speed(out / f"{trace_name(t)}.s0.json"), trace_name(t)) for t in traces)
-    lines.append(f"htda(auto) replay, requests a second of CPU (sample 0): slowest "
-                 f"{speeds[0][0]:,.0f} ({speeds[0][1]}), median {speeds[len(speeds) // 2][0]:,.0f}"
-                 + ("" if jobs == 1 else f" ({jobs} replays at a time share the machine: --jobs 1 for the speed)"))
+    lines += speed_lines(traces, out, source, jobs)
     if synthetic_requests:
         synthetic = synthetic_cells(source, out)
         below = [c.size for c in synthetic if not c.at_or_above(0)]

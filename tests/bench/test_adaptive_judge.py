@@ -35,7 +35,13 @@ def cells_at_or_above(path: Path, baselines: Path) -> int:
 
 
 def without_speed(report: str) -> str:
-    return re.sub(r"^htda\(auto\) replay, .*$", "", report, flags=re.M)
+    return re.sub(r"^(htda\(auto\) replay, |  as a share of LRU's speed).*$", "", report, flags=re.M)
+
+
+def speed(path: Path, policy: str) -> float:
+    data = json.loads(path.read_text())
+    times = [r["cpu_seconds"] for r in data["results"] if r["policy"] == policy]
+    return data["requests"] * len(times) / sum(times)
 
 
 def test_the_judge_counts_each_sample_and_reuses_what_it_replayed(tmp_path):
@@ -50,6 +56,8 @@ def test_the_judge_counts_each_sample_and_reuses_what_it_replayed(tmp_path):
         assert int(wins) == cells_at_or_above(out / f"jobs.s{seed}.json", out / "jobs.s0.json")
     assert re.search(r"at or above in every sample: \d+; in none: \d+; varying with the sample: \d+", first)
     assert re.search(r"synthetic analysis workload \(3,000 requests\): \d+ of 10 sizes", first)
+    share = speed(out / "jobs.s0.json", "htda(auto)") / speed(out / "jobs.s0.json", "lru")  # the same run's
+    assert f"as a share of LRU's speed on the same trace: lowest {share:.2f} (jobs), median {share:.2f}" in first
     made = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
     assert set(made) == {"jobs.s0.json", "jobs.s1.json", "synthetic.s0.json"}
     assert judge(traces, "--out", out, "--samples", "2", "--synthetic-requests", "3000") == first
