@@ -500,6 +500,10 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         self.history: deque[tuple[float, float, str]] = deque(maxlen=100)
         self.on_switch: Callable[[], None] | None = None
         self._fixed = False
+        # a half-life switch re-rated every group since the last take_touched: they are all touched, a set made
+        # when asked for (a switch can come every few thousand accesses, and a set of every group each time was
+        # a tenth of a small cache's replay)
+        self._touched_all = False
         self.set_capacity(capacity)
 
     @classmethod
@@ -572,6 +576,17 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
     def forget(self, group: G) -> None:
         self._forget(group)
 
+    def take_touched(self) -> set[G]:
+        touched = super().take_touched()
+        if self._touched_all:
+            self._touched_all = False
+            return set(self._keys)  # (the groups touched since are among them, those forgotten are not)
+        return touched
+
+    def clear_touched(self) -> None:
+        self._touched_all = False
+        super().clear_touched()
+
     # -- choosing -------------------------------------------------------------
     def scores(self) -> list[float]:
         """Each shadow's decayed hits (the last decision's totals): a block of the candidates in order per layout
@@ -616,7 +631,7 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
         if rekeyed:
             self._activate(to)
             self.half_life = self.half_lives[to]
-            self._touched.update(self._keys)
+            self._touched_all = True
         self.history.append((self._now, self.half_life, LAYOUTS[layout]))
         if rekeyed and self.on_switch is not None:
             self.on_switch()

@@ -161,6 +161,11 @@ class RatingPolicy(ABC, Generic[G]):
         touched, self._touched = self._touched, set()
         return touched
 
+    def clear_touched(self) -> None:
+        """Forget which groups were accessed, as :meth:`take_touched` does, for a caller that has no use for them
+        (the simulator)."""
+        self._touched.clear()
+
     # -- reading ----------------------------------------------------------
     def key(self, group: G) -> float:
         """The time-invariant ordering key of ``group`` (``-inf`` if never accessed)."""

@@ -155,7 +155,7 @@ class HTDAPolicy(CachePolicy):
         hits, hit_bytes, staged, evicted, self.used = self._compiled().replay(
             _column(times, np.float64), _column(ids, np.int64), _column(sizes, np.int64), _column(groups, np.int64),
             self.used)
-        self.rating.take_touched()  # the coordinator's incremental bookkeeping; the simulator does not need it
+        self.rating.clear_touched()  # the coordinator's incremental bookkeeping; the simulator does not need it
         self.staged += staged
         self.evicted += evicted
         return hits, hit_bytes

@@ -89,7 +89,7 @@ class PlacedHTDAPolicy(CachePolicy):
                 last_access[group] = t
                 access(group, t)
                 self._accessed = True
-        self.rating.take_touched()
+        self.rating.clear_touched()  # (the coordinator's incremental bookkeeping)
         return hits, hit_bytes
 
     def _candidates(self, now: float) -> list[GroupCandidate[int]]:

@@ -98,6 +98,39 @@ def test_the_active_keys_are_lrfu_keys_at_the_active_half_life():
     assert policy.take_touched() >= set(plain.keys())  # a switch touches every group: they are all re-rated
 
 
+def test_a_switch_touches_every_group_until_the_touched_are_taken_or_cleared():
+    policy = adaptive(start=LONG)
+    for t, g in drifting(phases=4):
+        policy.access(g, t)
+    assert policy.switches and policy.take_touched() == set(policy.keys()) and policy.take_touched() == set()
+    policy.forget(next(iter(policy.keys())))
+    policy._switch(1 - policy.active, policy.layout)  # every group re-rated: touched, the forgotten one not
+    assert policy.take_touched() == set(policy.keys())
+    policy.access("new", 9e9)
+    policy._switch(1 - policy.active, policy.layout)
+    policy.clear_touched()  # (the simulator's: it has no use for them)
+    assert policy.take_touched() == set()
+    policy.access("new", 9e9 + 1)
+    assert policy.take_touched() == {"new"}
+
+
+def test_a_half_life_switch_sets_the_keys_even_if_keys_were_changed_from_python():
+    policy = adaptive(start=LONG)
+    for t, g in drifting(phases=2):
+        policy.access(g, t)
+    held = dict(policy.keys())
+    reader = policy.keys()[next(iter(held))]  # a reader holding a key: its float is never changed
+    policy._activate(1 - policy.active)
+    assert policy.keys() == {g: policy.table(policy.active)[g] for g in held} != held
+    assert reader == held[next(iter(held))]
+    del policy._keys[next(iter(held))]  # the table no longer has the groups the kernel wrote: each is looked up
+    policy._activate(1 - policy.active)
+    assert list(policy.keys()) == list(held)[1:]
+    policy._keys["stranger"] = 1.0
+    with pytest.raises(RuntimeError, match="a key the adaptive rating does not know"):
+        policy._activate(1 - policy.active)
+
+
 def test_a_key_a_reader_holds_does_not_change_under_it():
     # the kernel updates the float of a group's key in place while only it and keys() hold that float
     policy, plain = AdaptiveLRFUPolicy(half_life=3600.0), LRFUPolicy(half_life=3600.0)
