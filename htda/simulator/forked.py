@@ -10,6 +10,7 @@ once, and the parent kills the processes still working instead of waiting for th
 from __future__ import annotations
 
 import multiprocessing
+import signal
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -21,12 +22,30 @@ FORK = multiprocessing.get_context("fork")
 
 def start_process(target: Callable[..., None], args: tuple[Any, ...], name: str,
                   daemon: bool = False) -> tuple[Connection, BaseProcess]:
-    """Fork a process running ``target(writer, *args)``; the parent's end of its pipe, and the process."""
+    """Fork a process running ``target(writer, *args)``; the parent's end of its pipe, and the process.
+
+    The child is forked with Ctrl-C (SIGINT) blocked, and unblocks it where an interruption ends it quietly
+    (:func:`_interruptible`): a Ctrl-C that reached it while multiprocessing was still setting it up printed a
+    traceback ("Process htda replay 1: ... KeyboardInterrupt")."""
     reader, writer = FORK.Pipe(duplex=False)
-    process = FORK.Process(target=target, name=name, args=(writer, *args), daemon=daemon)
-    process.start()
+    process = FORK.Process(target=_interruptible, name=name, args=(target, writer, *args), daemon=daemon)
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # (one that came meanwhile is raised here, in the parent)
     writer.close()  # the child's copy is now the only one: its end, or its death, is the reader's EOF
     return reader, process
+
+
+def _interruptible(target: Callable[..., None], *args: Any) -> None:
+    """In a forked process: ``target(*args)`` with Ctrl-C unblocked; interrupted, it ends saying nothing (the
+    parent, interrupted too, reports it once)."""
+    try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        target(*args)
+    except KeyboardInterrupt:
+        pass
 
 
 def reap(reader: Connection, process: BaseProcess) -> None:
