@@ -11,9 +11,11 @@
  *   record holding its group (a reference), its keys at the `nc`
  *   candidates (`keys`, KEYS()), its mixed hash (`mix`: the sampling hash, computed once) and its sampled index
  *   (`sidx`, -1 when it is not in the sample);
- * - the active candidate's keys are also in the dict `_keys` (the policy's keys(), read by the coordinator
- *   and the simulator), in the order groups were first keyed; the slot holds a reference to its group's float
- *   there (`held`), which it updates in place while nobody else holds it (see set_active_key);
+ * - the active candidate's keys are also in the dict `_keys` (the policy's keys(), read by the coordinator),
+ *   in the order groups were first keyed; the slot holds a reference to its group's float there (`held`),
+ *   which it updates in place while nobody else holds it (see set_active_key).  Unless `unmirrored`
+ *   (mirror_keys False: the simulator's compiled cache reads each key from the slots, and writing a float
+ *   an access and every group's at a switch of half-life cost it more than half of a small cache's replay);
  * - every sampled group has a sampled index: `s_slot`/`s_group` name its slot and group, and its `cells` (one
  *   a candidate, side by side: what an access of it reads) hold a copy of its key at that candidate, the size
  *   that candidate's shadow holds of it (OUT when it does not hold it) and when it came in there (the order of
@@ -148,6 +150,7 @@ typedef struct {
     int nlive; /* the shadows replayed: the first nlive (smaller ones past them are retired: empty, never hit) */
     int layout; /* how the cache around the rating should lay itself out now (the policy sets it) */
     char settled; /* on probation, whether the files read once that the cache holds go on probation too (idem) */
+    char unmirrored; /* _keys is kept empty (mirror_keys False): the keys are only in the slots */
     double *inverse; /* 1 / half-life of each candidate */
     /* slots: one Slot record each, slot_size bytes apart */
     char *slots;
@@ -222,6 +225,8 @@ add_key(double old, double x)
 static int
 set_active_key(Kernel *self, PyObject *group, Py_ssize_t slot, double key)
 {
+    if (self->unmirrored)
+        return 0;
     PyObject *held = SLOT(self, slot)->held;
     if (held != NULL && Py_REFCNT(held) == 2) {
         ((PyFloatObject *)held)->ob_fval = key;
@@ -1418,6 +1423,8 @@ Kernel_activate(Kernel *self, PyObject *arg)
     if (to < 0)
         return NULL;
     self->active = to;
+    if (self->unmirrored)
+        Py_RETURN_NONE;
     self->busy = 1;
     int failed = 0;
     /* _keys holds a float for each group whose slot holds it (the kernel writes both, and forgets both): those
@@ -1510,7 +1517,25 @@ Kernel_evict(Kernel *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(table_doc, "table(candidate)\n--\n\nA new dict of every group's key at ``candidate``, in _keys' order.");
+PyDoc_STRVAR(table_doc, "table(candidate)\n--\n\nA new dict of every group's key at ``candidate``, in _keys' order\n"
+"(without mirror_keys: in the order of the kernel's slots).");
+
+/* a new dict of every group's key at candidate c, in the order of the slots (when _keys is not kept) */
+static PyObject *
+table_of_slots(Kernel *self, int c)
+{
+    PyObject *table = PyDict_New();
+    for (Py_ssize_t slot = 0; table != NULL && slot < self->nslots; slot++) {
+        Slot *record = SLOT(self, slot);
+        if (record->owner == NULL)
+            continue;
+        PyObject *key = PyFloat_FromDouble(record->keys[c]);
+        if (key == NULL || PyDict_SetItem(table, record->owner, key) < 0)
+            Py_CLEAR(table);
+        Py_XDECREF(key);
+    }
+    return table;
+}
 
 static PyObject *
 Kernel_table(Kernel *self, PyObject *arg)
@@ -1518,6 +1543,8 @@ Kernel_table(Kernel *self, PyObject *arg)
     int c = candidate(self, arg, 0);
     if (c < 0)
         return NULL;
+    if (self->unmirrored)
+        return table_of_slots(self, c);
     PyObject *table = PyDict_New();
     Py_ssize_t pos = 0;
     PyObject *group, *value;
@@ -1584,6 +1611,32 @@ Kernel_before(Kernel *self, PyObject *group)
     return PyFloat_FromDouble(slot < 0 ? -INFINITY : BEFORE(self, slot)[self->active]);
 }
 
+PyDoc_STRVAR(key_doc,
+"key(group)\n--\n\nThe time-invariant ordering key of ``group`` at the active candidate (-inf if it is unknown),\n"
+"from the kernel's own table: keys()[group] while mirror_keys.");
+
+static PyObject *
+Kernel_key(Kernel *self, PyObject *group)
+{
+    if (!ready(self))
+        return NULL;
+    Py_ssize_t slot = slot_of(self, group);
+    if (slot == -2)
+        return NULL;
+    return PyFloat_FromDouble(slot < 0 ? -INFINITY : KEYS(self, slot)[self->active]);
+}
+
+PyDoc_STRVAR(knows_doc, "_knows(group)\n--\n\nWhether the kernel keeps keys of ``group``.");
+
+static PyObject *
+Kernel_knows(Kernel *self, PyObject *group)
+{
+    Py_ssize_t slot = slot_of(self, group);
+    if (slot == -2)
+        return NULL;
+    return PyBool_FromLong(slot >= 0);
+}
+
 PyDoc_STRVAR(sample_doc, "sampled()\n--\n\nThe groups whose accesses the shadow caches replay (a new set).");
 
 static PyObject *
@@ -1610,6 +1663,8 @@ static PyMethodDef Kernel_methods[] = {
     {"shadow", (PyCFunction)Kernel_shadow, METH_O, shadow_doc},
     {"sampled", (PyCFunction)Kernel_sample, METH_NOARGS, sample_doc},
     {"before", (PyCFunction)Kernel_before, METH_O, before_doc},
+    {"key", (PyCFunction)Kernel_key, METH_O, key_doc},
+    {"_knows", (PyCFunction)Kernel_knows, METH_O, knows_doc},
     {"_c_api", (PyCFunction)(void (*)(void))Kernel_c_api, METH_METHOD | METH_FASTCALL | METH_KEYWORDS, c_api_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -1748,7 +1803,48 @@ set_layout(Kernel *self, PyObject *value, void *Py_UNUSED(closure))
     return 0;
 }
 
+static PyObject *
+get_groups(Kernel *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSsize_t(self->index.count);
+}
+
+static PyObject *
+get_mirror(Kernel *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(!self->unmirrored);
+}
+
+/* mirror_keys = False empties _keys and lets every slot's float go; True fills _keys again, in the slots' order */
+static int
+set_mirror(Kernel *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    int mirror = value == NULL ? -1 : PyObject_IsTrue(value);
+    if (mirror < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "mirror_keys cannot be deleted");
+        return -1;
+    }
+    if (!ready(self) || mirror == !self->unmirrored)
+        return PyErr_Occurred() ? -1 : 0;
+    for (Py_ssize_t slot = 0; slot < self->nslots; slot++)
+        Py_CLEAR(SLOT(self, slot)->held);
+    PyDict_Clear(self->keys);
+    self->unmirrored = !mirror;
+    for (Py_ssize_t slot = 0; mirror && slot < self->nslots; slot++) {
+        Slot *record = SLOT(self, slot);
+        if (record->owner != NULL && set_active_key(self, record->owner, slot, record->keys[self->active]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static PyGetSetDef Kernel_getset[] = {
+    {"mirror_keys", (getter)get_mirror, (setter)set_mirror,
+     "whether _keys (keys()) holds each group's active key, as the coordinator reads them (default True); False\n"
+     "empties it, and the keys are read through key() and table() only: the simulator's compiled cache, which\n"
+     "reads them from the kernel, saves a float written an access and every group's at a switch of half-life", NULL},
+    {"groups", (getter)get_groups, NULL, "how many groups the kernel keeps keys of", NULL},
     {"layout", (getter)get_layout, (setter)set_layout,
      "how the cache around the rating should lay itself out now: 0 plain, 1 asking, 2 probation", NULL},
     {"_keys", (getter)get_object, (setter)set_object, "the active candidate's keys (a dict)", NULL},

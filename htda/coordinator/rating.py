@@ -183,7 +183,7 @@ class RatingPolicy(ABC, Generic[G]):
 
     def top(self, n: int, now: float) -> list[tuple[G, float]]:
         """The ``n`` best groups with their scores at ``now``, best first."""
-        best = heapq.nlargest(n, self._keys.items(), key=itemgetter(1))
+        best = heapq.nlargest(n, self.keys().items(), key=itemgetter(1))
         return [(group, self.score_of_key(key, now)) for group, key in best]
 
     def keys(self) -> dict[G, float]:

@@ -472,7 +472,8 @@ typedef struct {
     Ring queue, ghost; /* the probation queue and the ghost list */
     long long queued, ghosted; /* their bytes */
     uint64_t stamps; /* ghost entries stamped so far */
-    PyObject *keys; /* during replay() and rekey(): rating.keys(), the group -> key dict, updated in place */
+    PyObject *keys; /* during replay() and rekey(): rating.keys(), the group -> key dict, updated in place; NULL
+                     * with the adaptive kernel, whose keys are read from its table (it need not keep the dict) */
     const HtdaAdaptiveAPI *kernel; /* the rating's C functions if it is the adaptive kernel (its _c_api()), or NULL */
     /* with a TinyLFU filter: W-TinyLFU's layout (see admit_from_window) */
     PyObject *admission; /* the TinyLFUAdmission, or NULL */
@@ -510,19 +511,6 @@ as_double(PyObject *key, double *out)
     return 0;
 }
 
-/* keys[group] (KeyError if it has none) */
-static int
-group_key(Loop *self, PyObject *group, double *out)
-{
-    PyObject *key = PyDict_GetItemWithError(self->keys, group);
-    if (key == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetObject(PyExc_KeyError, group);
-        return -1;
-    }
-    return as_double(key, out);
-}
-
 /* rating.<method>(group), a float: key (as file_key reads the groups of a file of several) or before */
 static int
 rating_of_group(Loop *self, PyObject *method, PyObject *group, double *out)
@@ -539,6 +527,22 @@ static inline int
 rated_key(Loop *self, PyObject *group, double *out)
 {
     return rating_of_group(self, str_key, group, out);
+}
+
+/* keys[group] (KeyError if it has none); rating.key(group) with the adaptive kernel, which has no keys dict to
+ * read (a group it does not know: -inf) */
+static int
+group_key(Loop *self, PyObject *group, double *out)
+{
+    if (self->keys == NULL)
+        return rated_key(self, group, out);
+    PyObject *key = PyDict_GetItemWithError(self->keys, group);
+    if (key == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, group);
+        return -1;
+    }
+    return as_double(key, out);
 }
 
 /* HTDAPolicy.file_key: the best of the file's groups' keys, per GiB of its size if per_size (a file not cached
@@ -1222,6 +1226,20 @@ column(PyObject *array, Py_buffer *view, int doubles, Py_ssize_t n)
     return 0;
 }
 
+/* self->keys = rating.keys(), except with the adaptive kernel: its keys are read from its table (own_key, group_key) */
+static int
+fetch_keys(Loop *self)
+{
+    if (self->kernel != NULL)
+        return 0;
+    self->keys = PyObject_CallMethod(self->rating, "keys", NULL);
+    if (self->keys != NULL && !PyDict_Check(self->keys)) {
+        PyErr_SetString(PyExc_TypeError, "the rating's keys() must be a dict");
+        Py_CLEAR(self->keys);
+    }
+    return self->keys == NULL ? -1 : 0;
+}
+
 static int
 start(Loop *self)
 {
@@ -1229,12 +1247,7 @@ start(Loop *self)
         PyErr_SetString(PyExc_RuntimeError, "HTDAPolicy's replay was re-entered");
         return -1;
     }
-    self->keys = PyObject_CallMethod(self->rating, "keys", NULL);
-    if (self->keys != NULL && !PyDict_Check(self->keys)) {
-        PyErr_SetString(PyExc_TypeError, "the rating's keys() must be a dict");
-        Py_CLEAR(self->keys);
-    }
-    return self->keys == NULL ? -1 : 0;
+    return fetch_keys(self);
 }
 
 PyDoc_STRVAR(replay_doc,
@@ -1297,12 +1310,10 @@ PyDoc_STRVAR(rekey_doc,
 static PyObject *
 Loop_rekey(Loop *self, PyObject *Py_UNUSED(ignored))
 {
-    int nested = self->keys != NULL; /* called back from inside replay(): its keys dict is the one */
-    if (!nested && (self->keys = PyObject_CallMethod(self->rating, "keys", NULL)) == NULL)
+    int nested = self->busy; /* called back from inside replay(): its keys dict (if any) is the one */
+    if (!nested && fetch_keys(self) < 0)
         return NULL;
-    int failed = !PyDict_Check(self->keys);
-    if (failed)
-        PyErr_SetString(PyExc_TypeError, "the rating's keys() must be a dict");
+    int failed = 0;
     self->heap.n = self->window.n = 0; /* room enough: every cached file had an entry in one of them */
     for (Py_ssize_t i = 0; i < self->files.count && !failed; i++) {
         File *file = (File *)RECORD(&self->files, i);
@@ -1478,6 +1489,19 @@ static PyMethodDef Loop_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *
+get_reads_kernel(Loop *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->kernel != NULL);
+}
+
+static PyGetSetDef Loop_getset[] = {
+    {"reads_kernel", (getter)get_reads_kernel, NULL,
+     "Whether it calls the adaptive kernel's C functions (its rating's _c_api()) for accesses and keys instead of\n"
+     "access() and keys(): it then never reads keys(), so the rating need not keep them (mirror_keys).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyMemberDef Loop_members[] = {
     {"window_used", T_LONGLONG, offsetof(Loop, window_used), READONLY,
      "With a TinyLFU filter: the bytes of the files in the window."},
@@ -1494,6 +1518,7 @@ static PyType_Slot Loop_slots[] = {
     {Py_tp_clear, Loop_clear},
     {Py_tp_methods, Loop_methods},
     {Py_tp_members, Loop_members},
+    {Py_tp_getset, Loop_getset},
     {0, NULL},
 };
 

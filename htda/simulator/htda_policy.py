@@ -131,6 +131,8 @@ class HTDAPolicy(CachePolicy):
             self._loop = Loop(rating=self.rating, capacity=self.capacity, per_job=self.accesses == "job",
                               per_size=self.per_size, sized=self._sized, reserve=self._objects,
                               admission=self.admission)
+            if self._loop.reads_kernel:  # it reads every key from the kernel's table: the dict would only cost
+                self.rating.mirror_keys = False  # type: ignore[attr-defined]
         return self._loop
 
     def contents(self) -> dict[int, int]:

@@ -151,6 +151,34 @@ def test_a_key_a_reader_holds_does_not_change_under_it():
     assert policy.keys()["g"] == pytest.approx(plain.keys()["g"])
 
 
+def test_without_the_mirrored_keys_it_reads_and_decides_as_with_them():
+    # the simulator's compiled cache reads the keys from the kernel and turns the dict off: every reading of the
+    # policy must stay what it was, through switches of half-life, and turning it on again fills the dict
+    mirrored, bare = adaptive(start=LONG), adaptive(start=LONG)
+    bare.mirror_keys = False
+    for t, g in drifting(phases=4):
+        mirrored.access(g, t)
+        bare.access(g, t)
+    bare.forget(7)
+    mirrored.forget(7)
+    assert mirrored.half_life != LONG and bare.history == mirrored.history and bare.layout == mirrored.layout
+    assert bare._keys == {} and mirrored.mirror_keys and not bare.mirror_keys
+    assert bare.keys() == mirrored.keys() and bare.keys() is not bare.keys()  # (a new dict from the table)
+    assert [bare.key(g) for g in range(210)] == [mirrored.key(g) for g in range(210)]
+    assert bare.key(7) == bare.key("never") == NEVER
+    assert len(bare) == len(mirrored) == bare.groups == 199 and 8 in bare and 7 not in bare and "never" not in bare
+    assert bare.top(5, now=9e3) == mirrored.top(5, now=9e3)
+    assert bare.table(0) == mirrored.table(0) and bare.take_touched() == mirrored.take_touched()
+    bare._switch(1 - bare.active, bare.layout)
+    mirrored._switch(1 - mirrored.active, mirrored.layout)
+    assert bare.take_touched() == set(mirrored.keys()) and bare.keys() == mirrored.keys()
+    bare.mirror_keys = True
+    assert bare._keys == mirrored._keys and bare.keys() is bare._keys
+    bare.access(8, 9e3)
+    mirrored.access(8, 9e3)
+    assert bare._keys == mirrored._keys
+
+
 def test_groups_read_once_among_hot_ones_make_it_ask_the_admission_question():
     # one half-life: only admission to choose
     policy = adaptive(start=SHORT, capacity=25, half_lives=(SHORT,), start_admitting=False, choose_probation=False)

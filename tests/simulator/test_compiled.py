@@ -293,6 +293,8 @@ def replay_both(trace: Trace, capacity: int, make_rating, chunk: int = 1000, **o
 def test_the_compiled_loop_matches_the_reference_with_the_adaptive_rating(seed, capacity):
     policy = replay_both(random_trace(seed), capacity, adaptive)
     assert policy.evicted > 0
+    # it read every key from the kernel, which kept no dict of them (the reference's rating did)
+    assert policy._compiled().reads_kernel and not policy.rating.mirror_keys and policy.rating._keys == {}
     if capacity == 6_000:
         assert policy.rating.switches >= 2  # the cache was re-keyed mid-replay
 
@@ -316,6 +318,7 @@ def test_an_adaptive_rating_that_overrides_access_is_called_through_it():
     assert direct.replay(*trace) == through_python.replay(*trace)
     assert direct.contents() == through_python.contents() and direct.rating.switches == counting.switches >= 2
     assert len(calls) >= len(set(trace[3])) > 10  # every group's accesses went through Counting.access
+    assert not through_python._compiled().reads_kernel and counting.mirror_keys  # it read keys() instead
 
 
 class AlwaysAsking(LRFUPolicy):
