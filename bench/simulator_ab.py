@@ -2,6 +2,7 @@
 
     python bench/simulator_ab.py REV TRACE.csv [TRACE.csv ...]     # e.g. REV = HEAD~3, main, a tag
     python bench/simulator_ab.py REV --many-objects 200000          # the simulator bench's trace of many objects
+    python bench/simulator_ab.py REV TRACE.csv [TRACE.csv ...] --read   # reading the traces, not replaying them
 
 A machine's speed drifts (by a fifth from one run to the next on the 2-core
 development machines), so two builds timed in separate runs cannot tell a
@@ -18,6 +19,10 @@ trace's object count when their ``HTDAPolicy`` takes it (``objects``), as
 (``DEFAULT_HALF_LIVES``): the bench compares code, so a change of the
 default candidates shows as the same speed and hits here; compare those
 with ``htda simulate --candidates``.
+
+``--read`` times reading each trace instead (``trace_reader``, the whole
+file into chunks, CPU time): the two builds take turns, a whole reading
+each, and each run says whether both gave the same chunks.
 """
 
 from __future__ import annotations
@@ -31,10 +36,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -108,6 +116,29 @@ def compare(name: str, chunks: list[Chunk], base: tuple[ModuleType, ModuleType],
     return ratios
 
 
+def compare_reading(name: str, path: str, base_trace: ModuleType, runs: int) -> list[float]:
+    """``runs`` readings of the trace at ``path`` by each build in turn; prints each, returns this checkout's speed
+    over REV's."""
+    readers = [("this", trace_reader), ("base", base_trace.trace_reader)]
+    ratios = []
+    for run in range(runs):
+        seconds, chunks = {}, {}
+        for label, reader in readers if run % 2 == 0 else readers[::-1]:
+            gc.collect()
+            start = time.process_time()
+            chunks[label] = list(reader(path))
+            seconds[label] = time.process_time() - start
+        same = len(chunks["this"]) == len(chunks["base"]) and all(
+            np.array_equal(getattr(mine, column), getattr(theirs, column))
+            for mine, theirs in zip(chunks["this"], chunks["base"]) for column in ("times", "ids", "sizes", "groups"))
+        ratios.append(seconds["base"] / seconds["this"])
+        requests = sum(map(len, chunks["this"]))
+        print(f"{name}: run {run + 1}: this {requests / seconds['this']:,.0f}, base {requests / seconds['base']:,.0f} "
+              f"requests read a second of CPU, ratio {ratios[-1]:.3f}; chunks {'the same' if same else 'DIFFER'}",
+              flush=True)
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("rev", help="the commit to compare with (anything git rev-parse takes)")
@@ -115,13 +146,18 @@ def main() -> None:
     parser.add_argument("--many-objects", type=int, metavar="REQUESTS",
                         help="also the simulator bench's generated trace of many objects, of this many requests")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--read", action="store_true", help="time reading the traces, not replaying them")
     args = parser.parse_args()
     if not args.traces and not args.many_objects:
         parser.error("give a trace or --many-objects")
     with checkout_as_package(args.rev) as base:
         all_ratios = []
         for path in args.traces:
-            all_ratios += compare(Path(path).stem, list(trace_reader(path)), base, args.runs)
+            if args.read:
+                all_ratios += compare_reading(Path(path).stem, path, importlib.import_module(f"{BASE}.simulator.trace"),
+                                              args.runs)
+            else:
+                all_ratios += compare(Path(path).stem, list(trace_reader(path)), base, args.runs)
         if args.many_objects:
             from simulator_bench import many_objects_trace  # (beside this file)
 
