@@ -161,7 +161,8 @@ The per-access work is C (``_adaptive.c``, the base class
 :class:`~._adaptive.Kernel`, built by ``setup.py``): every group has a row of
 keys (one a candidate), the active ones are also in :meth:`keys` (a dict, as
 for every rating, whose floats the kernel updates in place while nobody else
-holds them: an access allocates nothing there); each shadow is a binary heap of (key when pushed, group)
+holds them: an access allocates nothing there; the simulator turns that dict off, ``mirror_keys``, and reads
+the kernel's table); each shadow is a binary heap of (key when pushed, group)
 over the sampled groups' indices, lazy as keys only grow (an entry whose key
 went stale is re-pushed when it reaches the top), so it evicts exactly the
 least (key, group), ties broken as Python compares tuples.  The keys, the
@@ -590,8 +591,8 @@ class AdaptiveLRFUPolicy(Kernel, RatingPolicy[G]):
     # -- reading --------------------------------------------------------------
     # key(group) is the kernel's, from its table.  The rest reads _keys, the dict that mirrors the active keys,
     # unless ``mirror_keys`` is off (the kernel's attribute): the simulator's compiled cache reads every key from
-    # the kernel, and the dict, a float written an access and every group's at each switch of half-life, was
-    # more than half of a small cache's replay (P6 at 1 %) and 82 bytes a group.
+    # the kernel, and the dict, a float written an access and every group's at each switch of half-life, was a
+    # fifth to two fifths of a small cache's replay with many switches (P6 at 1 %) and 73 bytes a group.
     def keys(self) -> dict[G, float]:
         """All keys at the active half-life: the dict the kernel keeps them in (read-only), or a new one made from
         its table when ``mirror_keys`` is off."""
