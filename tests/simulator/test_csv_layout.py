@@ -51,6 +51,9 @@ def test_without_columns_given_a_header_names_one_of_the_columns():
     (["0 8 0 1"], "(its fields look separated by spaces or tabs: --delimiter space reads them)"),
     (["42932745"], "(a trace of object ids alone, one a line, reads with --columns object_id)"),
     (["# written by tracer 2"], "(it looks like a comment: a trace has none; grep -v '^#' leaves them out)"),
+    (["0", "key123", "20", "300", "1", "get", "0"], "(if each row is a request of 7 fields: --columns names them in "
+                                                      "order, each one of timestamp, object_id, size_bytes, group_id "
+                                                      "or _ for one not read, at least object_id)"),  # Twitter's
     ([" #time", "key", "size"], "(it looks like a comment: a trace has none; grep -v '^#' leaves them out)"),
 ])
 def test_an_unexpected_line_1_gets_a_guess_only_where_one_fits(row, says):

@@ -168,8 +168,8 @@ def test_changed_size_is_a_new_object(tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("1,/a\n", r"line 1: expected 3 or 4 fields .*got 2 \(if line 1 is a header: .* or --columns names the "
-               r"file's\)"),
+    ("1,/a\n", r"line 1: expected 3 or 4 fields .*got 2 \(if each row is a request of 2 fields: --columns names "
+               r"them in order, .* at least object_id\)"),
     ("1,/a,10\nx,/a,10\n", "line 2: timestamp 'x' is neither a number nor an ISO 8601 date-time$"),
     ("time,id,size\n1,/a,10\n", r"line 1: timestamp 'time' is neither a number nor an ISO 8601 date-time \(if line 1 "
                                   r"is a header: a header row names the columns timestamp, object_id, size_bytes, "
