@@ -33,6 +33,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from pathlib import Path
 from typing import BinaryIO, Generic, NamedTuple, TypeVar, cast
 
@@ -493,6 +494,10 @@ class CsvTraceReader(TraceReader):
         return TraceError(f"{self.path}, line {line_no}: {message}")
 
 
+#: rows taken from the CSV reader at a time while a chunk is gathered, their widths checked after each take
+TAKEN_AT_ONCE = 32
+
+
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for a while, if it was on."""
@@ -527,7 +532,7 @@ class _ChunkParser:
         chunk's rows are lists, tens of thousands alive at once, and collecting them over and over (they make
         no cycles) took as long as the rest of the reading."""
         with _collector_paused():
-            batch = list(itertools.islice(rows, most))
+            batch = self._take(rows, most)
             if not batch:
                 return None
             chunk = self._at_once([row for _, row in batch])
@@ -536,6 +541,18 @@ class _ChunkParser:
             self.requests += len(batch)
             del batch  # (its rows go before the collector is back)
         return chunk
+
+    def _take(self, rows: Iterator[tuple[int, list[str]]], most: int) -> list[tuple[int, list[str]]]:
+        """The next ``most`` rows, or fewer, up to the first too wide for the columns: a malformed file's rows of
+        thousands of fields are not all held before its first is refused (:data:`TAKEN_AT_ONCE` at most)."""
+        batch: list[tuple[int, list[str]]] = []
+        widest = max(self.columns.widths)
+        while len(batch) < most:
+            part = list(itertools.islice(rows, min(TAKEN_AT_ONCE, most - len(batch))))
+            batch += part
+            if len(part) < TAKEN_AT_ONCE or max(map(len, map(itemgetter(1), part))) > widest:
+                break
+        return batch
 
     def _at_once(self, rows: list[list[str]]) -> Chunk | None:
         """The chunk, or None if any row is not a plain one (its reading row by row says what is wrong)."""

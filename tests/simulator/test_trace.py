@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -224,6 +225,24 @@ def test_a_bad_row_in_a_later_chunk_names_its_line_and_the_collector_is_back(tmp
         assert not gc.isenabled()  # a caller's choice is left as it was
     finally:
         gc.enable()
+
+
+def test_rows_far_too_wide_are_refused_before_a_chunk_of_them_is_held(tmp_path):
+    # a chunk's rows are gathered a few at a time, each few checked for width: a malformed file's first bad row
+    # stops it, as reading row by row did, where a whole chunk of them (65,536 rows of 2,000 fields) held
+    # over a gigabyte
+    path = tmp_path / "wide.csv"
+    with path.open("w") as out:
+        out.write("1,/a,10\n")
+        out.writelines([",".join(["7"] * 2000) + "\n"] * 3000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TraceError, match="line 2: expected 3 or 4 fields .*got 2000$"):
+            list(CsvTraceReader(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 << 20  # (all 3,000 rows: some 400 MB)
 
 
 def random_trace_text(rng: random.Random, header: str | None, rows: int) -> str:
