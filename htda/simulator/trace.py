@@ -496,6 +496,9 @@ class CsvTraceReader(TraceReader):
 
 #: rows taken from the CSV reader at a time while a chunk is gathered, their widths checked after each take
 TAKEN_AT_ONCE = 32
+#: the most characters of fields a chunk's rows hold before they are converted (a chunk of a trace with long ids
+#: is shorter: some 16 MB of text, where a common trace's chunk of 65,536 rows holds 2-4 MB)
+CHARACTERS_AT_ONCE = 1 << 24
 
 
 @contextmanager
@@ -543,14 +546,17 @@ class _ChunkParser:
         return chunk
 
     def _take(self, rows: Iterator[tuple[int, list[str]]], most: int) -> list[tuple[int, list[str]]]:
-        """The next ``most`` rows, or fewer, up to the first too wide for the columns: a malformed file's rows of
-        thousands of fields are not all held before its first is refused (:data:`TAKEN_AT_ONCE` at most)."""
+        """The next ``most`` rows, or fewer: up to the first too wide for the columns (a malformed file's rows of
+        thousands of fields are not all held before its first is refused), or to :data:`CHARACTERS_AT_ONCE` of
+        fields (a file of ids of 100 kB, the csv module's limit, is not held a chunk at a time either)."""
         batch: list[tuple[int, list[str]]] = []
-        widest = max(self.columns.widths)
+        widest, characters = max(self.columns.widths), 0
         while len(batch) < most:
             part = list(itertools.islice(rows, min(TAKEN_AT_ONCE, most - len(batch))))
             batch += part
-            if len(part) < TAKEN_AT_ONCE or max(map(len, map(itemgetter(1), part))) > widest:
+            fields = list(map(itemgetter(1), part))
+            characters += sum(map(len, itertools.chain.from_iterable(fields)))
+            if len(part) < TAKEN_AT_ONCE or max(map(len, fields)) > widest or characters > CHARACTERS_AT_ONCE:
                 break
         return batch
 

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import zstandard
 
+from htda.simulator import trace as trace_module
 from htda.simulator.generator import AnalysisWorkload
 from htda.simulator.trace import (
     NO_GROUP,
@@ -243,6 +244,17 @@ def test_rows_far_too_wide_are_refused_before_a_chunk_of_them_is_held(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 40 << 20  # (all 3,000 rows: some 400 MB)
+
+
+def test_a_chunk_of_long_fields_is_cut_short_and_reads_the_same(tmp_path, monkeypatch):
+    path = tmp_path / "long.csv"
+    path.write_text("".join(f"{t},{'x' * 40}{t % 7},10\n" for t in range(1000)))
+    whole = list(CsvTraceReader(path, chunk_size=1000))
+    monkeypatch.setattr(trace_module, "CHARACTERS_AT_ONCE", 5000)  # about 100 of these rows
+    cut = list(CsvTraceReader(path, chunk_size=1000))
+    assert len(whole) == 1 and 8 <= len(cut) <= 10 and max(map(len, cut)) <= 5000 // 46 + 32
+    for name in ("times", "ids", "sizes", "groups"):
+        assert np.array_equal(getattr(whole[0], name), np.concatenate([getattr(c, name) for c in cut]))
 
 
 def random_trace_text(rng: random.Random, header: str | None, rows: int) -> str:
