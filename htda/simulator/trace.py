@@ -495,7 +495,7 @@ class CsvTraceReader(TraceReader):
 
 
 #: rows taken from the CSV reader at a time while a chunk is gathered, their widths checked after each take
-TAKEN_AT_ONCE = 32
+TAKEN_AT_ONCE = 128
 #: the most characters of fields a chunk's rows hold before they are converted (a chunk of a trace with long ids
 #: is shorter: some 16 MB of text, where a common trace's chunk of 65,536 rows holds 2-4 MB)
 CHARACTERS_AT_ONCE = 1 << 24
