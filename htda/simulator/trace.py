@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import bz2
 import csv
-import gc
 import gzip
 import io
-import itertools
 import lzma
 import math
 import os
@@ -33,7 +31,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
-from operator import itemgetter
 from pathlib import Path
 from typing import BinaryIO, Generic, NamedTuple, TypeVar, cast
 
@@ -327,18 +324,6 @@ class Interner(Generic[Name]):
             self.names.append(name)
         return found
 
-    def many(self, names: Iterable[Name]) -> list[int]:
-        """The ids of ``names``, in their order (as calling it on each: a chunk's worth in one call)."""
-        ids, known = self.ids, self.names
-        found_ids = []
-        for name in names:
-            found = ids.get(name)
-            if found is None:
-                found = ids[name] = len(known)
-                known.append(name)
-            found_ids.append(found)
-        return found_ids
-
     def __len__(self) -> int:
         return len(self.names)
 
@@ -420,12 +405,23 @@ class CsvTraceReader(TraceReader):
         """The file's requests in its order, names interned by ``intern_object`` and ``intern_group``; ``in_order``:
         a row earlier than the one before is an error."""
         with open_trace(self.path) as fh:
-            columns, rows = columns_and_rows(fh, self.path, self.columns)
-            parse = _ChunkParser(self, columns, intern_object, intern_group, in_order)
-            while chunk := parse.next_chunk(rows, self.chunk_size):
-                yield chunk
-            if not parse.requests:
-                raise TraceError(f"{self.path}: no requests (the file is empty or only a header)")
+            rows = self._parse(fh, intern_object, intern_group, in_order)
+            first = True
+            while True:
+                times, ids, sizes, groups = [], [], [], []
+                for t, oid, size, gid in rows:
+                    times.append(t * self.time_unit)
+                    ids.append(oid)
+                    sizes.append(size)
+                    groups.append(gid)
+                    if len(ids) == self.chunk_size:
+                        break
+                if not ids:
+                    if first:
+                        raise TraceError(f"{self.path}: no requests (the file is empty or only a header)")
+                    return
+                first = False
+                yield Chunk.from_lists(times, ids, sizes, groups)
 
     def _sorted_chunks(self) -> Iterator[Chunk]:
         """The whole file in time order (stable), its names interned in that order, as a sorted file's would be."""
@@ -445,6 +441,26 @@ class CsvTraceReader(TraceReader):
                         _reintern(whole.groups[order], groups, self.groups))
         for start in range(0, len(in_time), self.chunk_size):
             yield in_time.part(start, start + self.chunk_size)
+
+    def _parse(self, fh: io.TextIOBase, intern_object: Interner[tuple[Hashable, int]], intern_group: Interner[str],
+               in_order: bool = True) -> Iterator[tuple[float, int, int, int]]:
+        """Each row's (time, object, size, group), names interned by ``intern_object`` and ``intern_group``;
+        ``in_order``: a row earlier than the one before is an error."""
+        columns, rows = columns_and_rows(fh, self.path, self.columns)
+        fields = self._row_parser(columns)
+        last_time, last_row = -math.inf, None
+        for number, (line_no, row) in enumerate(rows, 1):
+            t, name, size, group = fields(row, line_no, number)
+            if t < last_time and in_order:  # as written: a date-time is no clearer as seconds
+                at = cast(int, columns.time)  # request numbers never go back
+                raise self._error(line_no, f"timestamp {row[at].strip()} is earlier than the previous row's "
+                                           f"{cast(list, last_row)[at].strip()} {SORT_HINT}")
+            last_time, last_row = t, row
+            gid = NO_GROUP
+            if group:
+                self.has_groups = True
+                gid = intern_group(group)
+            yield t, intern_object((name, size)), size, gid
 
     def _row_parser(self, columns: Columns) -> Callable[[list[str], int, int], tuple[float, str, int, str]]:
         """What reads a row of these columns as (time, object name, size, group name), given its line number and
@@ -492,132 +508,6 @@ class CsvTraceReader(TraceReader):
 
     def _error(self, line_no: int, message: str) -> TraceError:
         return TraceError(f"{self.path}, line {line_no}: {message}")
-
-
-#: rows taken from the CSV reader at a time while a chunk is gathered, their widths checked after each take
-TAKEN_AT_ONCE = 128
-#: the most characters of fields a chunk's rows hold before they are converted (a chunk of a trace with long ids
-#: is shorter: some 16 MB of text, where a common trace's chunk of 65,536 rows holds 2-4 MB)
-CHARACTERS_AT_ONCE = 1 << 24
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for a while, if it was on."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-class _ChunkParser:
-    """A CSV trace's rows as chunks, a chunk's rows at a time (the rows of ``columns``, their names interned by
-    ``intern_object`` and ``intern_group``; ``in_order``: a row earlier than the one before is an error).  A
-    chunk's columns are converted at once (the same ``float`` and ``int`` of each field, checked over whole
-    arrays): row by row, a CSV was read at half the speed, more time than replaying it with one policy.  A
-    chunk in which anything is off (a bad field, a date-time, a row out of order) is read again row by row,
-    which says where and why, as it always did."""
-
-    def __init__(self, reader: CsvTraceReader, columns: Columns, intern_object: Interner[tuple[Hashable, int]],
-                 intern_group: Interner[str], in_order: bool):
-        self.reader, self.columns, self.in_order = reader, columns, in_order
-        self.intern_object, self.intern_group = intern_object, intern_group
-        self.fields = reader._row_parser(columns)
-        self.requests = 0  # read so far: a request's number is its time when the trace has no timestamps
-        self.last_time, self.last_row = -math.inf, cast("list[str] | None", None)
-
-    def next_chunk(self, rows: Iterator[tuple[int, list[str]]], most: int) -> Chunk | None:
-        """The chunk of the next ``most`` rows (None after the last).  The garbage collector waits meanwhile: a
-        chunk's rows are lists, tens of thousands alive at once, and collecting them over and over (they make
-        no cycles) took as long as the rest of the reading."""
-        with _collector_paused():
-            batch = self._take(rows, most)
-            if not batch:
-                return None
-            chunk = self._at_once([row for _, row in batch])
-            if chunk is None:
-                chunk = self._row_by_row(batch)
-            self.requests += len(batch)
-            del batch  # (its rows go before the collector is back)
-        return chunk
-
-    def _take(self, rows: Iterator[tuple[int, list[str]]], most: int) -> list[tuple[int, list[str]]]:
-        """The next ``most`` rows, or fewer: up to the first too wide for the columns (a malformed file's rows of
-        thousands of fields are not all held before its first is refused), or to :data:`CHARACTERS_AT_ONCE` of
-        fields (a file of ids of 100 kB, the csv module's limit, is not held a chunk at a time either)."""
-        batch: list[tuple[int, list[str]]] = []
-        widest, characters = max(self.columns.widths), 0
-        while len(batch) < most:
-            part = list(itertools.islice(rows, min(TAKEN_AT_ONCE, most - len(batch))))
-            batch += part
-            fields = list(map(itemgetter(1), part))
-            characters += sum(map(len, itertools.chain.from_iterable(fields)))
-            if len(part) < TAKEN_AT_ONCE or max(map(len, fields)) > widest or characters > CHARACTERS_AT_ONCE:
-                break
-        return batch
-
-    def _at_once(self, rows: list[list[str]]) -> Chunk | None:
-        """The chunk, or None if any row is not a plain one (its reading row by row says what is wrong)."""
-        columns, n = self.columns, len(rows)
-        time_at, object_at, size_at, group_at = columns.time, columns.object, columns.size, columns.group
-        try:
-            if any(len(row) not in columns.widths for row in rows):
-                return None
-            if time_at is None:
-                times = np.arange(self.requests + 1, self.requests + n + 1, dtype=np.float64)
-            else:
-                times = np.fromiter(map(float, [row[time_at] for row in rows]), dtype=np.float64, count=n)
-                if not np.isfinite(times).all():
-                    return None
-                if self.in_order and (times[0] < self.last_time or (np.diff(times) < 0).any()):
-                    return None
-            names = [row[object_at].strip() for row in rows]
-            if not all(names):
-                return None
-            if size_at is None:
-                size_list = [1] * n
-            else:
-                size_list = list(map(int, [row[size_at] for row in rows]))
-            sizes = np.asarray(size_list, dtype=np.int64)  # (OverflowError past 64 bits)
-            if (sizes < 0).any():  # (MAX_BYTES is int64's largest)
-                return None
-        except (ValueError, OverflowError):  # a field's own error, or a date-time: row by row
-            return None
-        groups = np.full(n, NO_GROUP, dtype=np.int64)
-        if group_at is not None:
-            group_names = [row[group_at].strip() if group_at < len(row) else "" for row in rows]
-            named = [i for i, name in enumerate(group_names) if name]
-            if named:
-                self.reader.has_groups = True
-                groups[named] = self.intern_group.many(group_names[i] for i in named)
-        ids = np.asarray(self.intern_object.many(zip(names, size_list)), dtype=np.int64)
-        self.last_time, self.last_row = float(times[-1]), rows[-1]
-        return Chunk(times * self.reader.time_unit, ids, sizes, groups)
-
-    def _row_by_row(self, batch: list[tuple[int, list[str]]]) -> Chunk:
-        """The chunk, each row read and checked alone (what raises the error that names its line)."""
-        times, ids, sizes, groups = [], [], [], []
-        fields, reader = self.fields, self.reader
-        for number, (line_no, row) in enumerate(batch, self.requests + 1):
-            t, name, size, group = fields(row, line_no, number)
-            if t < self.last_time and self.in_order:  # as written: a date-time is no clearer as seconds
-                at = cast(int, self.columns.time)  # request numbers never go back
-                raise reader._error(line_no, f"timestamp {row[at].strip()} is earlier than the previous row's "
-                                             f"{cast(list, self.last_row)[at].strip()} {SORT_HINT}")
-            self.last_time, self.last_row = t, row
-            gid = NO_GROUP
-            if group:
-                reader.has_groups = True
-                gid = self.intern_group(group)
-            times.append(t * reader.time_unit)
-            ids.append(self.intern_object((name, size)))
-            sizes.append(size)
-            groups.append(gid)
-        return Chunk.from_lists(times, ids, sizes, groups)
 
 
 def _reintern(ids: np.ndarray, names: Interner[Name], into: Interner[Name]) -> np.ndarray:

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import bz2
 import dataclasses
-import datetime
-import gc
 import gzip
 import lzma
 import os
-import random
 import shutil
 import subprocess
 import tempfile
@@ -20,7 +17,6 @@ import numpy as np
 import pytest
 import zstandard
 
-from htda.simulator import trace as trace_module
 from htda.simulator.generator import AnalysisWorkload
 from htda.simulator.trace import (
     NO_GROUP,
@@ -29,7 +25,6 @@ from htda.simulator.trace import (
     Reading,
     Recording,
     TraceError,
-    _ChunkParser,  # (its two ways of reading a chunk are compared)
     count_lines,
     first_timestamp,
     footprint_and_replay,
@@ -213,25 +208,16 @@ def test_malformed_rows_name_the_line(tmp_path, text, message):
     ("1,/a,10\n2,/a,10\n3,/a,10\n2,/b,1\n", "line 4: timestamp 2 is earlier than the previous row's 3 "),
     ("1,/a,10\n\n2,/a,10\n3,/a,10\n4,/a,1,g,x\n", r"line 5: expected 3 or 4 fields .*got 5$"),
 ])
-def test_a_bad_row_in_a_later_chunk_names_its_line_and_the_collector_is_back(tmp_path, text, message):
+def test_a_bad_row_in_a_later_chunk_names_its_line(tmp_path, text, message):
     path = tmp_path / "bad.csv"
     path.write_text(text)
     with pytest.raises(TraceError, match=message):
         read_all(path)
-    assert gc.isenabled()  # (it waits while a chunk is read)
-    gc.disable()
-    try:
-        with pytest.raises(TraceError, match=message):
-            read_all(path)
-        assert not gc.isenabled()  # a caller's choice is left as it was
-    finally:
-        gc.enable()
 
 
 def test_rows_far_too_wide_are_refused_before_a_chunk_of_them_is_held(tmp_path):
-    # a chunk's rows are gathered a few at a time, each few checked for width: a malformed file's first bad row
-    # stops it, as reading row by row did, where a whole chunk of them (65,536 rows of 2,000 fields) held
-    # over a gigabyte
+    # a malformed file's first bad row stops the reading: its rows are never all held (a reader that gathered a
+    # chunk of 65,536 rows before checking them held gigabytes of such rows; docs/simulator-history.rst)
     path = tmp_path / "wide.csv"
     with path.open("w") as out:
         out.write("1,/a,10\n")
@@ -243,57 +229,7 @@ def test_rows_far_too_wide_are_refused_before_a_chunk_of_them_is_held(tmp_path):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < 40 << 20  # (128 rows at most: some 15 MB; all 3,000: some 350 MB)
-
-
-def test_a_chunk_of_long_fields_is_cut_short_and_reads_the_same(tmp_path, monkeypatch):
-    path = tmp_path / "long.csv"
-    path.write_text("".join(f"{t},{'x' * 40}{t % 7},10\n" for t in range(1000)))
-    whole = list(CsvTraceReader(path, chunk_size=1000))
-    monkeypatch.setattr(trace_module, "CHARACTERS_AT_ONCE", 5000)  # about 100 of these rows
-    cut = list(CsvTraceReader(path, chunk_size=1000))
-    assert len(whole) == 1 and len(cut) >= 1000 // (5000 // 46 + trace_module.TAKEN_AT_ONCE)
-    assert max(map(len, cut)) <= 5000 // 46 + trace_module.TAKEN_AT_ONCE
-    for name in ("times", "ids", "sizes", "groups"):
-        assert np.array_equal(getattr(whole[0], name), np.concatenate([getattr(c, name) for c in cut]))
-
-
-def random_trace_text(rng: random.Random, header: str | None, rows: int) -> str:
-    """Valid rows of every kind a chunk may hold: padded fields, groups named or not, date-times among numbers,
-    sizes up to 64 bits, ids of other shapes."""
-    names = header.split(",") if header else ["timestamp", "object_id", "size_bytes", "group_id"]
-    lines = [header] if header else []
-    t = 1_700_000_000
-    for _ in range(rows):
-        t += rng.choice([0, 0, 1, 7])
-        fields = {"timestamp": rng.choice([str(t), f" {t}.0 ", f"{t}e0"]) if rng.random() > 0.02
-                  else datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                  "object_id": rng.choice(["/a", "/b", " 0x1f ", "é/ß", "7", str(rng.randrange(50))]),
-                  "size_bytes": str(rng.choice([0, 1, 512, rng.randrange(10**6), (1 << 63) - 1])),
-                  "group_id": rng.choice(["", "", "ds1", " ds2 ", str(rng.randrange(5))])}
-        lines.append(",".join(fields[name] for name in names))
-    return "\n".join(lines) + "\n"
-
-
-@pytest.mark.parametrize("header", [None, "timestamp,object_id,size_bytes,group_id", "object_id,group_id",
-                                    "size_bytes,object_id", "group_id,object_id,timestamp"])
-@pytest.mark.parametrize("chunk_size", [1, 7, 1000])
-def test_a_chunk_read_at_once_is_what_reading_it_row_by_row_gives(tmp_path, monkeypatch, header, chunk_size):
-    path = tmp_path / "t.csv"
-    rng = random.Random(chunk_size)
-    path.write_text(random_trace_text(rng, header, 3000), encoding="utf-8")
-    at_once = CsvTraceReader(path, chunk_size=chunk_size)
-    fast = list(at_once)
-    monkeypatch.setattr(_ChunkParser, "_at_once", lambda self, rows: None)
-    by_row = CsvTraceReader(path, chunk_size=chunk_size)
-    slow = list(by_row)
-    assert [len(c) for c in fast] == [len(c) for c in slow] and sum(map(len, fast)) == 3000
-    for name in ("times", "ids", "sizes", "groups"):
-        assert np.array_equal(np.concatenate([getattr(c, name) for c in fast]),
-                              np.concatenate([getattr(c, name) for c in slow])), name
-        assert all(getattr(a, name).dtype == getattr(b, name).dtype for a, b in zip(fast, slow))
-    assert at_once.objects.names == by_row.objects.names and at_once.objects.ids == by_row.objects.ids
-    assert at_once.groups.names == by_row.groups.names and at_once.has_groups == by_row.has_groups
+    assert peak < 40 << 20  # (all 3,000 rows: some 350 MB)
 
 
 def test_generator_is_deterministic_for_a_seed():
