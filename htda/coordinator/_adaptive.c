@@ -1596,6 +1596,16 @@ PyDoc_STRVAR(before_doc,
 "before(group)\n--\n\nThe key ``group`` had at the active candidate before its latest access (-inf if it was accessed\n"
 "once, or is unknown); ValueError when every shadow is plain.");
 
+/* group's key at the active candidate, now or (`before`) before its latest access; -inf if it is unknown */
+static PyObject *
+active_key_of(Kernel *self, PyObject *group, int before)
+{
+    Py_ssize_t slot = slot_of(self, group);
+    if (slot == -2)
+        return NULL;
+    return PyFloat_FromDouble(slot < 0 ? -INFINITY : (before ? BEFORE(self, slot) : KEYS(self, slot))[self->active]);
+}
+
 static PyObject *
 Kernel_before(Kernel *self, PyObject *group)
 {
@@ -1606,10 +1616,7 @@ Kernel_before(Kernel *self, PyObject *group)
                         "keys before the latest access are kept only with asking or probation shadows");
         return NULL;
     }
-    Py_ssize_t slot = slot_of(self, group);
-    if (slot == -2)
-        return NULL;
-    return PyFloat_FromDouble(slot < 0 ? -INFINITY : BEFORE(self, slot)[self->active]);
+    return active_key_of(self, group, 1);
 }
 
 PyDoc_STRVAR(key_doc,
@@ -1619,12 +1626,7 @@ PyDoc_STRVAR(key_doc,
 static PyObject *
 Kernel_key(Kernel *self, PyObject *group)
 {
-    if (!ready(self))
-        return NULL;
-    Py_ssize_t slot = slot_of(self, group);
-    if (slot == -2)
-        return NULL;
-    return PyFloat_FromDouble(slot < 0 ? -INFINITY : KEYS(self, slot)[self->active]);
+    return ready(self) ? active_key_of(self, group, 0) : NULL;
 }
 
 PyDoc_STRVAR(knows_doc, "_knows(group)\n--\n\nWhether the kernel keeps keys of ``group``.");

@@ -114,20 +114,12 @@ def header_hint(row: list[str]) -> str:
         return " (its fields look separated by spaces or tabs: --delimiter space reads them)"
     if len(row) == 1:  # libCacheSim's txt traces, block numbers one a line
         return " (a trace of object ids alone, one a line, reads with --columns object_id)"
-    if any(_is_number(field) for field in row):  # a request of other columns (a public trace's own layout)
+    if any(_is_time(field) for field in row):  # a number or a date-time: a request of another layout
         return (f" (if each row is a request of {len(row)} fields: --columns names them in order, each one of "
                 f"{', '.join(COLUMNS)} or _ for one not read, at least object_id)")
     names = [field.strip().lower() for field in row]
     return (f" (if line 1 is a header: a header row names the columns {', '.join(COLUMNS)}, or --columns names the "
             f"file's{_suggested_columns(names)})")
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _suggested_columns(names: list[str]) -> str:
