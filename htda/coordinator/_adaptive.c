@@ -1626,6 +1626,14 @@ PyDoc_STRVAR(key_doc,
 static PyObject *
 Kernel_key(Kernel *self, PyObject *group)
 {
+    if (self->busy && !self->unmirrored && self->keys != NULL) {
+        /* read from another thread while this kernel updates (a finalizer it set off ran Python): the slots may be
+         * half-changed, _keys is read as the coordinator's readers always read it */
+        PyObject *key = PyDict_GetItemWithError(self->keys, group);
+        if (key != NULL)
+            return Py_NewRef(key);
+        return PyErr_Occurred() ? NULL : PyFloat_FromDouble(-INFINITY);
+    }
     return ready(self) ? active_key_of(self, group, 0) : NULL;
 }
 

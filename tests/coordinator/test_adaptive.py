@@ -179,6 +179,22 @@ def test_without_the_mirrored_keys_it_reads_and_decides_as_with_them():
     assert bare._keys == mirrored._keys
 
 
+def test_a_key_read_while_the_kernel_updates_is_the_one_keys_holds():
+    # another thread may run while the kernel updates (a finalizer it sets off runs Python): its key() reads the
+    # dict the coordinator's readers always read, never the half-changed slots, and raises nothing
+    policy = AdaptiveLRFUPolicy(half_life=3600.0)
+    policy.access(1, 0.0)
+    seen = []
+
+    class Reading(int):  # a group whose hash, taken mid-update, reads the policy
+        def __hash__(self) -> int:
+            seen.append(policy.key(1))
+            return int.__hash__(self)
+
+    policy.access(Reading(2), 10.0)
+    assert seen and set(seen) == {policy.keys()[1]}
+
+
 def test_groups_read_once_among_hot_ones_make_it_ask_the_admission_question():
     # one half-life: only admission to choose
     policy = adaptive(start=SHORT, capacity=25, half_lives=(SHORT,), start_admitting=False, choose_probation=False)
