@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import subprocess
 import sys
 from pathlib import Path
 
 from htda.simulator.policies import LRUPolicy
+from tests.bench_scripts import load_bench_script
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "experiments" / "lirs.py"
 
 
 def _lirs():
-    spec = importlib.util.spec_from_file_location("lirs_prototype", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("experiments/lirs.py", "lirs_prototype")
 
 
 def test_a_loop_one_block_longer_than_the_cache_hits_under_lirs_and_never_under_lru():

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.bench_scripts import load_bench_script
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def _run_all():
-    spec = importlib.util.spec_from_file_location("run_all", BENCH / "run_all.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("run_all.py", "run_all")
 
 
 def test_every_bench_is_run_and_exists():

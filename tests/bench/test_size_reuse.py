@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "bench" / "experiments" / "size_reuse.py"
+from tests.bench_scripts import load_bench_script
 
 
 def _size_reuse():
-    spec = importlib.util.spec_from_file_location("size_reuse", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("experiments/size_reuse.py", "size_reuse")
 
 
 def test_small_objects_read_again_and_large_ones_read_once_are_told_apart(tmp_path):

@@ -1,21 +1,13 @@
 """Connections that never finish their request hold no worker: /healthz answers and the pool stays whole."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "halfopen_bench.py"
+from tests.bench_scripts import load_bench_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("halfopen_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("halfopen_bench.py", "halfopen_bench")
 
 
 #: a probe that waited for a held worker would take the header deadline (5 s); a loaded CI machine (6 test

@@ -9,6 +9,7 @@ from typing import Any
 from htda.node.auth import Signer
 from testkit.http import RawClient
 from testkit.nodes import SECRET, NodeProcess, free_port, write_config
+from tests.bench_scripts import load_bench_script
 from tests.condor.kit import shared_dir
 
 __all__ = ["ALL_ROLES", "start_node", "Raw", "unhandled_errors", "load_bench"]
@@ -74,10 +75,4 @@ class Raw:
 
 def load_bench():
     """bench/load_bench.py as a module: the load machinery the benchmark and these tests share."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[2] / "bench" / "load_bench.py"
-    spec = importlib.util.spec_from_file_location("htda_load_bench", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("load_bench.py", "htda_load_bench")
