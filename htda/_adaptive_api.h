@@ -9,10 +9,11 @@
 
 #define HTDA_ADAPTIVE_API_NAME "htda.coordinator._adaptive.API"
 
-/* the layouts of a cache an adaptive rating may ask for (htda.coordinator.adaptive.PLAIN, ASKING, PROBATION), and
- * the share of the cache a probation queue fills (PROBATION_SHARE) */
-enum { HTDA_PLAIN = 0, HTDA_ASKING = 1, HTDA_PROBATION = 2 };
+/* the layouts of a cache an adaptive rating may ask for (htda.coordinator.adaptive.PLAIN, ASKING, PROBATION,
+ * LIRS), the share of the cache a probation queue fills (PROBATION_SHARE) and a LIRS queue (LIRS_SHARE) */
+enum { HTDA_PLAIN = 0, HTDA_ASKING = 1, HTDA_PROBATION = 2, HTDA_LIRS = 3 };
 #define HTDA_PROBATION_SHARE 0.1
+#define HTDA_LIRS_SHARE 0.01
 
 typedef struct {
     /* kernel.access(group, t, 1.0, size), except that group does not join _touched (the simulator never takes

@@ -63,7 +63,7 @@
 #define OUT (-1.0) /* a shadow's size of a group it does not hold (sizes are >= 0) */
 /* the share of a probation shadow's capacity its queue may fill (S3-FIFO's small queue), and the layouts */
 #define PROBATION_SHARE HTDA_PROBATION_SHARE
-enum { PLAIN = HTDA_PLAIN, ASKING = HTDA_ASKING, PROBATION = HTDA_PROBATION };
+enum { PLAIN = HTDA_PLAIN, ASKING = HTDA_ASKING, PROBATION = HTDA_PROBATION, LIRS = HTDA_LIRS };
 enum { MAIN = 0, QUEUED = 1, READ_AGAIN = 2 }; /* where a probation shadow holds a group */
 
 typedef struct {
@@ -607,10 +607,144 @@ settle(Kernel *self, int k, double capacity)
     return 0;
 }
 
+/* -- LIRS shadows -------------------------------------------------------------------------------------------------
+ * LIRS (Jiang and Zhang, SIGMETRICS'02) over the candidate's keys: the heap is the protected (LIR) set, at most
+ * 1 - LIRS_SHARE of the capacity, lowest key out; the queue holds the other resident groups (HIR) in arrival order,
+ * with lazy deletion (extra->ghost is the stamp of a group's live entry).  A group joins the heap while it has room,
+ * or when its key before this access beats the heap's lowest (at a short half-life: read again while more recent
+ * than the oldest protected group, LIRS's "still in the stack", with no stack kept); the heap's lowest then go to
+ * the queue's tail.  Room is made from the queue's head. */
+
+#define LIRS_SHARE HTDA_LIRS_SHARE
+
+static int
+lirs_enqueue(Shadow *shadow, Extra *extra, Py_ssize_t s, double size)
+{
+    Queued entry = {s, size, ++shadow->stamps};
+    if (fifo_push(&shadow->queue, entry) < 0)
+        return -1;
+    extra->ghost = entry.stamp;
+    extra->where = QUEUED;
+    shadow->queued += size;
+    return 0;
+}
+
+/* drop the stale entries of shadow's queue (their group left it or was queued again since) */
+static void
+lirs_compact(Shadow *shadow)
+{
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < shadow->queue.n; i++) {
+        Queued entry = *fifo_at(&shadow->queue, i);
+        if (shadow->extra[entry.s].ghost == entry.stamp && shadow->extra[entry.s].where == QUEUED)
+            *fifo_at(&shadow->queue, kept++) = entry;
+    }
+    shadow->queue.n = kept;
+}
+
+static int
+lirs_recent(Kernel *self, Shadow *shadow, int k, double before)
+{
+    if (!shadow->n || before == -INFINITY)
+        return 0;
+    Entry *top = settled_top(self, shadow, k);
+    if (self->failed)
+        return -1;
+    return before > top->key;
+}
+
+static int
+lirs_demote(Kernel *self, Shadow *shadow, int k, double capacity)
+{
+    while (shadow->n > 1 && shadow->used - shadow->queued > (1.0 - LIRS_SHARE) * capacity) {
+        settled_top(self, shadow, k);
+        if (self->failed)
+            return -1;
+        Py_ssize_t low = shadow->heap[0].s;
+        shadow->heap[0] = shadow->heap[--shadow->n];
+        if (shadow->n)
+            shadow_sift_down(self, shadow->heap, shadow->n, 0);
+        if (self->failed || lirs_enqueue(shadow, &shadow->extra[low], low, CELL(self, low, k)->size) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int
+lirs_settle(Kernel *self, int k, double capacity)
+{
+    Shadow *shadow = &self->shadows[k];
+    while (shadow->used > capacity) {
+        if (shadow->queue.n) {
+            Queued oldest = fifo_pop(&shadow->queue);
+            Extra *extra = &shadow->extra[oldest.s];
+            if (extra->ghost != oldest.stamp || extra->where != QUEUED)
+                continue;
+            Cell *cell = CELL(self, oldest.s, k);
+            extra->ghost = 0;
+            extra->where = MAIN;
+            shadow->queued -= cell->size;
+            shadow->used -= cell->size;
+            cell->size = OUT;
+        }
+        else if (shadow->n) {
+            settled_top(self, shadow, k);
+            if (self->failed)
+                return -1;
+            drop_top(self, shadow, k);
+        }
+        else {
+            break;
+        }
+        if (self->failed)
+            return -1;
+    }
+    return 0;
+}
+
+/* one access of sampled group s through LIRS shadow k: a hit (old != OUT) or a miss that fits */
+static int
+lirs_access(Kernel *self, int k, Py_ssize_t s, double size, double old, double before, double capacity)
+{
+    Shadow *shadow = &self->shadows[k];
+    Extra *extra = &shadow->extra[s];
+    Cell *cell = CELL(self, s, k);
+    if (old != OUT) {
+        if (extra->where != QUEUED)
+            return 0;
+        int recent = lirs_recent(self, shadow, k, before);
+        if (recent < 0)
+            return -1;
+        extra->ghost = 0;
+        extra->where = MAIN;
+        shadow->queued -= cell->size;
+        if (!recent)
+            return lirs_enqueue(shadow, extra, s, cell->size);
+        if (push(self, shadow, cell->key, s) < 0)
+            return -1;
+        return lirs_demote(self, shadow, k, capacity);
+    }
+    int recent = shadow->used - shadow->queued + size <= (1.0 - LIRS_SHARE) * capacity;
+    if (!recent && (recent = lirs_recent(self, shadow, k, before)) < 0)
+        return -1;
+    cell->size = size;
+    cell->since = shadow->clock++;
+    shadow->used += size;
+    if (recent) {
+        if (push(self, shadow, cell->key, s) < 0 || lirs_demote(self, shadow, k, capacity) < 0)
+            return -1;
+    }
+    else if (lirs_enqueue(shadow, extra, s, size) < 0)
+        return -1;
+    return shadow->used > capacity ? lirs_settle(self, k, capacity) : 0;
+}
+
 /* evict from shadow k until it fits in capacity */
 static int
 evict(Kernel *self, int k, double capacity)
 {
+    if (self->shadows[k].layout == LIRS)
+        return lirs_settle(self, k, capacity);
     if (self->shadows[k].layout == PROBATION)
         return settle(self, k, capacity);
     return make_room(self, k, 0.0, capacity, 0, 0.0) < 0 ? -1 : 0;
@@ -695,10 +829,12 @@ held_bytes(Kernel *self, int c, double *used)
 {
     Shadow *shadow = &self->shadows[c];
     double sum = 0.0;
+    if (shadow->layout == LIRS)
+        lirs_compact(shadow);
     if (self->whole_sizes) {
         for (Py_ssize_t i = 0; i < shadow->n; i++)
             sum += CELL(self, shadow->heap[i].s, c)->size;
-        if (shadow->layout == PROBATION)
+        if (shadow->layout >= PROBATION)
             for (Py_ssize_t i = 0; i < shadow->queue.n; i++)
                 sum += CELL(self, fifo_at(&shadow->queue, i)->s, c)->size;
         if (sum < 9007199254740992.0) { /* sizes are >= 0: no partial sum was larger */
@@ -736,7 +872,9 @@ drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
                 shadow->heap[kept++] = shadow->heap[i];
         }
         int changed = kept != shadow->n;
-        if (shadow->layout == PROBATION) {
+        if (shadow->layout == LIRS)
+            lirs_compact(shadow);
+        if (shadow->layout >= PROBATION) {
             changed |= ring_filter(self, c, &shadow->queue, leaving, only, leaves_queue);
             changed |= ring_filter(self, c, &shadow->ghost, leaving, only, leaves_ghost);
         }
@@ -746,7 +884,7 @@ drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
         heapify(self, shadow);
         if (held_bytes(self, c, &shadow->used) < 0)
             return -1;
-        if (shadow->layout == PROBATION)
+        if (shadow->layout >= PROBATION)
             sum_lists(self, shadow, c);
     }
     return self->failed ? -1 : 0;
@@ -765,7 +903,7 @@ grow_sample(Kernel *self, Py_ssize_t cap)
         || htda_grow((void **)&self->cells, cap * self->ns, sizeof(Cell)) < 0)
         return -1;
     for (int k = 0; k < self->ns; k++)
-        if (self->shadows[k].layout == PROBATION && htda_grow((void **)&self->shadows[k].extra, cap, sizeof(Extra)) < 0)
+        if (self->shadows[k].layout >= PROBATION && htda_grow((void **)&self->shadows[k].extra, cap, sizeof(Extra)) < 0)
             return -1;
     self->s_cap = cap;
     return 0;
@@ -853,6 +991,21 @@ replay_sampled(Kernel *self, Py_ssize_t s, double size)
         Cell *cell = &cells[c];
         Extra *extra = shadow->extra == NULL ? NULL : &shadow->extra[s];
         double old = cell->size;
+        if (shadow->layout == LIRS && (old != OUT || size <= capacity)) {
+            if (old != OUT) {
+                shadow->hits += size;
+                if (old != size) {
+                    shadow->used += size - old;
+                    if (extra->where != MAIN)
+                        shadow->queued += size - old;
+                    cell->size = size;
+                }
+            }
+            if (lirs_access(self, c, s, size, old, before == NULL ? -INFINITY : before[shadow->candidate],
+                            capacity) < 0)
+                return -1;
+            continue;
+        }
         if (old != OUT) { /* a hit counts its bytes */
             shadow->hits += size;
             if (old != size) {
@@ -1210,7 +1363,7 @@ static PyObject *
 Kernel_configure(Kernel *self, PyObject *args)
 {
     PyObject *inverses, *layout_arg = NULL;
-    int active, layouts[3] = {PLAIN}, nl = 1, seen = 0;
+    int active, layouts[4] = {PLAIN}, nl = 1, seen = 0;
     double smaller = 0.0;
     if (!PyArg_ParseTuple(args, "Oi|Od:_configure", &inverses, &active, &layout_arg, &smaller))
         return NULL;
@@ -1224,9 +1377,9 @@ Kernel_configure(Kernel *self, PyObject *args)
         if (given == NULL)
             return NULL;
         nl = (int)PySequence_Fast_GET_SIZE(given);
-        for (int i = 0; i < nl && i < 3; i++) {
+        for (int i = 0; i < nl && i < 4; i++) {
             long layout = PyLong_AsLong(PySequence_Fast_GET_ITEM(given, i));
-            if (layout < PLAIN || layout > PROBATION || seen & (1 << layout)) {
+            if (layout < PLAIN || layout > LIRS || seen & (1 << layout)) {
                 nl = 0;
                 break;
             }
@@ -1234,9 +1387,9 @@ Kernel_configure(Kernel *self, PyObject *args)
             layouts[i] = (int)layout;
         }
         Py_DECREF(given);
-        if (nl < 1 || nl > 3) {
+        if (nl < 1 || nl > 4) {
             if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "layouts: 1 to 3 distinct of 0 (plain), 1 (asking), 2 (probation)");
+                PyErr_SetString(PyExc_ValueError, "layouts: 1 to 4 distinct of 0 (plain), 1 (asking), 2 (probation), 3 (lirs)");
             return NULL;
         }
     }
@@ -1613,7 +1766,7 @@ Kernel_before(Kernel *self, PyObject *group)
         return NULL;
     if (!self->keeps_before) {
         PyErr_SetString(PyExc_ValueError,
-                        "keys before the latest access are kept only with asking or probation shadows");
+                        "keys before the latest access are kept only with asking, probation or lirs shadows");
         return NULL;
     }
     return active_key_of(self, group, 1);
@@ -1803,10 +1956,10 @@ static int
 set_layout(Kernel *self, PyObject *value, void *Py_UNUSED(closure))
 {
     long layout = value == NULL ? -1 : PyLong_AsLong(value);
-    if (layout < PLAIN || layout > PROBATION) {
+    if (layout < PLAIN || layout > LIRS) {
         if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_OverflowError)) {
             PyErr_Clear();
-            PyErr_SetString(PyExc_ValueError, "layout must be 0 (plain), 1 (asking) or 2 (probation)");
+            PyErr_SetString(PyExc_ValueError, "layout must be 0 (plain), 1 (asking), 2 (probation) or 3 (lirs)");
         }
         return -1;
     }

@@ -20,7 +20,7 @@ from ..node.rest import HTTPError, Request
 from ..protocol.cache import CacheFacts
 from ..protocol.node import facts_in
 from . import api
-from .adaptive import ASKING, DEFAULT_HALF_LIVES, PLAIN, PROBATION, AdaptiveLRFUPolicy
+from .adaptive import ASKING, DEFAULT_HALF_LIVES, LIRS, PLAIN, PROBATION, AdaptiveLRFUPolicy
 from .admission import ADMISSIONS
 from .core import CacheNode, Coordinator, CycleReport
 from .leader import leadership_for
@@ -38,7 +38,9 @@ T = TypeVar("T")
 # how the log names each layout of the adaptive rating (htda.coordinator.adaptive)
 _LAYOUT_WORDS = {PLAIN: "admitting every group", ASKING: "asking new groups to beat what they displace",
                  PROBATION: "putting new groups on probation (past the best tenth of the space, placed once read "
-                            "again)"}
+                            "again)",
+                 LIRS: "laying the placement out as LIRS (past the best hundredth of the space, placed only if "
+                       "read again above the lowest placed)"}
 
 
 def _at_least_one(value: float) -> str | None:
@@ -87,6 +89,12 @@ class CoordinatorComponent(Component):
                                                 "demotion: past the best tenth of the space, a group displaces "
                                                 "placed ones only once read again; used while 'admission' is "
                                                 "none; docs/coordinator.rst)"),
+        "adaptive_lirs": Field(bool, True, "policy lrfu-adaptive: also choose online, by a fourth shadow per "
+                                           "half-life, whether to lay the placement out as LIRS does (past the "
+                                           "best hundredth of the space, a group displaces placed ones only if "
+                                           "its rating before its latest access beats the lowest placed), "
+                                           "starting with it (used while 'admission' is none; "
+                                           "docs/coordinator.rst)"),
         "admission": Field(str, "none", "admission filter before a group displaces placed ones: 'tinylfu' "
                                            "(only if a frequency sketch of recent accesses finds it more frequent "
                                            "than their groups; docs/coordinator.rst) or 'none' (the rating alone)",
@@ -142,7 +150,7 @@ class CoordinatorComponent(Component):
         if policy_cls is AdaptiveLRFUPolicy:
             options = {"half_lives": config["adaptive_half_lives"], "max_sampled": config["adaptive_max_sampled"],
                        "choose_admission": config["adaptive_admission"],
-                       "choose_probation": config["adaptive_probation"]}
+                       "choose_probation": config["adaptive_probation"], "choose_lirs": config["adaptive_lirs"]}
         self.core = Coordinator(store, policy_cls(half_life=config["half_life"], epoch=config["epoch"], **options),
                                 per_size=config["per_size"], hysteresis=config["hysteresis"], fill=config["fill"],
                                 candidate_factor=config["candidate_factor"], unknown_size=config["unknown_size"],
@@ -187,6 +195,9 @@ class CoordinatorComponent(Component):
             m.gauge("htda_coordinator_rating_probation", "1 while the adaptive rating's probation shadows win (past "
                     "the best tenth of the space, a group must have been read again to displace placed ones)",
                     callback=lambda: float(policy.probation))
+            m.gauge("htda_coordinator_rating_lirs", "1 while the adaptive rating's LIRS shadows win (past the best "
+                    "hundredth of the space, a group must have been read again, more recently than the lowest placed, "
+                    "to displace placed ones)", callback=lambda: float(policy.layout == LIRS))
             m.gauge("htda_coordinator_rating_switches", "switches of the adaptive rating (half-life or layout) "
                     "since start", callback=lambda: policy.switches)
             m.gauge("htda_coordinator_rating_smaller_shadows", "1 while the adaptive rating's miniature caches have "

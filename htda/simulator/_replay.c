@@ -50,7 +50,7 @@
 /* htda.coordinator.rating.GIB: the unit of normalised_key */
 #define GIB 1073741824.0
 /* the layouts an adaptive rating may ask for, and the share of the cache a probation queue fills */
-enum { PLAIN = HTDA_PLAIN, ASKING = HTDA_ASKING, PROBATION = HTDA_PROBATION };
+enum { PLAIN = HTDA_PLAIN, ASKING = HTDA_ASKING, PROBATION = HTDA_PROBATION, LIRS = HTDA_LIRS };
 #define PROBATION_SHARE HTDA_PROBATION_SHARE
 /* where a cached file is (MAIN also: not cached); WINDOW: with a TinyLFU filter, in the window's heap */
 enum { MAIN = 0, QUEUED = 1, READ_AGAIN = 2, WINDOW = 3 };
@@ -469,6 +469,7 @@ typedef struct {
     int has_layout; /* the rating has a `layout` attribute (an adaptive one): read it on every miss */
     int has_settled; /* and a `settled` attribute: read it on every miss on probation until it is true */
     int settled; /* on probation since the rating settled: the files read once that the heap held were queued */
+    int queue_layout; /* the layout the queue is kept for (PROBATION or LIRS) */
     Ring queue, ghost; /* the probation queue and the ghost list */
     long long queued, ghosted; /* their bytes */
     uint64_t stamps; /* ghost entries stamped so far */
@@ -484,6 +485,7 @@ typedef struct {
     long long sample, sampled, sample_hit_bytes, sample_bytes; /* the window's hill climbing: requests a sample,
                                                                  * and this sample's requests and bytes so far */
 } Loop;
+static int lirs_on(Loop *self);
 
 /* What one replay call adds up (the policy keeps the running totals). */
 typedef struct {
@@ -766,7 +768,7 @@ rating_layout(Loop *self)
     Py_DECREF(value);
     if (layout == -1 && PyErr_Occurred())
         return -1;
-    return layout == ASKING || layout == PROBATION ? (int)layout : PLAIN;
+    return layout == ASKING || layout == PROBATION || layout == LIRS ? (int)layout : PLAIN;
 }
 
 /* the key of a file leaving the queue for the heap, and its entry there */
@@ -794,14 +796,22 @@ trim_ghost(Loop *self, double keep)
     }
 }
 
-/* The rating lays the cache out otherwise now: the queued files join the heap, in the queue's order, and the
- * ghost list is forgotten. */
+/* The rating lays the cache out otherwise now: the queued files join the heap, in the queue's order (a LIRS
+ * queue's live entries only), and the ghost list is forgotten. */
 static int
 end_probation(Loop *self)
 {
-    while (self->queue.n)
-        if (to_heap(self, (File *)find(&self->files, fifo_pop(&self->queue).id)) < 0)
+    while (self->queue.n) {
+        Queued entry = fifo_pop(&self->queue);
+        File *file = (File *)find(&self->files, entry.id);
+        if (lirs_on(self)) {
+            if (file->ghost != entry.stamp || !CACHED(file))
+                continue;
+            file->ghost = 0;
+        }
+        if (to_heap(self, file) < 0)
             return -1;
+    }
     self->queued = 0;
     trim_ghost(self, -1.0); /* (every entry: the bytes it holds are never negative) */
     return 0;
@@ -922,6 +932,126 @@ dequeue(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
     return 0;
 }
 
+/* The LIRS layout (as the kernel's LIRS shadows, _adaptive.c): the heap is the protected (LIR) set, at most
+ * 1 - LIRS_SHARE of the capacity; the queue holds the other cached files (HIR) in a FIFO with lazy deletion
+ * (file->ghost: the stamp of its live entry).  A file joins the heap while it has room, or when its group's key
+ * before this access is above the heap's lowest (LIRS: read again while still in the stack), and the heap's lowest
+ * then go to the queue's tail; room is made from the queue's head. */
+#define LIRS_SHARE HTDA_LIRS_SHARE
+
+static int
+lirs_on(Loop *self)
+{
+    return self->queue_layout == LIRS;
+}
+
+static int
+lirs_enqueue(Loop *self, File *file)
+{
+    Queued entry = {file->head.id, file->size, {.stamp = ++self->stamps}};
+    if (fifo_push(&self->queue, entry) < 0)
+        return -1;
+    file->ghost = entry.stamp;
+    WHERE(file) = QUEUED;
+    self->queued += file->size;
+    return 0;
+}
+
+static void
+lirs_unqueue(Loop *self, File *file)
+{
+    file->ghost = 0;
+    WHERE(file) = MAIN;
+    self->queued -= file->size;
+}
+
+/* whether the group's key before this access is above the heap's lowest current key: 1, 0, -1 */
+static int key_before(Loop *self, const Group *group, long long size, double *out);
+
+static int
+lirs_recent(Loop *self, const Group *group, long long size)
+{
+    if (!self->heap.n)
+        return 0;
+    double before;
+    if (key_before(self, group, size, &before) < 0)
+        return -1;
+    if (before == -INFINITY)
+        return 0;
+    if (current_top(self, &self->heap) == NULL)
+        return -1;
+    return before > self->heap.entries[0].key;
+}
+
+/* the heap's lowest go to the queue's tail while the heap holds more than its share */
+static int
+lirs_demote(Loop *self, Totals *totals)
+{
+    while (self->heap.n > 1 && (double)(totals->used - self->queued) > (1.0 - LIRS_SHARE) * (double)self->capacity) {
+        File *low = current_top(self, &self->heap);
+        if (low == NULL)
+            return -1;
+        heap_pop(&self->heap);
+        if (lirs_enqueue(self, low) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* a hit of a queued file: into the heap if it passes LIRS's test, else to the queue's tail */
+static int
+lirs_hit(Loop *self, Totals *totals, File *file, const Group *group, long long size)
+{
+    int recent = lirs_recent(self, group, size);
+    if (recent < 0)
+        return -1;
+    lirs_unqueue(self, file);
+    if (!recent)
+        return lirs_enqueue(self, file);
+    if (to_heap(self, file) < 0)
+        return -1;
+    return lirs_demote(self, totals);
+}
+
+/* A miss of a file that fits while the rating lays the cache out as LIRS: into the heap if it has room or the file
+ * passes LIRS's test, else queued; then the queue's oldest leave (else the heap's lowest) until the cache fits. */
+static int
+lirs_stage(Loop *self, Totals *totals, File *file, const Group *group, long long size)
+{
+    int64_t id = file->head.id;
+    int recent = (double)(totals->used - self->queued + size) <= (1.0 - LIRS_SHARE) * (double)self->capacity;
+    if (!recent && (recent = lirs_recent(self, group, size)) < 0)
+        return -1;
+    cache_file(self, totals, file, size);
+    if (recent) {
+        if (to_heap(self, file) < 0 || lirs_demote(self, totals) < 0)
+            return -1;
+    }
+    else if (lirs_enqueue(self, file) < 0)
+        return -1;
+    long long staged = size;
+    while (totals->used > self->capacity) {
+        if (self->queue.n) {
+            Queued oldest = fifo_pop(&self->queue);
+            File *was = (File *)find(&self->files, oldest.id);
+            if (was->ghost != oldest.stamp || !CACHED(was))
+                continue;
+            lirs_unqueue(self, was);
+            if (uncache(self, totals, was, id, &staged) < 0)
+                return -1;
+        }
+        else if (self->heap.n) {
+            if (evict_lowest(self, totals, id, &staged, NULL, 0.0) < 0)
+                return -1;
+        }
+        else {
+            PyErr_SetString(PyExc_RuntimeError, "HTDAPolicy's cache holds bytes but no file");
+            return -1;
+        }
+    }
+    return add_checked(&totals->staged, staged);
+}
+
 /* A miss of a file that fits while the rating puts new files on probation: back from the ghost list into the
  * heap, or into the queue; then the queue's oldest leave while it holds its share (or the heap is empty), else
  * the heap's lowest, until the cache fits. */
@@ -975,13 +1105,18 @@ key_before(Loop *self, const Group *group, long long size, double *out)
 
 /* A miss of a file that fits: it is staged with its current key, then the lowest keys go until the cache fits
  * (it may be one of them); a file that would be the lowest entry, when something must go, is not admitted, nor
- * one that does not pass the admission question when the rating says to ask it.  (On probation: above.) */
+ * one that does not pass the admission question when the rating says to ask it.  (On probation, as LIRS:
+ * above.)  A change between layouts with a queue empties it first. */
 static int
 stage(Loop *self, Totals *totals, File *file, const Group *group, long long size)
 {
     int layout = rating_layout(self);
-    if (layout < 0 || (layout != PROBATION && (self->queue.n || self->ghost.n) && end_probation(self) < 0))
+    int queues = layout == PROBATION || layout == LIRS;
+    if (layout < 0 || ((!queues || layout != self->queue_layout) && (self->queue.n || self->ghost.n)
+                       && end_probation(self) < 0))
         return -1;
+    if (queues)
+        self->queue_layout = layout;
     if (layout != PROBATION)
         self->settled = 0;
     else if (!self->settled) {
@@ -990,6 +1125,8 @@ stage(Loop *self, Totals *totals, File *file, const Group *group, long long size
             return -1;
         self->settled = settled;
     }
+    if (layout == LIRS)
+        return lirs_stage(self, totals, file, group, size);
     if (layout == PROBATION)
         return stage_on_probation(self, totals, file, size, group->last);
     double key;
@@ -1185,7 +1322,11 @@ request(Loop *self, PyObject *access, Totals *totals, double t, int64_t id, long
     if (self->admission != NULL)
         return admitted_request(self, totals, file, size);
     if (CACHED(file)) {
-        if (WHERE(file) == QUEUED)
+        if (WHERE(file) == QUEUED && lirs_on(self)) {
+            if (lirs_hit(self, totals, file, group, size) < 0)
+                return -1;
+        }
+        else if (WHERE(file) == QUEUED)
             WHERE(file) = READ_AGAIN;
         totals->hits++;
         return add_checked(&totals->hit_bytes, size);

@@ -18,6 +18,8 @@ from htda.coordinator.adaptive import (
     ASKING,
     LASTING_ROUNDS,
     LAYOUTS,
+    LIRS,
+    LIRS_SHARE,
     PLAIN,
     PROBATION,
     PROBATION_SHARE,
@@ -197,7 +199,8 @@ def test_a_key_read_while_the_kernel_updates_is_the_one_keys_holds():
 
 def test_groups_read_once_among_hot_ones_make_it_ask_the_admission_question():
     # one half-life: only admission to choose
-    policy = adaptive(start=SHORT, capacity=25, half_lives=(SHORT,), start_admitting=False, choose_probation=False)
+    policy = adaptive(start=SHORT, capacity=25, half_lives=(SHORT,), start_admitting=False, choose_probation=False,
+                      choose_lirs=False)
     for t, g in hot_among_scans():
         policy.access(g, t)
     assert policy.admitting and policy.switches == 1
@@ -240,32 +243,36 @@ def test_groups_read_again_at_once_among_scans_put_new_groups_on_probation():
     assert policy.settled
 
 
-def test_a_working_set_that_moves_on_admits_every_group():
-    policy = adaptive(start=SHORT, half_lives=(SHORT,))
-    assert policy.admitting  # it starts asking
-    for t, g in drifting():  # new groups are read again and again at once: asking only delays them
-        policy.access(g, t)
-    assert not policy.admitting and policy.switches == 1  # it stopped, once
-    policy = adaptive(start=SHORT, half_lives=(SHORT,), start_admitting=False)
+@pytest.mark.parametrize("choose_lirs, question", [(True, LIRS), (False, ASKING)])
+def test_a_working_set_that_moves_on_admits_every_group(choose_lirs, question):
+    """It starts with its question (LIRS's test, or the admission question without LIRS shadows); where new groups
+    are read again and again at once the question only delays them, and it stops asking, once."""
+    policy = adaptive(start=SHORT, half_lives=(SHORT,), choose_lirs=choose_lirs)
+    assert policy.layout == question and policy.admitting == (question == ASKING)
     for t, g in drifting():
         policy.access(g, t)
-    assert not policy.admitting and all(layout != "asking" for _, _, layout in policy.history)  # it never asked
+    assert policy.layout == PLAIN and policy.switches == 1  # it stopped, once
+    policy = adaptive(start=SHORT, half_lives=(SHORT,), start_admitting=False, choose_lirs=choose_lirs)
+    for t, g in drifting():
+        policy.access(g, t)
+    assert policy.layout == PLAIN and all(layout == "plain" for _, _, layout in policy.history)  # it never asked
 
 
-def test_it_asks_only_while_it_has_shadows():
-    policy = adaptive(start=SHORT, capacity=0, half_lives=(SHORT,))
-    assert not policy.admitting  # no capacity, no shadows: plain LRFU
+@pytest.mark.parametrize("choose_lirs, question", [(True, LIRS), (False, ASKING)])
+def test_it_asks_only_while_it_has_shadows(choose_lirs, question):
+    policy = adaptive(start=SHORT, capacity=0, half_lives=(SHORT,), choose_lirs=choose_lirs)
+    assert policy.layout == PLAIN  # no capacity, no shadows: plain LRFU
     policy.set_capacity(40)
-    assert policy.admitting  # the shadows start: it asks first
+    assert policy.layout == question  # the shadows start: it asks first
     policy.set_capacity(0)
-    assert not policy.admitting
+    assert policy.layout == PLAIN
     policy.set_capacity(50)
-    assert policy.admitting
+    assert policy.layout == question
     for t, g in drifting():  # asking loses: it stops ...
         policy.access(g, t)
-    assert not policy.admitting
+    assert policy.layout == PLAIN
     policy.set_capacity(60)  # ... and a new size of a running cache does not make it start again
-    assert not policy.admitting
+    assert policy.layout == PLAIN
 
 
 def test_without_admission_shadows_it_never_asks():
@@ -273,14 +280,14 @@ def test_without_admission_shadows_it_never_asks():
     assert not policy.admitting
     for t, g in hot_among_scans(3000):
         policy.access(g, t)
-    assert not policy.admitting and policy.layouts == (PLAIN, PROBATION)
+    assert not policy.admitting and policy.layouts == (PLAIN, PROBATION, LIRS)
 
 
-def test_a_layout_is_one_of_the_three():
+def test_a_layout_is_one_of_the_four():
     policy = adaptive(start=SHORT)
     policy.layout = PROBATION
     assert policy.probation and not policy.admitting and policy.layout == PROBATION
-    for wrong in (3, -1, "asking", None, 2**70):
+    for wrong in (4, -1, "asking", None, 2**70):
         with pytest.raises(ValueError, match="layout must be"):
             policy.layout = wrong
     with pytest.raises(ValueError, match="layout must be"):
@@ -296,9 +303,10 @@ def test_the_key_before_the_latest_access_is_kept_for_the_question():
     key = policy.key("g")
     policy.access("g", 20.0)
     assert policy.before("g") == key < policy.key("g")
-    assert adaptive(start=SHORT, choose_admission=False).before("g") == float("-inf")  # probation keeps them too
-    with pytest.raises(ValueError, match="asking or probation shadows"):
-        adaptive(start=SHORT, choose_admission=False, choose_probation=False).before("g")
+    for alone in ({"choose_probation": False}, {"choose_lirs": False}):  # probation and LIRS keep them too
+        assert adaptive(start=SHORT, choose_admission=False, **alone).before("g") == float("-inf")
+    with pytest.raises(ValueError, match="asking, probation or lirs shadows"):
+        adaptive(start=SHORT, choose_admission=False, choose_probation=False, choose_lirs=False).before("g")
 
 
 def test_a_switch_needs_a_clear_margin_in_several_decisions_in_a_row():
@@ -501,7 +509,7 @@ def test_until_its_own_shadows_differ_the_cache_starts_from_the_smaller_ones_pic
     but the smaller shadows have seen the question keep every group out until its second read, which comes at
     once, so it stops asking without a switch.  Once its own shadows differ, they decide, and the smaller ones are
     retired (empty, their hits 0)."""
-    policy = adaptive(start=MIDDLE, capacity=4000)
+    policy = adaptive(start=MIDDLE, capacity=4000, choose_lirs=False)
     assert policy.admitting and policy.smaller is not None
     for t, g in read_twice_at_once(3000):
         policy.access(g, t)
@@ -526,14 +534,14 @@ def test_the_kernel_refuses_a_smaller_share_out_of_range_and_a_shadow_it_does_no
 
 
 def test_with_one_layout_there_are_no_smaller_shadows():
-    policy = adaptive(start=MIDDLE, choose_admission=False, choose_probation=False)
+    policy = adaptive(start=MIDDLE, choose_admission=False, choose_probation=False, choose_lirs=False)
     assert policy.smaller is None and len(policy.scores()) == 3
     with pytest.raises(ValueError, match="no such candidate"):
         policy.shadow(3)  # three shadows: one per candidate
 
 
 def test_without_smaller_shadows_it_asks_until_its_own_shadows_tell():
-    policy = adaptive(start=MIDDLE, capacity=4000, smaller_share=0.0)
+    policy = adaptive(start=MIDDLE, capacity=4000, smaller_share=0.0, choose_lirs=False)
     for t, g in read_twice_at_once(3000):
         policy.access(g, t)
     assert policy.admitting and policy.smaller is None
@@ -672,7 +680,7 @@ def test_the_coordinator_shows_and_logs_probation(inprocess_node, caplog):
     shares = {(line.split('half_life_seconds="')[1].split('"')[0], line.split('layout="')[1].split('"')[0]):
               float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
               if line.startswith("htda_coordinator_rating_shadow_hit_ratio{")}
-    assert len(shares) == 9 and all(0.0 <= share <= 1.0 for share in shares.values())
+    assert len(shares) == 12 and all(0.0 <= share <= 1.0 for share in shares.values())
     assert max(shares, key=shares.__getitem__) == (f"{policy.half_life:g}", "probation")  # the winner's, shown
     assert shares == pytest.approx({key: share for key, share in policy.shadow_hit_ratios().items()})
     with caplog.at_level("INFO"):
@@ -684,7 +692,15 @@ def test_the_coordinator_shows_and_logs_probation(inprocess_node, caplog):
 def test_adaptive_probation_false_leaves_the_probation_shadows_out(inprocess_node):
     node = inprocess_node("coord", ["coordinator"], sections={"coordinator": {"adaptive_probation": False}})
     policy = node.components["coordinator"].core.state.policy
-    assert policy.layouts == (PLAIN, ASKING) and len(policy.scores()) == 2 * len(policy.half_lives)
+    assert policy.layouts == (PLAIN, ASKING, LIRS) and len(policy.scores()) == 3 * len(policy.half_lives)
+
+
+def test_adaptive_lirs_false_leaves_the_lirs_shadows_out_and_starts_asking(inprocess_node):
+    node = inprocess_node("coord", ["coordinator"], sections={"coordinator": {"adaptive_lirs": False}})
+    policy = node.components["coordinator"].core.state.policy
+    assert policy.layouts == (PLAIN, ASKING, PROBATION) and len(policy.scores()) == 3 * len(policy.half_lives)
+    policy.set_capacity(10)
+    assert policy.layout == ASKING
 
 
 def test_adaptive_false_keeps_the_fixed_half_life(inprocess_node):
@@ -837,17 +853,20 @@ class ShadowCache:
     bytes hit in the current round; ``heap`` holds ``(key when pushed, group)`` of each resident of the main part,
     lazily: a key that grew since is pushed again when it comes up (keys only grow).  A ``probation`` shadow
     also has S3-FIFO's queue (``queue``: group -> read again since it came in, oldest first; ``queued`` bytes) and
-    ghost list (``ghost``: group -> its size when it left the queue unread; ``ghosted`` bytes)."""
+    ghost list (``ghost``: group -> its size when it left the queue unread; ``ghosted`` bytes).  A ``lirs`` shadow
+    keeps its main part (the heap) as LIRS's protected set and its other residents in ``queue``, oldest first."""
 
-    __slots__ = ("keys", "resident", "heap", "used", "hits", "probation", "queue", "queued", "ghost", "ghosted")
+    __slots__ = ("keys", "resident", "heap", "used", "hits", "probation", "lirs", "queue", "queued", "ghost",
+                 "ghosted")
 
-    def __init__(self, keys: dict, probation: bool = False):
+    def __init__(self, keys: dict, probation: bool = False, lirs: bool = False):
         self.keys = keys  # this candidate's key table (shared with the policy)
         self.resident: dict[Any, float] = {}
         self.heap: list[tuple[float, Any]] = []
         self.used = 0.0
         self.hits = 0.0
         self.probation = probation
+        self.lirs = lirs
         self.queue: OrderedDict[Any, bool] = OrderedDict()
         self.ghost: OrderedDict[Any, float] = OrderedDict()
         self.queued = self.ghosted = 0.0
@@ -890,7 +909,10 @@ class ShadowCache:
 
     def evict(self, capacity: float) -> None:
         """Drop the lowest keys until the residents fit ``capacity`` (probation: the queue's oldest first while it
-        holds its share, to the main part if read again, else to the ghost list)."""
+        holds its share, to the main part if read again, else to the ghost list; LIRS: the queue's oldest first)."""
+        if self.lirs:
+            self.lirs_evict(capacity)
+            return
         while self.used > capacity:
             if self.queue and (self.queued >= PROBATION_SHARE * capacity or not self.heap):
                 group, read_again = self.queue.popitem(last=False)
@@ -919,6 +941,55 @@ class ShadowCache:
             self.drop_lowest()
         return True
 
+    def lirs_access(self, group: Any, size: float, before: float, capacity: float) -> None:
+        """An access of a LIRS shadow, a hit or a miss that fits: a resident of the main part stays; a queued group
+        or a new one joins the main part if it has room or if ``before`` (the group's key before this access)
+        beats its lowest key, else goes to the queue's tail; then the main part's lowest go to the queue while it
+        holds more than its share, and the queue's oldest leave while the shadow is over ``capacity``."""
+        share = (1.0 - LIRS_SHARE) * capacity
+        if group in self.resident:  # (a hit evicts nothing, as in every layout)
+            self.hit(group, size)
+            if group in self.queue:
+                recent = self.lirs_recent(before)
+                self.queued -= self.resident[group]
+                del self.queue[group]
+                self.lirs_place(group, recent, share)
+            return
+        recent = self.used - self.queued + size <= share or self.lirs_recent(before)
+        self.resident[group] = size
+        self.used += size
+        self.lirs_place(group, recent, share)
+        if self.used > capacity:
+            self.lirs_evict(capacity)
+
+    def lirs_place(self, group: Any, recent: bool, share: float) -> None:
+        """Into the main part, whose lowest then go to the queue while it holds more than ``share``; or queued."""
+        if not recent:
+            self.queue[group] = False
+            self.queued += self.resident[group]
+            return
+        heapq.heappush(self.heap, (self.keys[group], group))
+        while len(self.heap) > 1 and self.used - self.queued > share:
+            self.lowest()
+            _, low = heapq.heappop(self.heap)
+            self.queue[low] = False
+            self.queued += self.resident[low]
+
+    def lirs_recent(self, before: float) -> bool:
+        return bool(self.heap) and before != NEVER and before > self.lowest()
+
+    def lirs_evict(self, capacity: float) -> None:
+        while self.used > capacity:
+            if self.queue:
+                group, _ = self.queue.popitem(last=False)
+                size = self.resident.pop(group)
+                self.queued -= size
+                self.used -= size
+            elif self.heap:
+                self.drop_lowest()
+            else:
+                return
+
     def discard(self, groups: Collection[Any]) -> None:
         """Drop ``groups`` (those resident, queued or in the ghost list) without counting anything: they left the
         sample, or were forgotten."""
@@ -941,7 +1012,7 @@ class _Straightforward(RatingPolicy):
 
     def __init__(self, half_life, half_lives, capacity=0.0, sample_rate=1.0, max_sampled=16384, decision_every=1000,
                  hysteresis=0.05, patience=2, decay=0.5, choose_admission=True, start_admitting=True,
-                 choose_probation=True, smaller_share=SMALLER_SHARE, sample_seed=0):
+                 choose_probation=True, smaller_share=SMALLER_SHARE, sample_seed=0, choose_lirs=True):
         super().__init__(half_life)
         self.salt = sample_salt(sample_seed)
         self.half_lives = sorted({float(h) for h in half_lives} | {self.half_life})
@@ -952,7 +1023,7 @@ class _Straightforward(RatingPolicy):
         self.max_sampled, self.decision_every = max_sampled, decision_every
         self.round_length = decision_every
         self.sampled = set()
-        self.layouts = [PLAIN] + [ASKING] * choose_admission + [PROBATION] * choose_probation
+        self.layouts = [PLAIN] + [ASKING] * choose_admission + [PROBATION] * choose_probation + [LIRS] * choose_lirs
         # a shadow per layout and candidate, then (smaller_share) one more per layout at the starting candidate,
         # if there are layouts to choose among
         smaller_share = smaller_share if len(self.layouts) > 1 else 0.0
@@ -961,13 +1032,15 @@ class _Straightforward(RatingPolicy):
         self.befores_of += [self.active] * len(self.layouts) * bool(smaller_share)
         layouts = [layout for layout in self.layouts for _ in self.tables] + self.layouts * bool(smaller_share)
         self.shares = [1.0] * nc * len(self.layouts) + [smaller_share] * len(self.layouts) * bool(smaller_share)
-        self.shadows = [ShadowCache(self.tables[c], layout == PROBATION) for c, layout in zip(self.befores_of, layouts)]
+        self.shadows = [ShadowCache(self.tables[c], layout == PROBATION, layout == LIRS)
+                        for c, layout in zip(self.befores_of, layouts)]
         self.asks = [layout == ASKING for layout in layouts]
         self.layout = PLAIN
         self.settled = False
-        self.start_layout = ASKING if choose_admission and start_admitting else PLAIN
+        held = LIRS if choose_lirs else ASKING if choose_admission else None  # the question's layout
+        self.start_layout = held if held is not None and start_admitting else PLAIN
         self.choice = TwoPaceChoice(len(self.tables), len(self.layouts), hysteresis, patience, decay,
-                                    held=self.layouts.index(ASKING) if ASKING in self.layouts else None)
+                                    held=None if held is None else self.layouts.index(held))
         self.smaller = DampedChoice(len(self.layouts), hysteresis, patience, decay) if smaller_share else None
         self.smaller_pick = self.layouts.index(self.start_layout)
         self.round, self.round_bytes = 0, 0.0
@@ -1008,7 +1081,10 @@ class _Straightforward(RatingPolicy):
                     return
         for k, (shadow, asks, share) in enumerate(zip(self.shadows, self.asks, self.shares)):
             capacity = self.sample_rate * self.capacity * share
-            if group in shadow.resident:
+            if shadow.lirs:
+                if group in shadow.resident or size <= capacity:
+                    shadow.lirs_access(group, size, self.befores[self.befores_of[k]][group], capacity)
+            elif group in shadow.resident:
                 shadow.hit(group, size)
             elif size <= capacity and shadow.probation:
                 shadow.enter(group, size, capacity)
@@ -1114,17 +1190,18 @@ def _options() -> dict:
             "patience": 1, "hysteresis": 0.02}
 
 
-@pytest.mark.parametrize("choose_admission, choose_probation, sample_seed, fraction", [
-    (True, True, 0, 0.0), (True, False, 0, 0.0), (False, True, 0, 0.0), (False, False, 0, 0.0), (True, True, 7, 0.0),
-    (True, True, 0, 0.1)])
-def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission, choose_probation, sample_seed,
-                                                                fraction):
+@pytest.mark.parametrize("choose_admission, choose_probation, choose_lirs, sample_seed, fraction", [
+    (True, True, True, 0, 0.0), (True, True, False, 0, 0.0), (True, False, False, 0, 0.0),
+    (False, True, False, 0, 0.0), (False, False, True, 0, 0.0), (False, False, False, 0, 0.0),
+    (True, True, True, 7, 0.0), (True, True, True, 0, 0.1), (False, False, True, 0, 0.1)])
+def test_the_fast_path_decides_as_the_straightforward_reference(choose_admission, choose_probation, choose_lirs,
+                                                                sample_seed, fraction):
     """Keys, sample, shadows and decisions of the C kernel are the reference's, bit for bit, through switches
     (of half-life and of layout), halvings of the sample, restored keys, forgotten groups and new sizes of the
     cache.  Sizes that are not whole numbers (``fraction``) take the kernel's other way of summing what a shadow
     holds after a halving: in the order it came in, as the reference's dict sums it."""
     options = {**_options(), "choose_admission": choose_admission, "choose_probation": choose_probation,
-               "sample_seed": sample_seed}
+               "choose_lirs": choose_lirs, "sample_seed": sample_seed}
     fast, reference = AdaptiveLRFUPolicy(half_life=MIDDLE, **options), _Straightforward(half_life=MIDDLE, **options)
     rng = random.Random(5)
     for i, (group, t, whole) in enumerate(_random_trace()):
@@ -1169,3 +1246,62 @@ def test_the_simulator_replays_the_fast_path_as_the_reference():
         cache = HTDAPolicy(400, rating)
         results.append((cache.replay(*columns), cache.staged, cache.evicted, list(rating.history)))
     assert results[0] == results[1] and results[0][3]
+
+
+# -- LIRS shadows ------------------------------------------------------------------------------------------------
+
+def lirs_only(capacity: int) -> AdaptiveLRFUPolicy:
+    """Plain and LIRS shadows at the short half-life (LRU-like keys), nothing else."""
+    return adaptive(start=SHORT, capacity=capacity, half_lives=(SHORT,), choose_admission=False,
+                    choose_probation=False, smaller_share=0.0)
+
+
+def residents(policy: AdaptiveLRFUPolicy, layout: str) -> set:
+    return {g for c in policy.candidates() if c.layout == layout for g in c.residents}
+
+
+def test_a_lirs_shadow_keeps_a_loop_one_group_longer_than_itself_where_lru_keeps_nothing():
+    """A loop of 201 groups through a cache of 200: LRU misses every access; LIRS protects 198 and cycles the
+    others through its queue of 2, so it hits all but three groups a lap (Jiang and Zhang's case for LIRS).
+    The policy lays the cache out as LIRS, as it started."""
+    policy = lirs_only(200)
+    assert policy.layout == LIRS
+    t = 0.0
+    for _ in range(20):
+        for g in range(201):
+            t += 1.0
+            policy.access(g, t)
+    ratios = policy.shadow_hit_ratios()
+    assert ratios[(f"{SHORT:g}", "plain")] == 0.0
+    assert ratios[(f"{SHORT:g}", "lirs")] >= 198 / 201 - 0.01
+    assert policy.layout == LIRS and policy.switches == 0
+
+
+def test_a_group_read_again_joins_the_protected_part_and_its_lowest_is_demoted_to_the_queue():
+    """100 groups of 1 in a LIRS shadow of 100: the first 99 fill the protected part, the next ones queue (read
+    once).  Group 100, read again after it left, beats the protected part's lowest (group 1: group 0 was read
+    again): it joins, group 1 is demoted to the queue (still held), and room is made from the queue's head
+    (group 101).  A new group then pushes group 1 out."""
+    policy = lirs_only(100)
+    t = 0.0
+    for g in [*range(102), 0, 100]:
+        t += 1.0
+        policy.access(g, t)
+    held = residents(policy, "lirs")
+    assert held == set(range(101)) - {99}
+    policy.access(102, t + 1.0)
+    assert residents(policy, "lirs") == held - {1} | {102}
+
+
+def test_a_queued_group_read_again_but_older_than_the_protected_part_goes_to_the_queues_tail():
+    """A group read again while queued joins the protected part only if its key before beats the lowest there;
+    else it starts again at the queue's tail (its old place is skipped, lazily), so the other queued group leaves
+    first."""
+    policy = lirs_only(200)
+    t = 0.0
+    for g in [*range(200), *range(198)]:  # 0-197 protected and read again; 198 and 199 queued
+        t += 1.0
+        policy.access(g, t)
+    policy.access(198, t + 1.0)  # its key before (its first read) is below every protected group's
+    policy.access(1000, t + 2.0)  # a new group: the queue's head goes, 199 and not 198
+    assert residents(policy, "lirs") == set(range(199)) | {1000}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from htda.coordinator.adaptive import ASKING, PLAIN, PROBATION, AdaptiveLRFUPolicy
+from htda.coordinator.adaptive import ASKING, LIRS, PLAIN, PROBATION, AdaptiveLRFUPolicy
 from htda.coordinator.admission import FrequencySketch, TinyLFUAdmission, WindowClimber, make_admission
 from htda.coordinator.core import CacheNode, Coordinator
 from htda.coordinator.placement import GroupCandidate, place
@@ -147,11 +147,14 @@ def test_coordinator_climbs_the_window_on_the_hits_of_its_accesses(database):
     assert core.admission.climber.previous == 0.0
 
 
-@pytest.mark.parametrize("layout, kept", [(PLAIN, "/store/once"), (ASKING, "/store/hot"), (PROBATION, "/store/hot")])
+@pytest.mark.parametrize("layout, kept", [(PLAIN, "/store/once"), (ASKING, "/store/hot"), (PROBATION, "/store/hot"),
+                                          (LIRS, "/store/hot")])
 def test_an_adaptive_rating_that_admits_keeps_the_frequent_group_against_a_one_off(database, layout, kept):
     """While its admission shadows win, the adaptive rating's own question (the group's key before its latest
     access against the placed groups' keys) keeps a group read once from displacing one read six times; so does
-    probation while its probation shadows win (past the best tenth of the space, a group read once stays out)."""
+    probation while its probation shadows win (past the best tenth of the space, a group read once stays out), and
+    LIRS while its LIRS shadows do (past the best hundredth, a group read once has no key before to beat the
+    lowest placed)."""
     rating = AdaptiveLRFUPolicy(half_life=100.0, half_lives=(100.0,))
     core = Coordinator(Store(*database, access_on="submit"), rating, hysteresis=1.0, admission="none")
     core.load()
@@ -159,16 +162,29 @@ def test_an_adaptive_rating_that_admits_keeps_the_frequent_group_against_a_one_o
     assert _hot_then_once(core) == {kept}
 
 
-def test_on_probation_a_group_read_again_displaces_the_placed_one(database):
+def _hot_then_read_twice(database, layout: int, first_read: float) -> set[str]:
+    """A group read six times at 1000-1005, placed; then a group read at ``first_read`` and again at 2000."""
     rating = AdaptiveLRFUPolicy(half_life=100.0, half_lives=(100.0,))
     core = Coordinator(Store(*database, access_on="submit"), rating, hysteresis=1.0, admission="none")
     core.load()
-    rating.layout = PROBATION
+    rating.layout = layout
     nodes = [CacheNode("n1", "http://n1", 110)]
     core.submit_jobs([JobRecord(f"hot{i}", "alice", ["/store/hot"], submit_time=1000.0 + i,
                                 sizes={"/store/hot": 100}) for i in range(6)])
     core.run_cycle(nodes, now=1010.0, full=True)
     core.submit_jobs([JobRecord(f"twice{i}", "bob", ["/store/twice"], submit_time=t, sizes={"/store/twice": 100})
-                      for i, t in enumerate((1990.0, 2000.0))])
+                      for i, t in enumerate((first_read, 2000.0))])
     core.run_cycle(nodes, now=2000.0, full=True)
-    assert {core.state.lfns[f] for f in core.placement} == {"/store/twice"}  # read again: off probation
+    return {core.state.lfns[f] for f in core.placement}
+
+
+@pytest.mark.parametrize("layout", [PROBATION, LIRS])
+def test_on_probation_or_as_lirs_a_group_read_again_soon_displaces_the_placed_one(database, layout):
+    assert _hot_then_read_twice(database, layout, 1990.0) == {"/store/twice"}
+
+
+@pytest.mark.parametrize("layout, kept", [(PROBATION, "/store/twice"), (LIRS, "/store/hot")])
+def test_as_lirs_a_group_read_again_displaces_only_groups_rated_below_its_rating_before(database, layout, kept):
+    """Read at 500 and at 2000, a group has a key before its latest read (probation lets it in) that is below
+    the key of the group read six times at 1000-1005: as LIRS it was not still in the stack, and stays out."""
+    assert _hot_then_read_twice(database, layout, 500.0) == {kept}

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from htda.coordinator.adaptive import ASKING, PLAIN, PROBATION, PROBATION_SHARE, AdaptiveLRFUPolicy
+from htda.coordinator.adaptive import ASKING, LIRS, LIRS_SHARE, PLAIN, PROBATION, PROBATION_SHARE, AdaptiveLRFUPolicy
 from htda.coordinator.rating import NEVER, LRFUPolicy, RatingPolicy, best_key, normalised_key
 from htda.simulator.htda_policy import HTDAPolicy
 from htda.simulator.trace import NO_GROUP
@@ -33,7 +33,8 @@ READ = -math.inf
 
 class ReferenceHTDA:
     """HTDAPolicy without a TinyLFU filter as plain Python: the loop the C one must match, step for step (the
-    admission question and the probation queue included, when an adaptive rating's layout says so)."""
+    admission question, the probation queue and the LIRS layout included, when an adaptive rating's layout says
+    so)."""
 
     def __init__(self, capacity: int, rating: Any, per_size: bool = False, accesses: str = "job"):
         self.capacity, self.rating, self.per_size, self.per_job = capacity, rating, per_size, accesses == "job"
@@ -48,6 +49,7 @@ class ReferenceHTDA:
         self.ghost: OrderedDict[int, int] = OrderedDict()  # file -> its size when it left the queue unread
         self.queued = self.ghosted = 0
         self.settled = False  # on probation since the rating settled: the files read once were queued
+        self.queue_layout = PLAIN  # the layout the queue was filled for (PROBATION or LIRS), once there was one
         self.group_bytes: dict[int, int] | None = None
         if isinstance(rating, AdaptiveLRFUPolicy):
             rating.set_capacity(capacity)
@@ -97,6 +99,73 @@ class ReferenceHTDA:
                 self.queued += self.sizes[oid]
         for entry in kept:
             heapq.heappush(self.heap, entry)
+
+    def settled_top(self) -> float:
+        """The heap's lowest key, once the entries above it that went stale are pushed again with their keys now."""
+        while True:
+            key, oid = self.heap[0]
+            current = self.current_key(oid)
+            if current == key:
+                return key
+            heapq.heappop(self.heap)
+            self.entry_key[oid] = current
+            heapq.heappush(self.heap, (current, oid))
+
+    def lirs_recent(self, group: int, size: int) -> bool:
+        """LIRS's test: the group's key before this access beats the heap's lowest."""
+        if not self.heap:
+            return False
+        before = self.rating.before(group)
+        before = normalised_key(before, size) if self.per_size else before
+        return before != NEVER and before > self.settled_top()
+
+    def lirs_place(self, oid: int, recent: bool, used: int, now: float) -> None:
+        """Into the heap, whose lowest then go to the queue's tail while it holds more than its share; or queued."""
+        if not recent:
+            self.queue[oid] = now
+            self.queued += self.sizes[oid]
+            return
+        self.to_heap(oid)
+        while len(self.heap) > 1 and used - self.queued > (1.0 - LIRS_SHARE) * self.capacity:
+            self.settled_top()
+            _, low = heapq.heappop(self.heap)
+            del self.entry_key[low]
+            self.queue[low] = now
+            self.queued += self.sizes[low]
+
+    def lirs_hit(self, oid: int, group: int, size: int, used: int, now: float) -> None:
+        recent = self.lirs_recent(group, size)
+        del self.queue[oid]
+        self.queued -= self.sizes[oid]
+        self.lirs_place(oid, recent, used, now)
+
+    def lirs_stage(self, oid: int, group: int, size: int, used: int, now: float) -> tuple[int, int, int]:
+        """(used, staged, evicted) after a miss of ``oid`` while the rating lays the cache out as LIRS."""
+        cap = self.capacity
+        recent = used - self.queued + size <= (1.0 - LIRS_SHARE) * cap or self.lirs_recent(group, size)
+        self.sizes[oid] = size
+        used += size
+        self.lirs_place(oid, recent, used, now)
+        staged, evicted = size, 0
+        while used > cap:
+            if self.queue:
+                victim, _ = self.queue.popitem(last=False)
+                self.queued -= self.sizes[victim]
+            else:
+                key, victim = heapq.heappop(self.heap)
+                current = self.current_key(victim)
+                if current != key:
+                    self.entry_key[victim] = current
+                    heapq.heappush(self.heap, (current, victim))
+                    continue
+                del self.entry_key[victim]
+            victim_size = self.sizes.pop(victim)
+            used -= victim_size
+            if victim == oid:
+                staged = 0
+            else:
+                evicted += victim_size
+        return used, staged, evicted
 
     def read_again(self, oid: int, since: float) -> bool:
         """Read again while queued: the file itself, or its first group by a later job (not the file's own group)."""
@@ -167,7 +236,9 @@ class ReferenceHTDA:
                 else:
                     access(group, t, 1.0, group_bytes.get(group, 0))
             if oid in cached_sizes:
-                if oid in self.queue:
+                if oid in self.queue and self.queue_layout == LIRS:
+                    self.lirs_hit(oid, group, size, used, t)
+                elif oid in self.queue:
                     self.queue[oid] = READ
                 hits += 1
                 hit_bytes += size
@@ -175,13 +246,21 @@ class ReferenceHTDA:
             if size > cap:
                 continue
             layout = getattr(rating, "layout", PLAIN)
-            if layout != PROBATION and (self.queue or self.ghost):
+            queues = layout in (PROBATION, LIRS)
+            if (not queues or layout != self.queue_layout) and (self.queue or self.ghost):
                 self.end_probation()
+            if queues:
+                self.queue_layout = layout
             if layout != PROBATION:
                 self.settled = False
             elif not self.settled and getattr(rating, "settled", False):
                 self.settle(t)
                 self.settled = True
+            if layout == LIRS:
+                used, staged_now, evicted_now = self.lirs_stage(oid, group, size, used, t)
+                staged += staged_now
+                evicted += evicted_now
+                continue
             if layout == PROBATION:
                 used, staged_now, evicted_now = self.stage_on_probation(oid, size, used, t)
                 staged += staged_now
@@ -425,6 +504,48 @@ def test_an_adaptive_rating_moves_its_cache_on_and_off_probation_as_the_referenc
     trace[1][6000:] = [oid % 60 for oid in trace[1][6000:]]  # then a working set of 60 files, all read often
     policy = replay_both(trace, 3_000, adaptive, chunk=500)
     assert {layout for _, _, layout in policy.rating.history} >= {"probation", "plain"}
+
+
+class AlwaysLIRS(AlwaysAsking):
+    """LRFU whose cache is laid out as LIRS (as an adaptive rating's is when a LIRS shadow wins)."""
+
+    layout = LIRS
+
+
+def a_loop_one_file_longer_than_the_cache(laps: int = 10, files: int = 101) -> Trace:
+    """Laps over ``files`` files of 100 bytes, in order, a request a second; every 20th request a file read once."""
+    times, ids = [], []
+    once = 10_000
+    for _ in range(laps):
+        for oid in range(files):
+            ids.append(oid)
+            if oid % 20 == 19:
+                ids.append(once)
+                once += 1
+    times = [float(i) for i in range(len(ids))]
+    return times, ids, [100] * len(ids), [NO_GROUP] * len(ids)
+
+
+@pytest.mark.parametrize("options", [{}, {"per_size": True}, {"accesses": "request"}])
+def test_a_lirs_cache_keeps_most_of_a_loop_larger_than_itself_as_the_reference_does(options):
+    """LRU (LRFU at a short half-life) misses every request of a loop longer than the cache; as LIRS the cache
+    protects 99 % of its bytes and cycles the rest through its queue, so it hits most of every lap after the
+    first, and the files read once pass through the queue."""
+    trace = a_loop_one_file_longer_than_the_cache()
+    lirs = replay_both(trace, 10_000, lambda: AlwaysLIRS(half_life=1.0), **options)
+    lirs_hits = HTDAPolicy(10_000, AlwaysLIRS(half_life=1.0), **options).replay(*trace)[0]
+    plain_hits = HTDAPolicy(10_000, LRFUPolicy(half_life=1.0), **options).replay(*trace)[0]
+    assert plain_hits == 0 and lirs_hits >= 9 * 95
+    assert set(lirs.contents()) < set(range(101))  # what it holds at the end is of the loop, not read once
+
+
+def test_an_adaptive_rating_moves_its_cache_to_lirs_and_back_as_the_reference_does():
+    trace = a_loop_one_file_longer_than_the_cache(laps=20)
+    drifting = hot_files_among_a_scan(6_000)
+    trace = tuple(first + [x + (len(trace[0]) if column == 0 else 0) for x in second]
+                  for column, (first, second) in enumerate(zip(trace, drifting)))
+    policy = replay_both(trace, 3_000, adaptive, chunk=500)
+    assert {layout for _, _, layout in policy.rating.history} == {"plain", "asking", "probation", "lirs"}
 
 
 class PlainThenSettled(AlwaysAsking):
