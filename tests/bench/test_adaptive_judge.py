@@ -101,7 +101,7 @@ def test_hindsight_reports_what_a_perfect_choice_among_the_candidates_reaches(tm
     oracle = [max(r["byte_hit_ratio"] for r in results if r["capacity_bytes"] == c and r["policy"].startswith("htda("))
               for c in capacities]
     wins = sum(o >= b - 1e-9 for o, b in zip(oracle, best))
-    assert int(found[1]) == len(alone) == 15  # five half-lives in three layouts
+    assert int(found[1]) == len(alone) == 20  # five half-lives in four layouts
     assert (int(found[2]), int(found[4])) == (wins, 5 - wins)
     assert abs(float(found[3]) - sum(o - b for o, b in zip(oracle, best)) / 5) <= 0.00005 + 1e-12
     single = sum(r["byte_hit_ratio"] >= best[capacities.index(r["capacity_bytes"])] - 1e-9

@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 
-from htda.coordinator.adaptive import LAYOUTS, PLAIN, PROBATION, AdaptiveLRFUPolicy, sample_salt
+from htda.coordinator.adaptive import LAYOUTS, LIRS, PLAIN, PROBATION, AdaptiveLRFUPolicy, sample_salt
 from htda.coordinator.admission import TinyLFUAdmission
 from htda.coordinator.rating import LRFUPolicy
 from htda.simulator.cli import parse_duration
@@ -104,7 +104,8 @@ def test_hindsight_replays_each_candidate_alone_beside_the_online_choice():
     policies = build_policies(spec)
     labels = [p.label for p in policies]
     assert labels == ["htda(auto)", "htda(1d)", "htda(10s, plain)", "htda(10s, asking)", "htda(10s, probation)",
-                      "htda(1d, plain)", "htda(1d, asking)", "htda(1d, probation)"]
+                      "htda(10s, lirs)", "htda(1d, plain)", "htda(1d, asking)", "htda(1d, probation)",
+                      "htda(1d, lirs)"]
     assert all(is_hindsight_label(label) == (", " in label) for label in labels)
     results = run(chunk_of(names), policies, 40, bound=False)
     assert results["htda(1d, plain)"].hits == results["htda(1d)"].hits
@@ -127,8 +128,9 @@ def test_a_fixed_candidate_keeps_its_layout_and_half_life():
     plain, probation = fixed.candidates()
     assert plain.total > 3 * probation.total and probation.active
     assert fixed.switches == 0 and fixed.half_life == 10.0 and fixed.probation
-    with pytest.raises(ValueError, match="layout must be one of 0, 1, 2"):
-        AdaptiveLRFUPolicy.fixed(60.0, 3)
+    with pytest.raises(ValueError, match="layout must be one of 0, 1, 2, 3"):
+        AdaptiveLRFUPolicy.fixed(60.0, 4)
+    assert AdaptiveLRFUPolicy.fixed(60.0, LIRS).layouts == (PLAIN, LIRS)
 
 
 def test_a_replayed_policy_is_freed_without_the_cycle_collector():
