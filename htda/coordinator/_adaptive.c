@@ -506,6 +506,16 @@ drop_top(Kernel *self, Shadow *shadow, int k)
     gone->size = OUT;
 }
 
+/* shadow k's lowest current key goes, and its group with it (the shadow is not empty) */
+static int
+drop_lowest(Kernel *self, Shadow *shadow, int k)
+{
+    settled_top(self, shadow, k);
+    if (!self->failed)
+        drop_top(self, shadow, k);
+    return self->failed ? -1 : 0;
+}
+
 /* Evict the lowest keys of shadow k until `size` more fits in capacity.  `asking` (an admission shadow, for a
  * group whose key before this access was `before`): stop at the first victim whose key is at least `before`
  * (the victims that went before it stay gone).  1 when it fits (or the shadow is empty), 0 when stopped, -1 on
@@ -588,20 +598,10 @@ settle(Kernel *self, int k, double capacity)
 {
     Shadow *shadow = &self->shadows[k];
     while (shadow->used > capacity) {
-        if (shadow->queue.n && (shadow->queued >= PROBATION_SHARE * capacity || !shadow->n)) {
-            if (dequeue(self, shadow, k, capacity) < 0)
-                return -1;
-        }
-        else if (shadow->n) {
-            settled_top(self, shadow, k);
-            if (self->failed)
-                return -1;
-            drop_top(self, shadow, k);
-        }
-        else {
+        int from_queue = shadow->queue.n && (shadow->queued >= PROBATION_SHARE * capacity || !shadow->n);
+        if (!from_queue && !shadow->n)
             break;
-        }
-        if (self->failed)
+        if ((from_queue ? dequeue(self, shadow, k, capacity) : drop_lowest(self, shadow, k)) < 0 || self->failed)
             return -1;
     }
     return 0;
@@ -670,33 +670,33 @@ lirs_demote(Kernel *self, Shadow *shadow, int k, double capacity)
     return 0;
 }
 
+/* LIRS shadow k's queue's oldest entry goes, and its group out of the shadow if the entry is live */
+static void
+lirs_drop_oldest(Kernel *self, Shadow *shadow, int k)
+{
+    Queued oldest = fifo_pop(&shadow->queue);
+    Extra *extra = &shadow->extra[oldest.s];
+    if (extra->ghost != oldest.stamp || extra->where != QUEUED)
+        return;
+    Cell *cell = CELL(self, oldest.s, k);
+    extra->ghost = 0;
+    extra->where = MAIN;
+    shadow->queued -= cell->size;
+    shadow->used -= cell->size;
+    cell->size = OUT;
+}
+
+/* LIRS shadow k frees room until it fits capacity: the queue's oldest first, then the main part's lowest key */
 static int
 lirs_settle(Kernel *self, int k, double capacity)
 {
     Shadow *shadow = &self->shadows[k];
     while (shadow->used > capacity) {
-        if (shadow->queue.n) {
-            Queued oldest = fifo_pop(&shadow->queue);
-            Extra *extra = &shadow->extra[oldest.s];
-            if (extra->ghost != oldest.stamp || extra->where != QUEUED)
-                continue;
-            Cell *cell = CELL(self, oldest.s, k);
-            extra->ghost = 0;
-            extra->where = MAIN;
-            shadow->queued -= cell->size;
-            shadow->used -= cell->size;
-            cell->size = OUT;
-        }
-        else if (shadow->n) {
-            settled_top(self, shadow, k);
-            if (self->failed)
-                return -1;
-            drop_top(self, shadow, k);
-        }
-        else {
+        if (shadow->queue.n)
+            lirs_drop_oldest(self, shadow, k);
+        else if (!shadow->n)
             break;
-        }
-        if (self->failed)
+        else if (drop_lowest(self, shadow, k) < 0)
             return -1;
     }
     return 0;

@@ -111,6 +111,17 @@ class ReferenceHTDA:
             self.entry_key[oid] = current
             heapq.heappush(self.heap, (current, oid))
 
+    def pop_lowest(self) -> int | None:
+        """The heap's lowest file, out of the heap; None if its entry was stale (pushed again with its key now)."""
+        key, victim = heapq.heappop(self.heap)
+        current = self.current_key(victim)
+        if current != key:
+            self.entry_key[victim] = current
+            heapq.heappush(self.heap, (current, victim))
+            return None
+        del self.entry_key[victim]
+        return victim
+
     def lirs_recent(self, group: int, size: int) -> bool:
         """LIRS's test: the group's key before this access beats the heap's lowest."""
         if not self.heap:
@@ -148,24 +159,18 @@ class ReferenceHTDA:
         self.lirs_place(oid, recent, used, now)
         staged, evicted = size, 0
         while used > cap:
-            if self.queue:
-                victim, _ = self.queue.popitem(last=False)
-                self.queued -= self.sizes[victim]
-            else:
-                key, victim = heapq.heappop(self.heap)
-                current = self.current_key(victim)
-                if current != key:
-                    self.entry_key[victim] = current
-                    heapq.heappush(self.heap, (current, victim))
-                    continue
-                del self.entry_key[victim]
-            victim_size = self.sizes.pop(victim)
-            used -= victim_size
-            if victim == oid:
-                staged = 0
-            else:
-                evicted += victim_size
+            victim = self.pop_oldest() if self.queue else self.pop_lowest()
+            if victim is None:
+                continue
+            gone = self.sizes.pop(victim)
+            used -= gone
+            staged, evicted = (0, evicted) if victim == oid else (staged, evicted + gone)
         return used, staged, evicted
+
+    def pop_oldest(self) -> int:
+        victim, _ = self.queue.popitem(last=False)
+        self.queued -= self.sizes[victim]
+        return victim
 
     def read_again(self, oid: int, since: float) -> bool:
         """Read again while queued: the file itself, or its first group by a later job (not the file's own group)."""
@@ -192,13 +197,9 @@ class ReferenceHTDA:
                     self.to_heap(victim)
                     continue
             else:
-                key, victim = heapq.heappop(self.heap)
-                current = self.current_key(victim)
-                if current != key:
-                    self.entry_key[victim] = current
-                    heapq.heappush(self.heap, (current, victim))
+                victim = self.pop_lowest()
+                if victim is None:
                     continue
-                del self.entry_key[victim]
             victim_size = self.sizes.pop(victim)
             used -= victim_size
             if victim == oid:
