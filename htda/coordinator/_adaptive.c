@@ -493,15 +493,22 @@ settled_top(Kernel *self, Shadow *shadow, int k)
     }
 }
 
+/* shadow's top entry leaves its heap: its sampled index */
+static Py_ssize_t
+pop_top(Kernel *self, Shadow *shadow)
+{
+    Py_ssize_t top = shadow->heap[0].s;
+    shadow->heap[0] = shadow->heap[--shadow->n];
+    if (shadow->n)
+        shadow_sift_down(self, shadow->heap, shadow->n, 0);
+    return top;
+}
+
 /* shadow k's top entry goes, and its group with it */
 static void
 drop_top(Kernel *self, Shadow *shadow, int k)
 {
-    Py_ssize_t victim = shadow->heap[0].s;
-    shadow->heap[0] = shadow->heap[--shadow->n];
-    if (shadow->n)
-        shadow_sift_down(self, shadow->heap, shadow->n, 0);
-    Cell *gone = CELL(self, victim, k);
+    Cell *gone = CELL(self, pop_top(self, shadow), k);
     shadow->used -= gone->size;
     gone->size = OUT;
 }
@@ -629,14 +636,31 @@ lirs_enqueue(Shadow *shadow, Extra *extra, Py_ssize_t s, double size)
     return 0;
 }
 
-/* drop the stale entries of shadow's queue (their group left it or was queued again since) */
+/* a queued group leaves the queue (its entry goes stale), its size `size` */
+static void
+lirs_unqueue(Shadow *shadow, Extra *extra, double size)
+{
+    extra->ghost = 0;
+    extra->where = MAIN;
+    shadow->queued -= size;
+}
+
+/* whether a queue entry is its group's live one (not one it left, or was queued again after) */
+static inline int
+lirs_live(const Shadow *shadow, const Queued *entry)
+{
+    const Extra *extra = &shadow->extra[entry->s];
+    return extra->ghost == entry->stamp && extra->where == QUEUED;
+}
+
+/* drop the stale entries of shadow's queue */
 static void
 lirs_compact(Shadow *shadow)
 {
     Py_ssize_t kept = 0;
     for (Py_ssize_t i = 0; i < shadow->queue.n; i++) {
         Queued entry = *fifo_at(&shadow->queue, i);
-        if (shadow->extra[entry.s].ghost == entry.stamp && shadow->extra[entry.s].where == QUEUED)
+        if (lirs_live(shadow, &entry))
             *fifo_at(&shadow->queue, kept++) = entry;
     }
     shadow->queue.n = kept;
@@ -660,10 +684,7 @@ lirs_demote(Kernel *self, Shadow *shadow, int k, double capacity)
         settled_top(self, shadow, k);
         if (self->failed)
             return -1;
-        Py_ssize_t low = shadow->heap[0].s;
-        shadow->heap[0] = shadow->heap[--shadow->n];
-        if (shadow->n)
-            shadow_sift_down(self, shadow->heap, shadow->n, 0);
+        Py_ssize_t low = pop_top(self, shadow);
         if (self->failed || lirs_enqueue(shadow, &shadow->extra[low], low, CELL(self, low, k)->size) < 0)
             return -1;
     }
@@ -675,13 +696,10 @@ static void
 lirs_drop_oldest(Kernel *self, Shadow *shadow, int k)
 {
     Queued oldest = fifo_pop(&shadow->queue);
-    Extra *extra = &shadow->extra[oldest.s];
-    if (extra->ghost != oldest.stamp || extra->where != QUEUED)
+    if (!lirs_live(shadow, &oldest))
         return;
     Cell *cell = CELL(self, oldest.s, k);
-    extra->ghost = 0;
-    extra->where = MAIN;
-    shadow->queued -= cell->size;
+    lirs_unqueue(shadow, &shadow->extra[oldest.s], cell->size);
     shadow->used -= cell->size;
     cell->size = OUT;
 }
@@ -702,11 +720,13 @@ lirs_settle(Kernel *self, int k, double capacity)
     return 0;
 }
 
-/* one access of sampled group s through LIRS shadow k: a hit (old != OUT) or a miss that fits */
+/* one access of sampled group s through LIRS shadow k: a hit (old != OUT), its bytes counted, or a miss that fits;
+ * `befores`: the group's keys before this access, one per candidate (NULL if not kept) */
 static int
-lirs_access(Kernel *self, int k, Py_ssize_t s, double size, double old, double before, double capacity)
+lirs_access(Kernel *self, int k, Py_ssize_t s, double size, double old, const double *befores, double capacity)
 {
     Shadow *shadow = &self->shadows[k];
+    double before = befores == NULL ? -INFINITY : befores[shadow->candidate];
     Extra *extra = &shadow->extra[s];
     Cell *cell = CELL(self, s, k);
     if (old != OUT) {
@@ -715,9 +735,7 @@ lirs_access(Kernel *self, int k, Py_ssize_t s, double size, double old, double b
         int recent = lirs_recent(self, shadow, k, before);
         if (recent < 0)
             return -1;
-        extra->ghost = 0;
-        extra->where = MAIN;
-        shadow->queued -= cell->size;
+        lirs_unqueue(shadow, extra, cell->size);
         if (!recent)
             return lirs_enqueue(shadow, extra, s, cell->size);
         if (push(self, shadow, cell->key, s) < 0)
@@ -991,21 +1009,6 @@ replay_sampled(Kernel *self, Py_ssize_t s, double size)
         Cell *cell = &cells[c];
         Extra *extra = shadow->extra == NULL ? NULL : &shadow->extra[s];
         double old = cell->size;
-        if (shadow->layout == LIRS && (old != OUT || size <= capacity)) {
-            if (old != OUT) {
-                shadow->hits += size;
-                if (old != size) {
-                    shadow->used += size - old;
-                    if (extra->where != MAIN)
-                        shadow->queued += size - old;
-                    cell->size = size;
-                }
-            }
-            if (lirs_access(self, c, s, size, old, before == NULL ? -INFINITY : before[shadow->candidate],
-                            capacity) < 0)
-                return -1;
-            continue;
-        }
         if (old != OUT) { /* a hit counts its bytes */
             shadow->hits += size;
             if (old != size) {
@@ -1014,11 +1017,19 @@ replay_sampled(Kernel *self, Py_ssize_t s, double size)
                     shadow->queued += size - old;
                 cell->size = size;
             }
-            if (extra != NULL && extra->where == QUEUED)
+            if (shadow->layout == LIRS) {
+                if (lirs_access(self, c, s, size, old, before, capacity) < 0)
+                    return -1;
+            }
+            else if (extra != NULL && extra->where == QUEUED)
                 extra->where = READ_AGAIN;
         }
         else if (size > capacity) {
             continue;
+        }
+        else if (shadow->layout == LIRS) {
+            if (lirs_access(self, c, s, size, old, before, capacity) < 0)
+                return -1;
         }
         else if (extra != NULL) { /* a miss of a probation shadow: back from the ghost list to main, or queued */
             if (extra->ghost) {
@@ -1389,7 +1400,8 @@ Kernel_configure(Kernel *self, PyObject *args)
         Py_DECREF(given);
         if (nl < 1 || nl > 4) {
             if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "layouts: 1 to 4 distinct of 0 (plain), 1 (asking), 2 (probation), 3 (lirs)");
+                PyErr_SetString(PyExc_ValueError,
+                                "layouts: 1 to 4 distinct of 0 (plain), 1 (asking), 2 (probation), 3 (lirs)");
             return NULL;
         }
     }

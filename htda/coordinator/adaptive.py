@@ -215,7 +215,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -731,20 +731,20 @@ def placement_admission(policy: AdaptiveLRFUPolicy[Any], group_of: Callable[[Any
     them only groups whose key before their latest access beats the lowest key placed (the first victim: the
     placement displaces the lowest first), LIRS's test that a group read again is still in the stack; plain,
     none.  A group that is not an int (the coordinator's pins) is always admitted."""
-    def keys_of(group: Hashable, victims: list[Any]) -> tuple[float, list[float]] | None:
-        if not isinstance(group, int):
-            return None
-        return policy.before(group), [policy.key(g) for g in map(group_of, victims) if g is not None and g != group]
+    def victim_keys(group: Hashable, victims: list[Any]) -> Iterator[float]:
+        return (policy.key(g) for g in map(group_of, victims) if g is not None and g != group)
 
     if policy.layout == ASKING:
         def better_than_victims(group: Hashable, victims: list[Any]) -> bool:
-            keys = keys_of(group, victims)
-            return keys is None or all(keys[0] > key for key in keys[1])
+            if not isinstance(group, int):
+                return True
+            before = policy.before(group)
+            return all(before > key for key in victim_keys(group, victims))
         return {"admit": better_than_victims, "window": 0.0}
     if policy.layout == LIRS:
         def better_than_lowest(group: Hashable, victims: list[Any]) -> bool:
-            keys = keys_of(group, victims)
-            return keys is None or not keys[1] or keys[0] > min(keys[1])
+            lowest = min(victim_keys(group, victims), default=None) if isinstance(group, int) else None
+            return lowest is None or policy.before(group) > lowest
         return {"admit": better_than_lowest, "window": LIRS_SHARE}
     if policy.layout == PROBATION:
         def read_again(group: Hashable, victims: list[Any]) -> bool:

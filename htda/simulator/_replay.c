@@ -485,7 +485,6 @@ typedef struct {
     long long sample, sampled, sample_hit_bytes, sample_bytes; /* the window's hill climbing: requests a sample,
                                                                  * and this sample's requests and bytes so far */
 } Loop;
-static int lirs_on(Loop *self);
 
 /* What one replay call adds up (the policy keeps the running totals). */
 typedef struct {
@@ -796,6 +795,13 @@ trim_ghost(Loop *self, double keep)
     }
 }
 
+/* whether a LIRS queue's entry is its file's live one (not one it left, or was queued again after) */
+static inline int
+lirs_live(const File *file, const Queued *entry)
+{
+    return file->ghost == entry->stamp && CACHED(file);
+}
+
 /* The rating lays the cache out otherwise now: the queued files join the heap, in the queue's order (a LIRS
  * queue's live entries only), and the ghost list is forgotten. */
 static int
@@ -804,8 +810,8 @@ end_probation(Loop *self)
     while (self->queue.n) {
         Queued entry = fifo_pop(&self->queue);
         File *file = (File *)find(&self->files, entry.id);
-        if (lirs_on(self)) {
-            if (file->ghost != entry.stamp || !CACHED(file))
+        if (self->queue_layout == LIRS) {
+            if (!lirs_live(file, &entry))
                 continue;
             file->ghost = 0;
         }
@@ -939,11 +945,6 @@ dequeue(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
  * then go to the queue's tail; room is made from the queue's head. */
 #define LIRS_SHARE HTDA_LIRS_SHARE
 
-static int
-lirs_on(Loop *self)
-{
-    return self->queue_layout == LIRS;
-}
 
 static int
 lirs_enqueue(Loop *self, File *file)
@@ -1034,7 +1035,7 @@ lirs_stage(Loop *self, Totals *totals, File *file, const Group *group, long long
         if (self->queue.n) {
             Queued oldest = fifo_pop(&self->queue);
             File *was = (File *)find(&self->files, oldest.id);
-            if (was->ghost != oldest.stamp || !CACHED(was))
+            if (!lirs_live(was, &oldest))
                 continue;
             lirs_unqueue(self, was);
             if (uncache(self, totals, was, id, &staged) < 0)
@@ -1322,7 +1323,7 @@ request(Loop *self, PyObject *access, Totals *totals, double t, int64_t id, long
     if (self->admission != NULL)
         return admitted_request(self, totals, file, size);
     if (CACHED(file)) {
-        if (WHERE(file) == QUEUED && lirs_on(self)) {
+        if (WHERE(file) == QUEUED && self->queue_layout == LIRS) {
             if (lirs_hit(self, totals, file, group, size) < 0)
                 return -1;
         }
