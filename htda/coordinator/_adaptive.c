@@ -17,8 +17,8 @@
  *   (mirror_keys False: the simulator's compiled cache reads each key from the slots, and writing a float
  *   an access and every group's at a switch of half-life cost it a fifth to two fifths of a small cache's
  *   replay with many switches, P6 at 1 %, and 73 bytes a group);
- * - every sampled group has a sampled index: `s_slot`/`s_group` name its slot and group, and its `cells` (one
- *   a candidate, side by side: what an access of it reads) hold a copy of its key at that candidate, the size
+ * - every sampled group has a sampled index: `s_slot`/`s_group` name its slot and group, and its row of `cells` (one
+ *   a shadow, side by side: what an access of it reads) hold a copy of its key at that candidate, the size
  *   that candidate's shadow holds of it (OUT when it does not hold it) and when it came in there (the order of
  *   a Python dict of residents, for sums in that order);
  * - the shadows are ns, one per candidate and *layout* (the policy's `layouts`, a block of nc shadows
@@ -34,9 +34,9 @@
  *     group enters a FIFO queue (`queue`), where it stays until PROBATION_SHARE of the capacity is queued;
  *     leaving the queue it goes to the main part (the heap) if it was read again meanwhile, else out, its
  *     sampled index and size remembered in a FIFO ghost list (`ghost`, at most the main part's share of the
- *     capacity); a missed group found there goes straight to the main part.  Its per-group state is in the
- *     shadow's `extra` (one record per sampled index);
- * - each shadow's eviction order is a binary heap of (key when pushed, sampled index), lazy as keys only
+ *     capacity); a missed group found there goes straight to the main part.  Its per-group state is an Extra
+ *     record in each sampled group's row, after the cells (EXTRA());
+ * - each shadow's eviction order is a heap (4-ary) of (key when pushed, sampled index), lazy as keys only
  *   grow: an entry whose group's key has changed is re-pushed with the current key when it reaches the top.
  *   The heap pops the least (key, group), ties broken by comparing the groups as Python does for tuples: so
  *   the victims are those of a heapq of (key, group) tuples, whatever the heap's layout.
@@ -106,7 +106,7 @@ typedef struct {
     Ring queue, ghost;
     double queued, ghosted;
     uint64_t stamps;
-    Extra *extra;
+    int xi; /* a probation or LIRS shadow's record of a sampled group is its row's xi-th Extra (-1: none) */
 } Shadow;
 
 /* A sampled group's number when it is an int (as the simulator's groups are), so that entries of equal keys
@@ -168,7 +168,12 @@ typedef struct {
     Py_ssize_t *s_slot, s_top, s_cap, *s_free, s_nfree;
     PyObject **s_group;
     Tiebreak *s_tiebreak; /* sampled index -> its group as a C integer, if it is an int */
-    Cell *cells; /* sampled index * ns + shadow */
+    /* a row per sampled index, row_size bytes apart: its ns Cells (one per shadow), then its nx Extras (one per
+     * shadow that has a record: see Shadow.xi).  Side by side, what an access reads of every shadow is a few cache
+     * lines in a row, where an array of Extras per shadow cost a cache miss each: a fifth of web07's replay. */
+    char *cells;
+    size_t row_size;
+    int nx;
     /* the shadows, one per candidate and layout */
     Shadow *shadows;
     double capacity, shadow_capacity, round_bytes;
@@ -177,7 +182,10 @@ typedef struct {
 
 static PyObject *str_decide;
 
-#define CELL(self, s, k) (&(self)->cells[(s) * (self)->ns + (k)])
+#define ROW(self, s) ((self)->cells + (size_t)(s) * (self)->row_size)
+#define CELL(self, s, k) ((Cell *)ROW(self, s) + (k))
+/* sampled index s's record in shadow (which has one) */
+#define EXTRA(self, s, shadow) ((Extra *)(ROW(self, s) + (size_t)(self)->ns * sizeof(Cell)) + (shadow)->xi)
 #define SLOT(self, i) ((Slot *)((self)->slots + (size_t)(i) * (self)->slot_size))
 #define KEYS(self, i) (SLOT(self, i)->keys) /* its keys at the nc candidates */
 #define BEFORE(self, i) (SLOT(self, i)->keys + (self)->nc) /* its keys before its latest access (keeps_before) */
@@ -471,12 +479,6 @@ push(Kernel *self, Shadow *shadow, double key, Py_ssize_t s)
     return 0;
 }
 
-static void
-heapify(Kernel *self, Shadow *shadow)
-{
-    for (Py_ssize_t pos = shadow->n / 2 - 1; pos >= 0; pos--)
-        shadow_sift_down(self, shadow->heap, shadow->n, pos);
-}
 
 /* Shadow k's lowest entry (its heap is not empty), once the entries above it whose groups were accessed since
  * they were pushed are re-pushed with their keys now (check self->failed) */
@@ -573,7 +575,7 @@ dequeue(Kernel *self, Shadow *shadow, int k, double capacity)
 {
     Py_ssize_t s = fifo_pop(&shadow->queue).s;
     Cell *cell = CELL(self, s, k);
-    Extra *extra = &shadow->extra[s];
+    Extra *extra = EXTRA(self, s, shadow);
     shadow->queued -= cell->size;
     int read_again = extra->where == READ_AGAIN;
     extra->where = MAIN;
@@ -589,7 +591,7 @@ dequeue(Kernel *self, Shadow *shadow, int k, double capacity)
     shadow->ghosted += ghost.size;
     while (shadow->ghosted > (1.0 - PROBATION_SHARE) * capacity && shadow->ghost.n) {
         Queued old = fifo_pop(&shadow->ghost);
-        Extra *was = &shadow->extra[old.s];
+        Extra *was = EXTRA(self, old.s, shadow);
         if (was->ghost == old.stamp) {
             was->ghost = 0;
             shadow->ghosted -= old.size;
@@ -647,20 +649,20 @@ lirs_unqueue(Shadow *shadow, Extra *extra, double size)
 
 /* whether a queue entry is its group's live one (not one it left, or was queued again after) */
 static inline int
-lirs_live(const Shadow *shadow, const Queued *entry)
+lirs_live(const Kernel *self, const Shadow *shadow, const Queued *entry)
 {
-    const Extra *extra = &shadow->extra[entry->s];
+    const Extra *extra = EXTRA(self, entry->s, shadow);
     return extra->ghost == entry->stamp && extra->where == QUEUED;
 }
 
 /* drop the stale entries of shadow's queue */
 static void
-lirs_compact(Shadow *shadow)
+lirs_compact(const Kernel *self, Shadow *shadow)
 {
     Py_ssize_t kept = 0;
     for (Py_ssize_t i = 0; i < shadow->queue.n; i++) {
         Queued entry = *fifo_at(&shadow->queue, i);
-        if (lirs_live(shadow, &entry))
+        if (lirs_live(self, shadow, &entry))
             *fifo_at(&shadow->queue, kept++) = entry;
     }
     shadow->queue.n = kept;
@@ -685,7 +687,7 @@ lirs_demote(Kernel *self, Shadow *shadow, int k, double capacity)
         if (self->failed)
             return -1;
         Py_ssize_t low = pop_top(self, shadow);
-        if (self->failed || lirs_enqueue(shadow, &shadow->extra[low], low, CELL(self, low, k)->size) < 0)
+        if (self->failed || lirs_enqueue(shadow, EXTRA(self, low, shadow), low, CELL(self, low, k)->size) < 0)
             return -1;
     }
     return 0;
@@ -696,10 +698,10 @@ static void
 lirs_drop_oldest(Kernel *self, Shadow *shadow, int k)
 {
     Queued oldest = fifo_pop(&shadow->queue);
-    if (!lirs_live(shadow, &oldest))
+    if (!lirs_live(self, shadow, &oldest))
         return;
     Cell *cell = CELL(self, oldest.s, k);
-    lirs_unqueue(shadow, &shadow->extra[oldest.s], cell->size);
+    lirs_unqueue(shadow, EXTRA(self, oldest.s, shadow), cell->size);
     shadow->used -= cell->size;
     cell->size = OUT;
 }
@@ -727,7 +729,7 @@ lirs_access(Kernel *self, int k, Py_ssize_t s, double size, double old, const do
 {
     Shadow *shadow = &self->shadows[k];
     double before = befores == NULL ? -INFINITY : befores[shadow->candidate];
-    Extra *extra = &shadow->extra[s];
+    Extra *extra = EXTRA(self, s, shadow);
     Cell *cell = CELL(self, s, k);
     if (old != OUT) {
         if (extra->where != QUEUED)
@@ -807,7 +809,7 @@ arrivals(Kernel *self, int c, Py_ssize_t *count)
 static void
 leaves_queue(Kernel *self, int k, const Queued *entry)
 {
-    self->shadows[k].extra[entry->s].where = MAIN;
+    EXTRA(self, entry->s, &self->shadows[k])->where = MAIN;
     CELL(self, entry->s, k)->size = OUT;
 }
 
@@ -815,7 +817,7 @@ leaves_queue(Kernel *self, int k, const Queued *entry)
 static void
 leaves_ghost(Kernel *self, int k, const Queued *entry)
 {
-    Extra *extra = &self->shadows[k].extra[entry->s];
+    Extra *extra = EXTRA(self, entry->s, &self->shadows[k]);
     if (extra->ghost == entry->stamp)
         extra->ghost = 0;
 }
@@ -830,7 +832,7 @@ sum_lists(Kernel *self, Shadow *shadow, int k)
         queued += CELL(self, fifo_at(&shadow->queue, i)->s, k)->size;
     for (Py_ssize_t i = 0; i < shadow->ghost.n; i++) {
         const Queued *entry = fifo_at(&shadow->ghost, i);
-        if (shadow->extra[entry->s].ghost == entry->stamp)
+        if (EXTRA(self, entry->s, shadow)->ghost == entry->stamp)
             ghosted += entry->size;
     }
     shadow->queued = queued;
@@ -848,7 +850,7 @@ held_bytes(Kernel *self, int c, double *used)
     Shadow *shadow = &self->shadows[c];
     double sum = 0.0;
     if (shadow->layout == LIRS)
-        lirs_compact(shadow);
+        lirs_compact(self, shadow);
     if (self->whole_sizes) {
         for (Py_ssize_t i = 0; i < shadow->n; i++)
             sum += CELL(self, shadow->heap[i].s, c)->size;
@@ -891,7 +893,7 @@ drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
         }
         int changed = kept != shadow->n;
         if (shadow->layout == LIRS)
-            lirs_compact(shadow);
+            lirs_compact(self, shadow);
         if (shadow->layout >= PROBATION) {
             changed |= ring_filter(self, c, &shadow->queue, leaving, only, leaves_queue);
             changed |= ring_filter(self, c, &shadow->ghost, leaving, only, leaves_ghost);
@@ -899,7 +901,7 @@ drop_from_shadows(Kernel *self, const char *leaving, Py_ssize_t only, int all)
         if (!changed && !all)
             continue;
         shadow->n = kept;
-        heapify(self, shadow);
+        shadow_heapify(self, shadow->heap, shadow->n);
         if (held_bytes(self, c, &shadow->used) < 0)
             return -1;
         if (shadow->layout >= PROBATION)
@@ -918,11 +920,8 @@ grow_sample(Kernel *self, Py_ssize_t cap)
         || htda_grow((void **)&self->s_group, cap, sizeof(PyObject *)) < 0
         || htda_grow((void **)&self->s_tiebreak, cap, sizeof(Tiebreak)) < 0
         || htda_grow((void **)&self->s_free, cap, sizeof(Py_ssize_t)) < 0
-        || htda_grow((void **)&self->cells, cap * self->ns, sizeof(Cell)) < 0)
+        || htda_grow((void **)&self->cells, cap, self->row_size) < 0)
         return -1;
-    for (int k = 0; k < self->ns; k++)
-        if (self->shadows[k].layout >= PROBATION && htda_grow((void **)&self->shadows[k].extra, cap, sizeof(Extra)) < 0)
-            return -1;
     self->s_cap = cap;
     return 0;
 }
@@ -948,8 +947,8 @@ join_sample(Kernel *self, PyObject *group, Py_ssize_t slot)
     for (int k = 0; k < self->ns; k++) {
         CELL(self, s, k)->key = KEYS(self, slot)[self->shadows[k].candidate];
         CELL(self, s, k)->size = OUT;
-        if (self->shadows[k].extra != NULL)
-            self->shadows[k].extra[s] = (Extra){0, 0.0, MAIN};
+        if (self->shadows[k].xi >= 0)
+            *EXTRA(self, s, &self->shadows[k]) = (Extra){0, 0.0, MAIN};
     }
     SLOT(self, slot)->sidx = s;
     self->nsampled++;
@@ -997,17 +996,17 @@ halve(Kernel *self)
 
 /* -- an access --------------------------------------------------------------------------------------------- */
 
-/* one access of the sampled group of index s through every shadow */
+/* one access of the sampled group of index s (in slot) through every shadow */
 static int
-replay_sampled(Kernel *self, Py_ssize_t s, double size)
+replay_sampled(Kernel *self, Py_ssize_t slot, Py_ssize_t s, double size)
 {
     Cell *cells = CELL(self, s, 0);
-    const double *before = self->keeps_before ? BEFORE(self, self->s_slot[s]) : NULL;
+    const double *before = self->keeps_before ? BEFORE(self, slot) : NULL;
     for (int c = 0; c < self->nlive; c++) {
         Shadow *shadow = &self->shadows[c];
         double capacity = self->shadow_capacity * shadow->scale;
         Cell *cell = &cells[c];
-        Extra *extra = shadow->extra == NULL ? NULL : &shadow->extra[s];
+        Extra *extra = shadow->xi < 0 ? NULL : EXTRA(self, s, shadow);
         double old = cell->size;
         if (old != OUT) { /* a hit counts its bytes */
             shadow->hits += size;
@@ -1183,7 +1182,7 @@ record(Kernel *self, PyObject *group, Py_ssize_t *hint, double t, double lw, dou
     }
     if (self->whole_sizes && size != floor(size))
         self->whole_sizes = 0;
-    if (replay_sampled(self, s, size) < 0)
+    if (replay_sampled(self, slot, s, size) < 0)
         return -1;
     self->sampled++;
     self->round_bytes += size;
@@ -1342,7 +1341,6 @@ free_state(Kernel *self)
             PyMem_Free(self->shadows[c].heap);
             PyMem_Free(self->shadows[c].queue.a);
             PyMem_Free(self->shadows[c].ghost.a);
-            PyMem_Free(self->shadows[c].extra);
         }
     }
     PyMem_Free(self->shadows);
@@ -1435,13 +1433,16 @@ Kernel_configure(Kernel *self, PyObject *args)
     self->ns = self->nlive = ((int)nc + (smaller > 0.0)) * nl;
     self->keeps_before = 0;
     self->whole_sizes = 1;
+    self->nx = 0;
     for (int k = 0; k < self->ns; k++) {
         int mine = k < nc * nl; /* else one of the smaller shadows, at the active candidate */
         self->shadows[k].candidate = mine ? k % (int)nc : active;
         self->shadows[k].layout = layouts[mine ? k / nc : k - nc * nl];
         self->shadows[k].scale = mine ? 1.0 : smaller;
+        self->shadows[k].xi = self->shadows[k].layout >= PROBATION ? self->nx++ : -1;
         self->keeps_before |= self->shadows[k].layout != PLAIN; /* the question, and probation in a placement */
     }
+    self->row_size = (size_t)self->ns * sizeof(Cell) + (size_t)self->nx * sizeof(Extra);
     self->slot_size = sizeof(Slot) + (size_t)nc * (self->keeps_before ? 2 : 1) * sizeof(double);
     self->active = active;
     Py_RETURN_NONE;
@@ -1456,12 +1457,11 @@ Kernel_sizeof(Kernel *self, PyObject *Py_UNUSED(ignored))
                    + (self->index.entries ? ((size_t)self->index.mask + 1) * sizeof(IndexEntry) : 0)
                    + (size_t)self->free_cap * sizeof(Py_ssize_t) + (size_t)self->nc * sizeof(double)
                    + (size_t)self->s_cap * (2 * sizeof(Py_ssize_t) + sizeof(PyObject *) + sizeof(Tiebreak)
-                                            + (size_t)self->ns * sizeof(Cell));
+                                            + self->row_size);
     for (int k = 0; self->shadows != NULL && k < self->ns; k++) {
         const Shadow *shadow = &self->shadows[k];
         bytes += sizeof(Shadow) + (size_t)shadow->cap * sizeof(Entry)
-                 + (size_t)(shadow->queue.cap + shadow->ghost.cap) * sizeof(Queued)
-                 + (shadow->extra ? (size_t)self->s_cap * sizeof(Extra) : 0);
+                 + (size_t)(shadow->queue.cap + shadow->ghost.cap) * sizeof(Queued);
     }
     return PyLong_FromSize_t(bytes);
 }
@@ -1649,8 +1649,8 @@ Kernel_retire(Kernel *self, PyObject *arg)
         Shadow *shadow = &self->shadows[k];
         for (Py_ssize_t s = 0; s < self->s_top; s++) {
             CELL(self, s, k)->size = OUT;
-            if (shadow->extra != NULL)
-                shadow->extra[s] = (Extra){0, 0.0, MAIN};
+            if (shadow->xi >= 0)
+                *EXTRA(self, s, shadow) = (Extra){0, 0.0, MAIN};
         }
         PyMem_Free(shadow->heap);
         PyMem_Free(shadow->queue.a);

@@ -7,7 +7,7 @@
  *   and while it is cached its size and the key of its one live heap entry): one probe a request;
  * - groups: an open-addressing table by group id of Group records (the group's object, its bytes, the time of
  *   its last recorded access);
- * - the eviction heap: a binary heap of (key, file id) pairs, lazy as before (keys only grow; an entry whose
+ * - the eviction heap: a heap (4-ary) of (key, file id) pairs, lazy as before (keys only grow; an entry whose
  *   key went stale is pushed again with its current key when it reaches the top).  Every cached file has one
  *   entry and (key, id) pairs are compared as Python compares (float, int) tuples, so the heap pops exactly the
  *   entries heapq popped, whatever its layout.
@@ -1465,10 +1465,8 @@ Loop_rekey(Loop *self, PyObject *Py_UNUSED(ignored))
             heap->entries[heap->n++] = (Entry){file->key, file->head.id};
         }
     }
-    for (Py_ssize_t pos = self->heap.n / 2 - 1; pos >= 0; pos--)
-        heap_sift_down(NULL, self->heap.entries, self->heap.n, pos);
-    for (Py_ssize_t pos = self->window.n / 2 - 1; pos >= 0; pos--)
-        heap_sift_down(NULL, self->window.entries, self->window.n, pos);
+    heap_heapify(NULL, self->heap.entries, self->heap.n);
+    heap_heapify(NULL, self->window.entries, self->window.n);
     if (!nested)
         Py_CLEAR(self->keys);
     if (failed)
