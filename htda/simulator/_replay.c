@@ -159,6 +159,31 @@ find(const Table *table, int64_t id)
     }
 }
 
+/* Ask the cache for what find(table, id) will read, some requests ahead: the index slots first (`far`), then, once
+ * they are in, the record they name.  A replay's lookups are cache misses that depend on nothing before them, so
+ * they can overlap with the requests between (on web07 the index's misses were two thirds of the loop's own time). */
+static inline void
+prefetch_index(const Table *table, int64_t id)
+{
+    __builtin_prefetch(&table->index[htda_home(table->mask, hash_of(id))]);
+}
+
+static inline void
+prefetch_record(const Table *table, int64_t id)
+{
+    uint64_t hash = hash_of(id);
+    uint32_t tag = htda_tag(hash);
+    for (Py_ssize_t i = htda_home(table->mask, hash);; i = (i + 1) & table->mask) {
+        const Slot *slot = &table->index[i];
+        if (!slot->at)
+            return;
+        if (slot->tag == tag) { /* (most likely the one: find checks the id) */
+            __builtin_prefetch(RECORD(table, slot->at - 1));
+            return;
+        }
+    }
+}
+
 /* an empty table with room for `reserve` records before it grows (at least 512) */
 static int
 table_init(Table *table, size_t stride, long long reserve)
@@ -1349,6 +1374,24 @@ gid_of_request(int64_t group, int64_t id, int64_t *gid)
     return 0;
 }
 
+/* how many requests ahead the replay asks for the index slots, then the records, of a request's file and group */
+#define PREFETCH_FAR 16
+#define PREFETCH_NEAR 8
+
+static inline void
+prefetch_request(const Loop *self, int64_t id, int64_t group, int records)
+{
+    int64_t gid = group == NO_GROUP ? (int64_t)((uint64_t)-2 - (uint64_t)id) : group; /* (wraps: a hint only) */
+    if (records) {
+        prefetch_record(&self->files, id);
+        prefetch_record(&self->groups, gid);
+    }
+    else {
+        prefetch_index(&self->files, id);
+        prefetch_index(&self->groups, gid);
+    }
+}
+
 /* a column of a replay into *view: n items of 8 bytes in a row, doubles if `doubles` else signed ints (a numpy
  * float64 or int64 array); -1 with TypeError if it is not one */
 static int
@@ -1409,6 +1452,10 @@ serve(Loop *self, Py_buffer *views, Py_ssize_t n, Totals *totals)
     self->busy = 1;
     for (Py_ssize_t i = 0; i < n && !failed; i++) {
         int64_t gid;
+        if (i + PREFETCH_FAR < n)
+            prefetch_request(self, ids[i + PREFETCH_FAR], groups[i + PREFETCH_FAR], 0);
+        if (i + PREFETCH_NEAR < n)
+            prefetch_request(self, ids[i + PREFETCH_NEAR], groups[i + PREFETCH_NEAR], 1);
         failed = gid_of_request(groups[i], ids[i], &gid) < 0
                  || request(self, access, totals, times[i], ids[i], sizes[i], gid) < 0;
     }
