@@ -141,6 +141,17 @@ hash_of(int64_t id)
     return (uint64_t)id * 0x9E3779B97F4A7C15ULL;
 }
 
+/* the first slot from index i on (i moves to it) that is empty or has tag */
+static inline const Slot *
+tagged_from(const Table *table, uint32_t tag, Py_ssize_t *i)
+{
+    for (;; *i = (*i + 1) & table->mask) {
+        const Slot *slot = &table->index[*i];
+        if (!slot->at || slot->tag == tag)
+            return slot;
+    }
+}
+
 /* the record of id, or NULL */
 static inline Head *
 find(const Table *table, int64_t id)
@@ -148,20 +159,18 @@ find(const Table *table, int64_t id)
     uint64_t hash = hash_of(id);
     uint32_t tag = htda_tag(hash);
     for (Py_ssize_t i = htda_home(table->mask, hash);; i = (i + 1) & table->mask) {
-        const Slot *slot = &table->index[i];
+        const Slot *slot = tagged_from(table, tag, &i);
         if (!slot->at)
             return NULL;
-        if (slot->tag == tag) {
-            Head *head = RECORD(table, slot->at - 1);
-            if (head->id == id)
-                return head;
-        }
+        Head *head = RECORD(table, slot->at - 1);
+        if (head->id == id)
+            return head;
     }
 }
 
-/* Ask the cache for what find(table, id) will read, some requests ahead: the index slots first (`far`), then, once
- * they are in, the record they name.  A replay's lookups are cache misses that depend on nothing before them, so
- * they can overlap with the requests between (on web07 the index's misses were two thirds of the loop's own time). */
+/* Ask the cache for what find(table, id) will read, some requests ahead: the index slots first, then, once they are
+ * in, the record they name.  A replay's look-ups are cache misses that depend on nothing before them, so they can
+ * overlap with the requests between (on web07 the index's misses were two thirds of the loop's own time). */
 static inline void
 prefetch_index(const Table *table, int64_t id)
 {
@@ -172,16 +181,10 @@ static inline void
 prefetch_record(const Table *table, int64_t id)
 {
     uint64_t hash = hash_of(id);
-    uint32_t tag = htda_tag(hash);
-    for (Py_ssize_t i = htda_home(table->mask, hash);; i = (i + 1) & table->mask) {
-        const Slot *slot = &table->index[i];
-        if (!slot->at)
-            return;
-        if (slot->tag == tag) { /* (most likely the one: find checks the id) */
-            __builtin_prefetch(RECORD(table, slot->at - 1));
-            return;
-        }
-    }
+    Py_ssize_t i = htda_home(table->mask, hash);
+    const Slot *slot = tagged_from(table, htda_tag(hash), &i);
+    if (slot->at) /* (most likely id's: find checks) */
+        __builtin_prefetch(RECORD(table, slot->at - 1));
 }
 
 /* an empty table with room for `reserve` records before it grows (at least 512) */
