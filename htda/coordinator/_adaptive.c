@@ -18,8 +18,8 @@
  *   an access and every group's at a switch of half-life cost it a fifth to two fifths of a small cache's
  *   replay with many switches, P6 at 1 %, and 73 bytes a group);
  * - every sampled group has a sampled index: `s_slot`/`s_group` name its slot and group, and its row of `cells` (one
- *   a shadow, side by side: what an access of it reads) hold a copy of its key at that candidate, the size
- *   that candidate's shadow holds of it (OUT when it does not hold it) and when it came in there (the order of
+ *   a shadow, side by side: what an access of it reads) hold a copy of its key at that shadow's candidate, the
+ *   size that shadow holds of it (OUT when it does not hold it) and when it came in there (the order of
  *   a Python dict of residents, for sums in that order);
  * - the shadows are ns, one per candidate and *layout* (the policy's `layouts`, a block of nc shadows
  *   each), and, if asked for, one per layout at the active candidate, smaller by a share (`scale`): a shadow
@@ -478,7 +478,6 @@ push(Kernel *self, Shadow *shadow, double key, Py_ssize_t s)
     shadow_sift_up(self, shadow->heap, shadow->n++);
     return 0;
 }
-
 
 /* Shadow k's lowest entry (its heap is not empty), once the entries above it whose groups were accessed since
  * they were pushed are re-pushed with their keys now (check self->failed) */

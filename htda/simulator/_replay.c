@@ -973,7 +973,6 @@ dequeue(Loop *self, Totals *totals, int64_t staged_id, long long *staged)
  * then go to the queue's tail; room is made from the queue's head. */
 #define LIRS_SHARE HTDA_LIRS_SHARE
 
-
 static int
 lirs_enqueue(Loop *self, File *file)
 {
@@ -994,9 +993,9 @@ lirs_unqueue(Loop *self, File *file)
     self->queued -= file->size;
 }
 
-/* whether the group's key before this access is above the heap's lowest current key: 1, 0, -1 */
-static int key_before(Loop *self, const Group *group, long long size, double *out);
+static int key_before(Loop *self, const Group *group, long long size, double *out); /* (with the question, below) */
 
+/* whether the group's key before this access is above the heap's lowest current key: 1, 0, -1 */
 static int
 lirs_recent(Loop *self, const Group *group, long long size)
 {
