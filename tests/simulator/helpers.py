@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import struct
 
 import numpy as np
@@ -12,6 +13,12 @@ from htda.simulator.binary import RECORD
 from htda.simulator.engine import ReplayResult, replay
 from htda.simulator.offline import BeladyPolicy
 from htda.simulator.trace import NO_GROUP, Chunk
+
+
+def ctrl_c_as_a_terminal_gives_it() -> None:
+    """A child's ``preexec_fn``: Ctrl-C (SIGINT) back to its default.  A test run started in the background of a
+    script (CI's ``... &``) ignores it, and a Python started with it ignored never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def chunk_of(names: list, sizes: dict | int = 1, groups: dict | None = None, step: float = 1.0) -> Chunk:
