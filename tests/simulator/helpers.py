@@ -15,7 +15,7 @@ from htda.simulator.offline import BeladyPolicy
 from htda.simulator.trace import NO_GROUP, Chunk
 
 
-def ctrl_c_as_a_terminal_gives_it() -> None:
+def restore_ctrl_c() -> None:
     """A child's ``preexec_fn``: Ctrl-C (SIGINT) back to its default.  A test run started in the background of a
     script (CI's ``... &``) ignores it, and a Python started with it ignored never raises KeyboardInterrupt."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)

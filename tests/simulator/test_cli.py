@@ -19,7 +19,7 @@ import pytest
 from htda.coordinator.adaptive import DEFAULT_HALF_LIVES, LAYOUTS
 from htda.simulator import cli
 
-from .helpers import ctrl_c_as_a_terminal_gives_it, run_cli
+from .helpers import restore_ctrl_c, run_cli
 
 
 def test_generate_then_simulate_writes_table_and_plots(tmp_path):
@@ -338,7 +338,7 @@ def test_ctrl_c_ends_a_run_and_its_processes_with_one_line_and_no_traceback():
     run = subprocess.Popen([sys.executable, "-m", "htda.cli", "simulate", "--synthetic", "--requests", "2000000",
                             "--jobs", "2", "--no-bound"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            text=True, start_new_session=True,  # (its own group, as a terminal's job has)
-                           preexec_fn=ctrl_c_as_a_terminal_gives_it)
+                           preexec_fn=restore_ctrl_c)
     try:
         deadline = time.monotonic() + 120
         while len(_processes_of_group(run.pid)) < 3:  # (the run and its two replays)

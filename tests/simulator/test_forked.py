@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from .helpers import ctrl_c_as_a_terminal_gives_it
+from .helpers import restore_ctrl_c
 
 # A Ctrl-C (SIGINT) sent to each child as soon as it is forked, while multiprocessing is still setting it up: 30
 # times, since the window is short (before the fix, a few of 30 printed a traceback and exited 1).
@@ -27,6 +27,6 @@ for i in range(30):
 
 def test_a_child_interrupted_as_it_starts_ends_quietly():
     done = subprocess.run([sys.executable, "-c", INTERRUPTED_AT_ONCE], capture_output=True, text=True, timeout=120,
-                          check=True, preexec_fn=ctrl_c_as_a_terminal_gives_it)
+                          check=True, preexec_fn=restore_ctrl_c)
     assert done.stdout.split() == ["0"] * 30  # each ended (none left running after the join), none with an error
     assert done.stderr == ""  # no "Process htda replay N: Traceback ... KeyboardInterrupt"
