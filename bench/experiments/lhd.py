@@ -18,11 +18,14 @@ from __future__ import annotations
 import math
 import random
 import sys
-from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 
-from htda.simulator.trace import Chunk, trace_reader
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench.experiments.prototype import main  # noqa: E402
 
 AGES = 4096
 CLASSES = 16
@@ -108,25 +111,5 @@ class HitDensityCache:
         self.next_reconfiguration = self.now + max(1024, len(self.cached))
 
 
-def byte_hit_ratio(chunks: Iterable[Chunk], capacity: int, objects: int) -> float:
-    cache = HitDensityCache(capacity, objects)
-    hit = total = 0
-    for chunk in chunks:
-        for oid, size in zip(chunk.ids.tolist(), chunk.sizes.tolist()):
-            total += size
-            hit += size if cache.request(oid, size) else 0
-    return hit / total
-
-
-def main() -> None:
-    path, percents = sys.argv[1], sys.argv[2].split(",")
-    reader = trace_reader(path)
-    chunks = list(reader)
-    sizes = reader.object_sizes()
-    for percent in percents:
-        capacity = max(1, int(float(percent) / 100 * int(sizes.sum())))
-        print(f"{path.rsplit('/', 1)[-1]} {percent} % {byte_hit_ratio(chunks, capacity, len(sizes)):.4f}", flush=True)
-
-
 if __name__ == "__main__":
-    main()
+    main(HitDensityCache)

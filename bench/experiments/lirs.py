@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict
-from collections.abc import Iterable
+from pathlib import Path
 
-from htda.simulator.trace import Chunk, trace_reader
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench.experiments.prototype import main  # noqa: E402
 
 #: the HIR queue's share of the cache (the paper's 1 %), at least one block
 HIR_SHARE = 0.01
@@ -135,25 +138,5 @@ class LirsCache:
                         return
 
 
-def byte_hit_ratio(chunks: Iterable[Chunk], capacity: int) -> float:
-    cache = LirsCache(capacity)
-    hit = total = 0
-    for chunk in chunks:
-        for oid, size in zip(chunk.ids.tolist(), chunk.sizes.tolist()):
-            total += size
-            hit += size if cache.request(oid, size) else 0
-    return hit / total if total else 0.0
-
-
-def main() -> None:
-    path, percents = sys.argv[1], sys.argv[2].split(",")
-    reader = trace_reader(path)
-    chunks = list(reader)
-    footprint = int(reader.object_sizes().sum())
-    for percent in percents:
-        capacity = max(1, int(float(percent) / 100 * footprint))
-        print(f"{path.rsplit('/', 1)[-1]} {percent} % {byte_hit_ratio(chunks, capacity):.4f}", flush=True)
-
-
 if __name__ == "__main__":
-    main()
+    main(lambda capacity, objects: LirsCache(capacity))

@@ -31,11 +31,14 @@ import math
 import random
 import sys
 from collections import deque
-from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 
-from htda.simulator.trace import Chunk, trace_reader
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench.experiments.prototype import main  # noqa: E402
 
 SAMPLES = 64
 GAPS = 8
@@ -188,25 +191,5 @@ class LearnedCache:
         self.new_labels = 0
 
 
-def byte_hit_ratio(chunks: Iterable[Chunk], capacity: int, objects: int) -> float:
-    cache = LearnedCache(capacity, objects)
-    hit = total = 0
-    for chunk in chunks:
-        for oid, size in zip(chunk.ids.tolist(), chunk.sizes.tolist()):
-            total += size
-            hit += size if cache.request(oid, size) else 0
-    return hit / total
-
-
-def main() -> None:
-    path, percents = sys.argv[1], sys.argv[2].split(",")
-    reader = trace_reader(path)
-    chunks = list(reader)
-    sizes = reader.object_sizes()
-    for percent in percents:
-        capacity = max(1, int(float(percent) / 100 * int(sizes.sum())))
-        print(f"{path.rsplit('/', 1)[-1]} {percent} % {byte_hit_ratio(chunks, capacity, len(sizes)):.4f}", flush=True)
-
-
 if __name__ == "__main__":
-    main()
+    main(LearnedCache)
