@@ -18,6 +18,7 @@ import pytest
 
 from htda.coordinator.adaptive import DEFAULT_HALF_LIVES, LAYOUTS
 from htda.simulator import cli
+from testkit.nodes import wait_until
 
 from .helpers import restore_ctrl_c, run_cli
 
@@ -351,9 +352,8 @@ def test_ctrl_c_ends_a_run_and_its_processes_with_one_line_and_no_traceback():
             os.killpg(run.pid, signal.SIGKILL)
     assert run.returncode == 130
     assert stderr.strip() == "htda: interrupted"
-    deadline = time.monotonic() + 10  # (the replays end on their own, however loaded the machine)
-    while _processes_of_group(run.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    # (the replays end on their own, however loaded the machine)
+    wait_until(lambda: not _processes_of_group(run.pid), timeout=10, what="the replays' own exits")
     assert _processes_of_group(run.pid) == []
 
 
