@@ -25,7 +25,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bench.experiments.prototype import main  # noqa: E402
+from bench.experiments.prototype import SampledContents, main  # noqa: E402
 
 AGES = 4096
 CLASSES = 16
@@ -40,13 +40,11 @@ class HitDensityCache:
     """A cache of ``capacity`` bytes over objects numbered 0 .. ``objects`` - 1, evicting by LHD's hit density."""
 
     def __init__(self, capacity: int, objects: int, seed: int = 0):
-        self.capacity, self.used, self.now = capacity, 0, 0
+        self.capacity, self.now = capacity, 0
         self.random = random.Random(seed)
+        self.contents = SampledContents(objects)
         self.last = np.zeros(objects, np.int64)  # request number of the last access, 0: never accessed
         self.reuse = np.zeros((objects, 2), np.int64)  # the last two reuse ages, coarse (0: none)
-        self.place = np.full(objects, -1, np.int64)  # index in self.cached, -1 when not cached
-        self.size = np.zeros(objects, np.int64)
-        self.cached: list[int] = []
         self.hits = np.zeros((CLASSES, AGES))
         self.evictions = np.zeros((CLASSES, AGES))
         self.density = np.tile(1.0 / (np.arange(AGES) + 1.0), (CLASSES, 1))  # LRU's order until it has learnt
@@ -56,22 +54,19 @@ class HitDensityCache:
     def request(self, oid: int, size: int) -> bool:
         """One request; True on a hit."""
         self.now += 1
-        unit = self.unit or max(1, SPAN * max(1, len(self.cached)) // AGES)
-        hit = self.place[oid] >= 0
+        unit = self.unit or max(1, SPAN * max(1, len(self.contents.cached)) // AGES)
+        hit = self.contents.holds(oid)
         if hit:
             self.hits[self.klass(oid), self.age(oid, unit)] += 1
         if self.last[oid]:
             self.reuse[oid] = (max(1, self.age(oid, unit)), self.reuse[oid, 0])
         self.last[oid] = self.now
         if not hit and size <= self.capacity:
-            while self.used + size > self.capacity:
+            while self.contents.used + size > self.capacity:
                 self.evict(unit)
-            self.place[oid] = len(self.cached)
-            self.cached.append(oid)
-            self.size[oid] = size
-            self.used += size
+            self.contents.add(oid, size)
         self.learn()
-        return bool(hit)
+        return hit
 
     def klass(self, oid: int) -> int:
         ages = int(self.reuse[oid].sum())
@@ -81,23 +76,19 @@ class HitDensityCache:
         return min(AGES - 1, int(self.now - self.last[oid]) // unit)
 
     def evict(self, unit: int) -> None:
-        drawn = [self.random.randrange(len(self.cached)) for _ in range(min(SAMPLES, len(self.cached)))]
-        lowest = min(drawn, key=lambda i: self.density[self.klass(self.cached[i]), self.age(self.cached[i], unit)])
-        oid = self.cached[lowest]
+        cached = self.contents.cached
+        drawn = [self.random.randrange(len(cached)) for _ in range(min(SAMPLES, len(cached)))]
+        lowest = min(drawn, key=lambda i: self.density[self.klass(cached[i]), self.age(cached[i], unit)])
+        oid = cached[lowest]
         self.evictions[self.klass(oid), self.age(oid, unit)] += 1
-        moved = self.cached.pop()
-        if lowest < len(self.cached):
-            self.cached[lowest] = moved
-            self.place[moved] = lowest
-        self.place[oid] = -1
-        self.used -= int(self.size[oid])
+        self.contents.remove(oid)
 
     def learn(self) -> None:
         """Fix the age's unit once the cache is nearly full; then, every cache-full of requests, the densities."""
         if not self.unit:
-            if self.used >= 0.9 * self.capacity and self.cached:
-                self.unit = max(1, SPAN * len(self.cached) // AGES)
-                self.next_reconfiguration = self.now + max(1024, len(self.cached))
+            if self.contents.used >= 0.9 * self.capacity and self.contents.cached:
+                self.unit = max(1, SPAN * len(self.contents.cached) // AGES)
+                self.next_reconfiguration = self.now + max(1024, len(self.contents.cached))
             return
         if self.now < self.next_reconfiguration:
             return
@@ -108,7 +99,7 @@ class HitDensityCache:
             self.density = np.where(lifetime > 0, hits / lifetime, 0.0)[:, ::-1]
         self.hits *= DECAY
         self.evictions *= DECAY
-        self.next_reconfiguration = self.now + max(1024, len(self.cached))
+        self.next_reconfiguration = self.now + max(1024, len(self.contents.cached))
 
 
 if __name__ == "__main__":

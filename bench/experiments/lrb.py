@@ -38,7 +38,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bench.experiments.prototype import main  # noqa: E402
+from bench.experiments.prototype import SampledContents, main  # noqa: E402
 
 SAMPLES = 64
 GAPS = 8
@@ -61,14 +61,12 @@ class LearnedCache:
         import lightgbm  # noqa: PLC0415 - a prototype's own dependency, not HTDA's
 
         self.lightgbm = lightgbm
-        self.capacity, self.used, self.now = capacity, 0, 0
+        self.capacity, self.now = capacity, 0
         self.random = random.Random(seed)
         self.reads = np.zeros((objects, GAPS + 1), np.float64)  # the latest reads' request numbers, newest first
         self.count = np.zeros(objects, np.int64)
         self.decayed = np.zeros((objects, len(HALF_LIVES)), np.float64)  # decayed read counts as of `reads[:, 0]`
-        self.size = np.zeros(objects, np.int64)
-        self.place = np.full(objects, -1, np.int64)  # index in self.cached, -1 when not cached
-        self.cached: list[int] = []
+        self.contents = SampledContents(objects)
         # snapshots: (features, taken at, horizon), None once labelled; by object, and in the order taken
         self.taken: list[tuple[np.ndarray, float, float] | None] = []
         self.waiting: dict[int, list[int]] = {}
@@ -83,21 +81,18 @@ class LearnedCache:
         """One request; True on a hit."""
         self.now += 1
         self.label_read(oid)
-        hit = self.place[oid] >= 0
+        hit = self.contents.holds(oid)
         self.note_read(oid)
         if not hit and size <= self.capacity:
-            while self.used + size > self.capacity:
+            while self.contents.used + size > self.capacity:
                 self.evict()
-            self.place[oid] = len(self.cached)
-            self.cached.append(oid)
-            self.size[oid] = size
-            self.used += size
-        if self.now % SNAPSHOT_EVERY == 0 and self.cached and self.eviction_age:
+            self.contents.add(oid, size)
+        if self.now % SNAPSHOT_EVERY == 0 and self.contents.cached and self.eviction_age:
             self.snapshot()
         self.label_expired()
         if self.new_labels >= (TRAIN_EVERY if self.model is not None else FIRST_TRAINING):
             self.train()
-        return bool(hit)
+        return hit
 
     def note_read(self, oid: int) -> None:
         last = self.reads[oid, 0]
@@ -120,15 +115,16 @@ class LearnedCache:
         gaps = reads[:, :-1] - reads[:, 1:]
         have = np.arange(1, GAPS + 1)[None, :] < count[:, None]
         out[:, 1:GAPS + 1] = np.where(have, gaps, np.nan)
-        out[:, GAPS + 1] = np.log2(np.maximum(self.size[ids], 1))
+        out[:, GAPS + 1] = np.log2(np.maximum(self.contents.size[ids], 1))
         factors = np.exp2(-(self.now - reads[:, :1]) / np.array(HALF_LIVES)[None, :])
         out[:, GAPS + 2:GAPS + 2 + len(HALF_LIVES)] = self.decayed[ids] * factors
         out[:, -1] = count
         return out
 
     def evict(self) -> None:
-        drawn = list({self.random.randrange(len(self.cached)) for _ in range(min(SAMPLES, len(self.cached)))})
-        oids = [self.cached[i] for i in drawn]
+        cached = self.contents.cached
+        drawn = list({self.random.randrange(len(cached)) for _ in range(min(SAMPLES, len(cached)))})
+        oids = [cached[i] for i in drawn]
         rows = self.features(oids)
         if self.model is None:
             order = np.argsort(-rows[:, 0])  # the oldest first
@@ -136,26 +132,17 @@ class LearnedCache:
             order = np.argsort(-self.model.predict(rows))  # the furthest predicted read first
         for i in order:
             oid = oids[i]
-            if self.place[oid] < 0:
+            if not self.contents.holds(oid):
                 continue
             age = self.now - self.reads[oid, 0]
             self.eviction_age = age if not self.eviction_age else 0.99 * self.eviction_age + 0.01 * age
-            self.remove(oid)
+            self.contents.remove(oid)
             return
-
-    def remove(self, oid: int) -> None:
-        at = int(self.place[oid])
-        moved = self.cached.pop()
-        if at < len(self.cached):
-            self.cached[at] = moved
-            self.place[moved] = at
-        self.place[oid] = -1
-        self.used -= int(self.size[oid])
 
     def snapshot(self) -> None:
         horizon = HORIZON * self.eviction_age
         for _ in range(SNAPSHOTS):
-            oid = self.cached[self.random.randrange(len(self.cached))]
+            oid = self.contents.cached[self.random.randrange(len(self.contents.cached))]
             self.waiting.setdefault(oid, []).append(len(self.taken))
             self.pending.append(len(self.taken))
             self.taken.append((self.features([oid])[0], float(self.now), horizon))

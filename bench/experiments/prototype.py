@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+import numpy as np
+
 from htda.simulator.trace import Chunk, trace_reader
 
 
@@ -14,6 +16,36 @@ class Prototype(Protocol):
     """A cache that answers each request with whether it was a hit."""
 
     def request(self, oid: int, size: int) -> bool: ...
+
+
+class SampledContents:
+    """The objects a prototype holds, in a list that eviction candidates are drawn from at random (LHD and LRB
+    each evict one of a random sample), with the size each was admitted at and the bytes held."""
+
+    def __init__(self, objects: int):
+        self.place = np.full(objects, -1, np.int64)  # index in self.cached, -1 when not held
+        self.size = np.zeros(objects, np.int64)
+        self.cached: list[int] = []
+        self.used = 0
+
+    def holds(self, oid: int) -> bool:
+        return bool(self.place[oid] >= 0)
+
+    def add(self, oid: int, size: int) -> None:
+        self.place[oid] = len(self.cached)
+        self.cached.append(oid)
+        self.size[oid] = size
+        self.used += size
+
+    def remove(self, oid: int) -> None:
+        """``oid`` (held) goes: the last of the list takes its place."""
+        at = int(self.place[oid])
+        moved = self.cached.pop()
+        if at < len(self.cached):
+            self.cached[at] = moved
+            self.place[moved] = at
+        self.place[oid] = -1
+        self.used -= int(self.size[oid])
 
 
 def byte_hit_ratio(chunks: Iterable[Chunk], cache: Prototype) -> float:

@@ -9,10 +9,10 @@
 # (and raw/, the files as the repositories keep them).  zstd, xz, bzip2 and gzip are needed.  Then
 # `htda simulate --suite OUT` or `python bench/adaptive_judge.py OUT`.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/convert.sh"
 [ $# -eq 2 ] || { echo "usage: $0 SOURCES OUT" >&2; exit 2; }
 M=$(cd "$1" && pwd); mkdir -p "$2"; OUT=$(cd "$2" && pwd); RAW=$OUT/raw
 mkdir -p "$RAW"; cd "$RAW"
-HDR="timestamp,object_id,size_bytes"
 get() { # repo path outname
   local dir="$M/$1"; [ -d "$dir/repo" ] && dir="$dir/repo"
   git -C "$dir" show "HEAD:$2" > "$3"
@@ -65,6 +65,6 @@ get $CF $CP/cloud_physics/w106.trace.xz w106.trace.xz
 xz -dc w106.trace.xz | bin2csv i > $OUT/w106.csv
 for t in 2_pools cs multi1 multi3 ps; do
   get $CF $CP/lirs/$t.trace.gz lirs_$t.trace.gz
-  gzip -dc lirs_$t.trace.gz | awk -v h=$HDR 'BEGIN{print h} {gsub(/\r/,"")} $0=="*"{next} NF{n++; print n","$1",1"}' > $OUT/lirs_$t.csv
+  gzip -dc lirs_$t.trace.gz | lirs2csv > $OUT/lirs_$t.csv
 done
 echo done

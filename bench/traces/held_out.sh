@@ -9,15 +9,14 @@
 # suite does not hold (loop, zigzag, scan, backf: Jiang and Zhang, SIGMETRICS'02) and five SPEC CPU2000 memory
 # address traces (gcc, gzip, mcf, swim, twolf; an object is an address, as Caffeine's AddressTraceReader reads it).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/convert.sh"
 [ $# -eq 2 ] || { echo "usage: $0 SOURCES OUT" >&2; exit 2; }
 M=$(cd "$1" && pwd); mkdir -p "$2/raw"; OUT=$(cd "$2" && pwd); RAW=$OUT/raw
 DIR=$M/ben-manes+caffeine; [ -d "$DIR/repo" ] && DIR=$DIR/repo
 CP=simulator/src/main/resources/com/github/benmanes/caffeine/cache/simulator/parser
-HDR="timestamp,object_id,size_bytes"
 for t in loop zigzag scan backf; do
   git -C "$DIR" show "HEAD:$CP/lirs/$t.trace.gz" > "$RAW/lirs_$t.trace.gz"
-  gzip -dc "$RAW/lirs_$t.trace.gz" | awk -v h=$HDR 'BEGIN{print h} {gsub(/\r/,"")} $0=="*"{next} NF{n++; print n","$1",1"}' \
-    > "$OUT/lirs_$t.csv"
+  gzip -dc "$RAW/lirs_$t.trace.gz" | lirs2csv > "$OUT/lirs_$t.csv"
 done
 for t in gcc gzip mcf swim twolf; do
   git -C "$DIR" show "HEAD:$CP/address/$t.trace.gz" > "$RAW/address_$t.trace.gz"
