@@ -1,8 +1,9 @@
-"""Byte counts as people write them: ``500G``, ``1.5TiB``, ``512m``, ``123456``."""
+"""Byte counts and durations as people write them: ``500G``, ``1.5TiB``, ``512m``, ``123456``; ``90s``, ``5m``,
+``30d``."""
 
 from __future__ import annotations
 
-__all__ = ["MAX_BYTES", "parse_bytes"]
+__all__ = ["DURATION_UNITS", "MAX_BYTES", "duration_text", "parse_bytes"]
 
 #: the most bytes a count may hold: every count is stored and replayed as a signed 64-bit integer (SQLite's, the
 #: simulator's), and 8 EiB is past any storage
@@ -26,3 +27,17 @@ def parse_bytes(text: str, what: str = "size") -> int:
     if not 0 <= count <= MAX_BYTES:
         raise ValueError(f"{what} {text!r} must be a number of bytes from 0 to {MAX_BYTES:,} (8 EiB)")
     return int(count)
+
+
+#: seconds per unit of a duration as the command line reads it (``15m``, ``6h``, ``2d``, ``1w``)
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def duration_text(seconds: float) -> str:
+    """``5m``, ``30d``, ``90s``: a duration in its largest whole unit (not weeks: a label reads 7d), as the
+    simulator's ``parse_duration`` reads it back."""
+    for unit in "dhm":
+        length = DURATION_UNITS[unit]
+        if seconds >= length and seconds % length == 0:
+            return f"{int(seconds // length)}{unit}"
+    return f"{seconds:g}s"

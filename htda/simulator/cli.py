@@ -11,6 +11,7 @@ import sys
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
+from ..units import DURATION_UNITS, duration_text
 from . import TRACE_FORMATS
 from .generator import AnalysisWorkload
 
@@ -27,15 +28,13 @@ SIMULATE_HALF_LIVES = "auto,5m,1h,1d"
 SUITE_HALF_LIVES = "auto,1d"  # the coordinator's default (adaptive) first: the suite's verdict is on it
 DEFAULT_ADMISSION = "none,tinylfu"  # the coordinator's default first
 
-_DURATIONS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
 
 def parse_duration(text: str, what: str = "half-life") -> float:
     """``"300"``, ``"90s"``, ``"15m"``, ``"6h"``, ``"2d"``, ``"1w"`` -> seconds."""
     value = text.strip().lower()
     if value == "auto" and what == "half-life":
         return 0.0  # run.AUTO: the adaptive half-life (imported lazily: see above)
-    unit = _DURATIONS.get(value[-1:], None)
+    unit = DURATION_UNITS.get(value[-1:], None)
     try:
         seconds = float(value[:-1]) * unit if unit else float(value)
     except ValueError:
@@ -43,15 +42,6 @@ def parse_duration(text: str, what: str = "half-life") -> float:
     if not seconds > 0:
         raise ValueError(f"{what} {text!r} must be > 0")
     return seconds
-
-
-def duration_text(seconds: float) -> str:
-    """``5m``, ``30d``, ``90s``: a duration in its largest whole unit, as :func:`parse_duration` reads it."""
-    for unit in "dhm":  # (not weeks: a label reads 7d)
-        length = _DURATIONS[unit]
-        if seconds >= length and seconds % length == 0:
-            return f"{int(seconds // length)}{unit}"
-    return f"{seconds:g}s"
 
 
 def _number(minimum: float, what: str, hint: str):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from ..coordinator.adaptive import DEFAULT_HALF_LIVES, LAYOUTS, AdaptiveLRFUPolicy
 from ..coordinator.admission import ADMISSIONS, make_admission
 from ..node.plugins import PluginError, load
-from .cli import duration_text
+from ..units import duration_text
 from .engine import ReplayResult, replay
 from .htda_policy import HTDAPolicy
 from .offline import BeladyPolicy

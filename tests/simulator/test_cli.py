@@ -18,6 +18,7 @@ import pytest
 
 from htda.coordinator.adaptive import DEFAULT_HALF_LIVES, LAYOUTS
 from htda.simulator import cli
+from htda.units import duration_text
 from testkit.nodes import wait_until
 
 from .helpers import restore_ctrl_c, run_cli
@@ -284,7 +285,7 @@ def test_the_help_names_the_coordinators_candidates_and_reads_back_as_them(capsy
         parser.parse_args(["simulate", "--help"])
     listed = " ".join(capsys.readouterr().out.split()).split("adaptive_half_lives; default ")[1].split(")")[0]
     assert [cli.parse_duration(h) for h in listed.split(",")] == list(DEFAULT_HALF_LIVES)
-    assert [cli.duration_text(s) for s in (90, 300, 7200, 2592000, 1.5)] == ["90s", "5m", "2h", "30d", "1.5s"]
+    assert [duration_text(s) for s in (90, 300, 7200, 2592000, 1.5)] == ["90s", "5m", "2h", "30d", "1.5s"]
 
 
 def test_unreadable_history_is_a_clear_error(tmp_path):
