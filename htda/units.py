@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DURATION_UNITS", "MAX_BYTES", "duration_text", "parse_bytes"]
+__all__ = ["MAX_BYTES", "duration_text", "parse_bytes", "parse_duration"]
 
 #: the most bytes a count may hold: every count is stored and replayed as a signed 64-bit integer (SQLite's, the
 #: simulator's), and 8 EiB is past any storage
@@ -29,15 +29,29 @@ def parse_bytes(text: str, what: str = "size") -> int:
     return int(count)
 
 
-#: seconds per unit of a duration as the command line reads it (``15m``, ``6h``, ``2d``, ``1w``)
-DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# seconds per unit of a duration as the command line writes it (``15m``, ``6h``, ``2d``, ``1w``)
+_DURATIONS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str, what: str = "duration") -> float:
+    """``"300"``, ``"90s"``, ``"15m"``, ``"6h"``, ``"2d"``, ``"1w"`` -> seconds (> 0).  A ValueError names ``what``
+    and the text otherwise."""
+    value = text.strip().lower()
+    unit = _DURATIONS.get(value[-1:], None)
+    try:
+        seconds = float(value[:-1]) * unit if unit else float(value)
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not a duration (e.g. 300, 15m, 6h, 2d)") from None
+    if not seconds > 0:
+        raise ValueError(f"{what} {text!r} must be > 0")
+    return seconds
 
 
 def duration_text(seconds: float) -> str:
-    """``5m``, ``30d``, ``90s``: a duration in its largest whole unit (not weeks: a label reads 7d), as the
-    simulator's ``parse_duration`` reads it back."""
+    """``5m``, ``30d``, ``90s``: a duration in its largest whole unit (not weeks: a label reads 7d), as
+    :func:`parse_duration` reads it back."""
     for unit in "dhm":
-        length = DURATION_UNITS[unit]
+        length = _DURATIONS[unit]
         if seconds >= length and seconds % length == 0:
             return f"{int(seconds // length)}{unit}"
     return f"{seconds:g}s"

@@ -11,7 +11,8 @@ import sys
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from ..units import DURATION_UNITS, duration_text
+from .. import units
+from ..units import duration_text
 from . import TRACE_FORMATS
 from .generator import AnalysisWorkload
 
@@ -30,18 +31,11 @@ DEFAULT_ADMISSION = "none,tinylfu"  # the coordinator's default first
 
 
 def parse_duration(text: str, what: str = "half-life") -> float:
-    """``"300"``, ``"90s"``, ``"15m"``, ``"6h"``, ``"2d"``, ``"1w"`` -> seconds."""
-    value = text.strip().lower()
-    if value == "auto" and what == "half-life":
+    """``"300"``, ``"90s"``, ``"15m"``, ``"6h"``, ``"2d"``, ``"1w"`` -> seconds (:func:`htda.units.parse_duration`);
+    for a half-life also ``"auto"``."""
+    if what == "half-life" and text.strip().lower() == "auto":
         return 0.0  # run.AUTO: the adaptive half-life (imported lazily: see above)
-    unit = DURATION_UNITS.get(value[-1:], None)
-    try:
-        seconds = float(value[:-1]) * unit if unit else float(value)
-    except ValueError:
-        raise ValueError(f"{what} {text!r} is not a duration (e.g. 300, 15m, 6h, 2d)") from None
-    if not seconds > 0:
-        raise ValueError(f"{what} {text!r} must be > 0")
-    return seconds
+    return units.parse_duration(text, what)
 
 
 def _number(minimum: float, what: str, hint: str):
