@@ -10,6 +10,7 @@ import pytest
 
 from bench.cluster import topology
 from bench.cluster.topology import Topology, TopologyError
+from testkit.nodes import wait_until
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"), reason="needs root and iproute2")
 
@@ -73,6 +74,10 @@ def test_cleanup_removes_leftovers_of_a_crashed_run():
     topo = Topology(prefix=prefix, workers=1)
     topo.up()
     sleeper = subprocess.Popen(topo.worker_hosts[0].cmd("sleep", "600"))
+    # a leftover is in its namespace before the crash's cleanup looks: nsenter joins it, then becomes the sleep
+    netns = topology.namespaces(prefix)
+    wait_until(lambda: any(str(sleeper.pid) in topology.run("ip", "netns", "pids", n, check=False).stdout.split()
+                           for n in netns), timeout=10, what="the sleeper inside its namespace")
     removed = topology.cleanup(prefix)
     assert len(removed) == 4 and topology.namespaces(prefix) == []
     assert sleeper.wait(timeout=10) != 0
